@@ -1,0 +1,33 @@
+"""The one error type a user sees for bad input: it names the file, the line and what was expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional, Union
+
+
+class RescoreError(Exception):
+    """Bad input or a failed check; commands turn it into a message and a non-zero exit.
+
+    >>> str(RescoreError("float cost", path="nbest/acwt", line=3, got="abc"))
+    "nbest/acwt:3: expected float cost, got 'abc'"
+    """
+
+    def __init__(
+        self,
+        expected: str,
+        path: Optional[Union[str, Path]] = None,
+        line: Optional[int] = None,
+        got: Optional[str] = None,
+    ):
+        self.path = None if path is None else str(path)
+        self.line = line
+        self.expected = expected
+        self.got = got
+        where = self.path or "<input>"
+        if line is not None:
+            where += f":{line}"
+        msg = f"{where}: expected {expected}"
+        if got is not None:
+            msg += f", got {got!r}"
+        super().__init__(msg)

@@ -1,0 +1,134 @@
+"""The one interface every language model of rescore offers, and the state it carries.
+
+Training (rescore.train), perplexity (rescore.ppl) and the rescoring engine (rescore.engine) use
+only what is defined here, so a new body or head needs no special case anywhere else.
+
+Conventions
+-----------
+* Tokens come in two parallel int64 tensors of the same shape:
+  ``ids``   vocabulary ids (an out-of-vocabulary word has the id of ``<unk>``);
+  ``ident`` word identities: any int64 that is equal for equal words and different for different
+  words, also for words outside the vocabulary (see ``Vocabulary.encode``). Pointer heads compare
+  identities, never vocabulary ids, so an OOV word in the history can still be copied.
+* A sentence is scored as ``<eos> w1 ... wn`` -> ``w1 ... wn <eos>``: one boundary symbol that is
+  both the first input and the last target (the PyTorch word-LM convention). The state carried to
+  the next utterance is the state after consuming ``wn``; the next utterance starts with ``<eos>``
+  as its first input, exactly as in training on concatenated sentences.
+* Every head gives, for each position t, the probability of a target ``w`` as a mixture
+
+      P(w) = exp(log_vocab[t, id(w)]) + sum_{i : slot_ident[t, i] == ident(w)} exp(log_slot[t, i])
+
+  (softmax: no slots; implicit pointer: the V + L softmax of Li et al. 2020; PSMM, neural cache
+  and pointer-generator: gate * P_vocab and (1 - gate) * attention). ``HeadOutput.log_prob``
+  computes that for the targets; training minimises its negative mean, which for the implicit
+  pointer is exactly the at-least-one-hot loss -log(y . s).
+* ``LMState`` holds batch-first tensors of fixed shape per model (LSTM (h, c); Transformer a
+  key/value cache of fixed capacity with a validity mask; the pointer history of the last L
+  tokens), so states of different sequences can be gathered (``select``) and stacked (``cat``)
+  without any model-specific code. Empty history slots have identity ``EMPTY`` and never match.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, Optional
+
+import torch
+from torch import Tensor, nn
+
+EMPTY = -1  # identity of a history slot that holds no token (start of a conversation)
+
+
+@dataclass
+class HeadOutput:
+    """What a model predicts at each position of a (B, T) input.
+
+    log_vocab:  (B, T, V) float, log of the vocabulary part of the mixture (already gated).
+    log_slot:   (B, T, L) float or None, log of the copy weight of each history slot.
+    slot_ident: (B, T, L) int64 or None, identity of the token in each slot (EMPTY = none).
+    hidden:     (B, T, H) float or None, the body output the head saw (the neural cache of
+                rescore.models uses it as its query; Grave et al. 2017).
+    """
+
+    log_vocab: Tensor
+    log_slot: Optional[Tensor] = None
+    slot_ident: Optional[Tensor] = None
+    hidden: Optional[Tensor] = None
+
+    def log_prob(self, target_ids: Tensor, target_ident: Tensor) -> Tensor:
+        """log P(target) at each position: (B, T) int64 ids and identities -> (B, T) float."""
+        lp = self.log_vocab.gather(-1, target_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        if self.log_slot is None:
+            return lp
+        match = self.slot_ident == target_ident.unsqueeze(-1)  # (B, T, L)
+        copy = self.log_slot.masked_fill(~match, float("-inf"))
+        return torch.logsumexp(torch.cat([lp.unsqueeze(-1), copy], dim=-1), dim=-1)
+
+
+@dataclass
+class LMState:
+    """Everything a model carries from one call to the next, as batch-first tensors.
+
+    ``tensors`` maps a name to a tensor whose dim 0 is the batch; its other dims are fixed for a
+    given model (no ragged caches), so ``select`` and ``cat`` work for every model alike.
+    """
+
+    tensors: Dict[str, Tensor] = field(default_factory=dict)
+
+    @property
+    def batch_size(self) -> int:
+        return next(iter(self.tensors.values())).shape[0]
+
+    def select(self, index: Tensor) -> "LMState":
+        """Rows ``index`` ((N,) int64) of every tensor: expand a trie level, pick best hyps."""
+        return LMState({k: v.index_select(0, index) for k, v in self.tensors.items()})
+
+    @staticmethod
+    def cat(states: Iterable["LMState"]) -> "LMState":
+        states = list(states)
+        keys = states[0].tensors.keys()
+        return LMState({k: torch.cat([s.tensors[k] for s in states], dim=0) for k in keys})
+
+    def where(self, keep_new: Tensor, old: "LMState") -> "LMState":
+        """Row-wise choice: ``self`` where keep_new ((B,) bool) else ``old`` (padding steps)."""
+        out = {}
+        for k, v in self.tensors.items():
+            m = keep_new.view(-1, *([1] * (v.dim() - 1)))
+            out[k] = torch.where(m, v, old.tensors[k])
+        return LMState(out)
+
+    def detach(self) -> "LMState":
+        return LMState({k: v.detach() for k, v in self.tensors.items()})
+
+    def to(self, device) -> "LMState":
+        return LMState({k: v.to(device) for k, v in self.tensors.items()})
+
+
+class LanguageModel(nn.Module):
+    """Base class: a body (LSTM or Transformer) and a head, behind one call.
+
+    Subclasses set ``self.config`` (their @dataclass) and ``self.vocab`` and implement
+    ``initial_state`` and ``forward``.
+    """
+
+    config: object
+    vocab: object
+
+    def initial_state(self, batch_size: int, device=None) -> LMState:
+        """The state at the start of a conversation (zero body state, empty history)."""
+        raise NotImplementedError
+
+    def forward(self, ids: Tensor, ident: Tensor, state: LMState) -> tuple[HeadOutput, LMState]:
+        """Consume inputs ``ids``/``ident`` ((B, T) int64) from ``state``.
+
+        Returns the head output for the next-token prediction at each of the T positions and the
+        state after the last position. Calling it on T tokens at once must equal calling it T
+        times on one token (the engine relies on it; the tests check it).
+        """
+        raise NotImplementedError
+
+    def score(self, ids: Tensor, ident: Tensor, target_ids: Tensor, target_ident: Tensor,
+              state: LMState) -> tuple[Tensor, LMState]:
+        """log P of each target ((B, T) float) and the state after the inputs."""
+        out, new_state = self(ids, ident, state)
+        return out.log_prob(target_ids, target_ident), new_state
