@@ -109,12 +109,12 @@ def _parse_float(tok: str) -> float:
 
 
 def _parse_ints(toks: Sequence[str]) -> List[int]:
-    out = []
-    for t in toks:
-        if not (t.isascii() and t.isdigit()):
-            raise ValueError(t)
-        out.append(int(t))
-    return out
+    if not toks:
+        return []
+    joined = "".join(toks)  # one C-level check for the whole vector: ASCII digits only
+    if not (joined.isascii() and joined.isdigit()):
+        raise ValueError(joined)
+    return list(map(int, toks))
 
 
 def _parse_value(kind: Kind, fields: List[str]):
@@ -132,25 +132,20 @@ def iter_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
     """(1-based line number, decoded line without newline); gzip and decode errors name the line."""
     f = _open_bytes(path)
     lineno = 0
-    try:
-        with f:
-            while True:
-                try:
-                    raw = f.readline()
-                except (EOFError, OSError, zlib.error) as e:
-                    raise RescoreError("a complete gzip stream", path=path, line=lineno + 1,
-                                       got=f"truncated or corrupt: {e}") from None
-                if not raw:
-                    return
+    with f:
+        try:
+            for raw in f:
                 lineno += 1
                 try:
-                    yield lineno, raw.decode("utf-8").rstrip("\r\n")
+                    line = raw.decode("utf-8")
                 except UnicodeDecodeError:
                     raise RescoreError("UTF-8 text", path=path, line=lineno, got=repr(raw[:40])) from None
-    except RescoreError:
-        raise
-    except OSError as e:
-        raise RescoreError("a readable file", path=path, got=e.strerror or str(e)) from None
+                yield lineno, line.rstrip("\r\n")
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise RescoreError("a complete gzip stream", path=path, line=lineno + 1,
+                               got=f"truncated or corrupt: {e}") from None
+        except OSError as e:
+            raise RescoreError("a readable file", path=path, got=e.strerror or str(e)) from None
 
 
 def _is_binary_archive(path: PathLike) -> bool:
