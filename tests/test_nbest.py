@@ -185,3 +185,14 @@ def test_shared_dev_set_loads():
     assert sum(len(r) for r in s.refs.values()) == 11122
     first = s.conversations[0].utterances
     assert [u.id for u in first[:3]] == ["dev-a000-rms-000", "dev-a000-rms-001", "dev-a000-rms-002"]
+
+
+def test_empty_hypothesis(nbest_small):
+    # An empty int vector ('key ' in words, bare key in words_text) is an empty hypothesis,
+    # and the next line is not swallowed.
+    _edit(nbest_small / "words", _set(13, "rec2-awb-000-4 \n"))
+    _edit(nbest_small / "words_text", _set(13, "rec2-awb-000-4\n"))
+    s = load_nbest_dir(nbest_small, nbest_small / "data")
+    u = [u for u in s.utterances() if u.id == "rec2-awb-000"][0]
+    assert [h.words for h in u.hyps][3] == [] and len(u.hyps) == 4
+    assert s.num_hyps == 17

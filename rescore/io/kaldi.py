@@ -196,16 +196,13 @@ def _read_binary_float(buf: bytes, pos: int, where: str) -> Tuple[float, int]:
     if buf[pos : pos + 2] != b"\0B":
         raise RescoreError("binary marker '\\0B'", path=where, got=repr(buf[pos : pos + 2]))
     size = buf[pos + 2 : pos + 3]
-    if size == b"\x04":
-        (v,) = struct.unpack_from("<f", buf, pos + 3) if len(buf) >= pos + 7 else (None,)
-        end = pos + 7
-    elif size == b"\x08":
-        (v,) = struct.unpack_from("<d", buf, pos + 3) if len(buf) >= pos + 11 else (None,)
-        end = pos + 11
-    else:
+    fmt = {b"\x04": "<f", b"\x08": "<d"}.get(size)  # Kaldi BaseFloat (float32) or double
+    if fmt is None:
         raise RescoreError("a binary float scalar (size byte 4 or 8)", path=where, got=repr(size))
-    if v is None:
+    end = pos + 3 + struct.calcsize(fmt)
+    if end > len(buf):
         raise RescoreError("a complete binary float scalar", path=where, got="end of file")
+    (v,) = struct.unpack_from(fmt, buf, pos + 3)
     if not math.isfinite(v):
         raise RescoreError("a finite float", path=where, got=str(v))
     return float(v), end
@@ -318,8 +315,8 @@ def read_scp_table(path: PathLike, kind: Kind) -> Table:
                 value = _parse_value(kind, text.split())
         except (ValueError, UnicodeDecodeError):
             raise RescoreError(_EXPECTED[kind] + f" at {rx}:{off}", path=path, line=lineno) from None
-        except RescoreError as e:
-            raise RescoreError(f"{e}", path=path, line=lineno) from None
+        except RescoreError as e:  # name the scp line, and the archive position in the message
+            raise RescoreError(f"{e.expected} at {rx}:{off}", path=path, line=lineno, got=e.got) from None
         t.keys.append(key)
         t.values.append(value)
         t.lines.append(lineno)
