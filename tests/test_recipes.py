@@ -58,9 +58,9 @@ true
 
 # Kaldi's run.pl for JOB=a:b: the same joining of arguments into one bash command line
 # (an argument without spaces as is, one with a double quote in single quotes, any other in
-# double quotes), JOB replaced in the log name and the command, output to the log file.
+# double quotes), JOB replaced everywhere in the log name and the command, output to the log.
 RUN_PL = r'''#!{python}
-import re, subprocess, sys
+import os, re, subprocess, sys
 args = sys.argv[1:]
 while args and args[0].startswith("--"):  # --mem 4G, --gpu 1, --max-jobs-run n: not ours
     args = args[2:]
@@ -75,7 +75,8 @@ cmd = " ".join(w if re.fullmatch(r"\S+", w) else ("'%s'" % w if '"' in w else '"
                for w in words)
 failed = 0
 for job in range(lo, hi + 1):
-    sub = (lambda s: re.sub(r"\b%s\b" % var, str(job), s)) if var else (lambda s: s)
+    sub = (lambda s: s.replace(var, str(job))) if var else (lambda s: s)  # as run.pl: s/JOB/n/g
+    os.makedirs(os.path.dirname(sub(log)) or ".", exist_ok=True)
     with open(sub(log), "w") as f:
         f.write("# " + sub(cmd) + "\n")
         f.flush()
