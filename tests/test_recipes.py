@@ -185,6 +185,8 @@ def kaldi_dir(tmp: Path) -> Path:
     (d / "path.sh").write_text("# stand-in for Kaldi's path.sh: PATH comes from the test\n")
     (d / "utils" / "parse_options.sh").write_text(PARSE_OPTIONS)
     write_exe(d / "utils" / "int2sym.pl", INT2SYM)
+    # the decode left data/split<nj>/<job>: Kaldi's split_data.sh must not be needed
+    write_exe(d / "utils" / "split_data.sh", "#!/bin/sh\necho stand-in split_data.sh called >&2\nexit 1\n")
     return d
 
 
@@ -380,6 +382,7 @@ def test_steps_script_end_to_end(tmp_path, tiny_checkpoint, g):
     shutil.copy(tiny_checkpoint, Path(mdl) / "model.pt")
     shutil.rmtree(data)
     shutil.copytree(DEV / "data", data)  # the whole dev set's data dir, as a recipe passes it
+    shutil.copytree(DEV / "data", Path(data) / "split1" / "1")  # as the 1-job decode split it
     calls = tmp_path / "calls"
     drop = "dev-a000-rms-003-100"  # the last hypothesis of an utterance, lost in old-LM removal
     bindir = make_bin(tmp_path, KALDI_PROGS, rescore_nbest=True)

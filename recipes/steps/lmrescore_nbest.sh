@@ -40,6 +40,7 @@ wip=0.0               # word insertion penalty used to pick the best hypothesis 
 state_carry=rescored  # none | first-pass | rescored: whose best hypothesis starts the next utterance
 device=auto           # auto | cpu | cuda, for rescore-nbest
 max_tokens=           # tokens per batch of rescore-nbest; empty: its default
+train_text=           # LM training text: adds rare-word bucket WERs to each job's report
 keep_ali=true         # false: drop the alignments from the N-best (smaller archives)
 skip_scoring=false    # true: do not run local/score.sh
 scoring_opts=         # extra options for local/score.sh
@@ -72,6 +73,7 @@ if [ $# != 5 ]; then
   echo "  --weight <w>                          # NN LM interpolation weight"
   echo "  --state-carry <none|first-pass|rescored>"
   echo "  --device <auto|cpu|cuda>"
+  echo "  --train-text <file>                   # LM training text: rare-word buckets in the reports"
   echo "  --stage <stage>                       # first stage to run"
   echo "  --skip-scoring <true|false>"
   exit 1
@@ -105,7 +107,10 @@ esac
 for n in $(seq "$nj"); do
   [ ! -f "$indir/lat.$n.gz" ] && echo "$0: expected file $indir/lat.$n.gz to exist (num_jobs is $nj)" && exit 1
 done
-[ ! -x utils/int2sym.pl ] && echo "$0: expected utils/int2sym.pl (run from a Kaldi recipe directory)" && exit 1
+for f in utils/int2sym.pl utils/split_data.sh; do
+  [ ! -x "$f" ] && echo "$0: expected $f (run from a Kaldi recipe directory)" && exit 1
+done
+[ -n "$train_text" ] && [ ! -f "$train_text" ] && echo "$0: expected file $train_text to exist" && exit 1
 case "$state_carry" in none|first-pass|rescored) ;;
   *) echo "$0: --state-carry must be none, first-pass or rescored, got '$state_carry'"; exit 1 ;;
 esac
@@ -208,18 +213,25 @@ if [ "$stage" -le 4 ]; then
 fi
 
 # Stage 5.  Neural LM costs and interpolation, one job per lattice archive; utterances are
-# rescored in conversation order (data dir's segments) with the LM state carried.
+# rescored in conversation order (segments of the job's data dir, split$nj/JOB as the decode
+# split it) with the LM state carried.  An utterance the decode lost is left out with a warning
+# in the job's log (--allow-missing); Kaldi's scoring counts it as deleted, as before.
 if [ "$stage" -le 5 ]; then
   echo "$0: rescoring with $model (weight $weight, state carry: $state_carry, device: $device)"
-  max_tokens_opt=
-  [ -n "$max_tokens" ] && max_tokens_opt="--max-tokens $max_tokens"
-  # $max_tokens_opt is empty or two words: it must split.
+  sdata=$data/split$nj
+  if [ ! -f "$sdata/$nj/utt2spk" ]; then
+    utils/split_data.sh "$data" "$nj" || exit 1
+  fi
+  extra_opts=
+  [ -n "$max_tokens" ] && extra_opts="--max-tokens $max_tokens"
+  [ -n "$train_text" ] && extra_opts="$extra_opts --train-text $train_text"
+  # $extra_opts is a list of options: it must split.
   # shellcheck disable=SC2086
   $rescore_cmd JOB=1:"$nj" "$dir/log/rescore.JOB.log" \
     rescore-nbest "$adir.JOB" "$adir.JOB" \
-      --data-dir "$data" --words-txt "$oldlang/words.txt" --model "$model" \
+      --data-dir "$sdata/JOB" --allow-missing --words-txt "$oldlang/words.txt" --model "$model" \
       --weight "$weight" --inv-acwt "$inv_acwt" --wip "$wip" \
-      --state-carry "$state_carry" --device "$device" $max_tokens_opt || exit 1
+      --state-carry "$state_carry" --device "$device" $extra_opts || exit 1
   for n in $(seq "$nj"); do
     [ ! -s "$adir.$n/lmwt.interp" ] && echo "$0: rescore-nbest wrote no $adir.$n/lmwt.interp" && exit 1
   done

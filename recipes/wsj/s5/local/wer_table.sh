@@ -64,7 +64,8 @@ for spec in "$@"; do
     hyp=$decode$suffix$name/text
     [ "$name" == first-pass ] && hyp=$out/$set.first-pass.text
     filter "$hyp" > "$out/$set.$name.hyp.text"
-    rescore-wer "$out/$set.ref.text" "$out/$set.$name.hyp.text" --train-text "$train_text" \
+    # An utterance the decode lost counts as deleted (--allow-missing), as in Kaldi's scoring.
+    rescore-wer "$out/$set.ref.text" "$out/$set.$name.hyp.text" --train-text "$train_text" --allow-missing \
       --report "$out/$set.$name.json" --plot "$out/$set.$name.png" > "$out/$set.$name.txt"
   done
 done
