@@ -41,6 +41,7 @@ bptt=100                          # BPTT length T
 history=100                       # pointer history L
 memory_aug=false                  # true: the pointer models also get memory augmentation
 epochs=                           # empty: rescore-train-lm's default
+train_opts=                       # more rescore-train-lm options, e.g. "--optimizer adam --lr 5e-4"
 seed=1
 N=100                             # hypotheses per utterance
 inv_acwt=10                       # inverse acoustic scale of the N-best lists
@@ -104,6 +105,16 @@ if [ "$stage" -le 2 ]; then
     awk '$2 >= next_id { next_id = $2 + 1 } END { print "<unk>", next_id }' \
       "$lang/words.txt" >> "$lmdata/words.txt"
   fi
+  rm -f "$lmdata/train.invocab.txt" "$lmdata/valid.invocab.txt"
+  if ! rescore-train-lm --help | grep -- --words-txt >/dev/null; then
+    # This rescore-train-lm takes its vocabulary from the text: give it text whose words
+    # outside words.txt are <unk> already.
+    for f in train valid; do
+      awk 'NR == FNR { if ($1 !~ /^(<eps>|<s>|<\/s>|#.*)$/) v[$1] = 1; next }
+           { for (i = 1; i <= NF; i++) if (!($i in v)) $i = "<unk>"; print }' \
+        "$lmdata/words.txt" "$lmdata/$f.txt" > "$lmdata/$f.invocab.txt"
+    done
+  fi
 fi
 
 if [ "$stage" -le 3 ]; then
@@ -113,7 +124,7 @@ if [ "$stage" -le 3 ]; then
         opts=(--arch lstm --hidden "$lstm_hidden" --layers "$lstm_layers") ;;
       transformer|transformer_pointer)
         opts=(--arch transformer --hidden "$transformer_hidden" --layers "$transformer_layers"
-              --heads "$transformer_heads") ;;
+              --n-heads "$transformer_heads") ;;
       *) echo "$0: unknown model $model (lstm, lstm_pointer, transformer, transformer_pointer)"; exit 1 ;;
     esac
     case $model in
@@ -122,13 +133,18 @@ if [ "$stage" -le 3 ]; then
       *) opts+=(--head softmax) ;;
     esac
     [ -n "$epochs" ] && opts+=(--epochs "$epochs")
+    if [ -f "$lmdata/train.invocab.txt" ]; then
+      text_opts=(--train "$lmdata/train.invocab.txt" --valid "$lmdata/valid.invocab.txt")
+    else
+      text_opts=(--train "$lmdata/train.txt" --valid "$lmdata/valid.txt" --words-txt "$lmdata/words.txt")
+    fi
     echo "$0: stage 3: training $model (log: exp/rescore/$model/log/train.log)"
     mkdir -p "exp/rescore/$model/log"
-    # shellcheck disable=SC2154  # cuda_cmd comes from cmd.sh
+    # cuda_cmd comes from cmd.sh; $train_opts is a list of options: it must split.
+    # shellcheck disable=SC2154,SC2086
     $cuda_cmd "exp/rescore/$model/log/train.log" \
-      rescore-train-lm --train "$lmdata/train.txt" --valid "$lmdata/valid.txt" \
-        --words-txt "$lmdata/words.txt" --out-dir "exp/rescore/$model" \
-        --bptt "$bptt" --seed "$seed" --device "$device" "${opts[@]}"
+      rescore-train-lm "${text_opts[@]}" --out-dir "exp/rescore/$model" \
+        --bptt "$bptt" --seed "$seed" --device "$device" "${opts[@]}" $train_opts
   done
 fi
 
