@@ -436,3 +436,129 @@ def test_steps_script_end_to_end(tmp_path, tiny_checkpoint, g):
     assert (f"linear-to-nbest ark:{adir}/ali ark:{adir}/words ark:{adir}/lmwt.interp "
             f"ark:{adir}/acwt ark:-") in called
     assert Path(out, "lat.1.gz").is_file()
+
+
+# --- the recipes' text and vocabulary stages on a miniature Kaldi system --------------------
+
+RESCORE_STANDIN = r'''#!/bin/sh
+# stand-in for {name}: --help says which options it has, anything else is recorded
+if [ "$1" = --help ]; then echo "Options: --train --valid --out-dir {extra}"; exit 0; fi
+echo "{name} $*" >> "$CALLS"
+'''
+
+
+def mini_kaldi(tmp: Path, corpus: str) -> tuple:
+    """KALDI_ROOT with the files a finished SWBD or WSJ system has that stages 1-2 read, and a
+    copy of the recipe (run.sh makes links and data/ in its own directory)."""
+    root = tmp / "kaldi"
+    (root / "tools" / "config").mkdir(parents=True)
+    (root / "tools" / "config" / "common_path.sh").write_text("# stand-in\n")
+    utils = root / "egs" / "wsj" / "s5" / "utils"
+    utils.mkdir(parents=True)
+    (root / "egs" / "wsj" / "s5" / "steps").mkdir()
+    (utils / "parse_options.sh").write_text(PARSE_OPTIONS)
+    egs = root / "egs" / ("swbd/s5c" if corpus == "swbd" else "wsj/s5")
+    words = ["<eps>", "!sil", "hi", "okay", "sure", "um", "um-hum", "yeah", "first", "call",
+             "#0", "<s>", "</s>"]
+    if corpus == "swbd":
+        lang, sets, model = "lang_sw1_fsh_fg", ["train_dev", "eval2000"], "exp/chain/tdnn7q_sp"
+        decodes = [f"decode_{s}_sw1_fsh_fg" for s in sets]
+        hires = [f"{s}_hires" for s in sets]
+        for s in ("train_nodev", "train_dev", "eval2000"):
+            d = egs / "data" / s
+            d.mkdir(parents=True)
+            (d / "text").write_text(f"sw0{s}-A_000098-001156 hi yeah\nsw0{s}-A_001980-002131 okay\n"
+                                    f"sw0{s}-B_000529-001410 sure um\n")
+            (d / "segments").write_text(f"sw0{s}-A_000098-001156 sw0{s}-A 0.98 11.56\n"
+                                        f"sw0{s}-A_001980-002131 sw0{s}-A 19.80 21.31\n"
+                                        f"sw0{s}-B_000529-001410 sw0{s}-B 5.29 14.10\n")
+        fisher = egs / "data" / "local" / "lm" / "fisher" / "text1.gz"
+        fisher.parent.mkdir(parents=True)
+        fisher.write_bytes(gzip.compress(b"mhm hmm first call\nokay mm zebra\n"))
+    else:
+        words = [w.upper() if w[0].isalpha() else w for w in words] + ["<UNK>"]
+        lang, sets, model = "lang_test_bd_fgconst", ["dev93", "eval92"], "exp/chain/tdnn1g_sp"
+        decodes = [f"decode_bd_tgpr_{s}_fg" for s in sets]
+        hires = [f"test_{s}_hires" for s in sets]
+        for s in sets:
+            (egs / "data" / f"test_{s}").mkdir(parents=True)
+            (egs / "data" / f"test_{s}" / "text").write_text("4k0c0301 FIRST CALL\n")
+        cleaned = egs / "data" / "local" / "dict_nosp_larger" / "cleaned.gz"
+        cleaned.parent.mkdir(parents=True)
+        cleaned.write_bytes(gzip.compress(
+            "".join(f"LINE {i} OKAY ZEBRA\n" for i in range(1, 10)).encode()))
+    (egs / "data" / lang).mkdir(parents=True)
+    (egs / "data" / lang / "words.txt").write_text("".join(f"{w} {i}\n" for i, w in enumerate(words)))
+    for dec, h in zip(decodes, hires):
+        (egs / model / dec).mkdir(parents=True)
+        (egs / model / dec / "num_jobs").write_text("2\n")
+        (egs / "data" / h).mkdir(parents=True, exist_ok=True)
+        (egs / "data" / h / "utt2spk").write_text("u s\n")
+    recipe = tmp / "recipes" / corpus / "s5"
+    shutil.copytree(RECIPES / corpus / "s5", recipe)
+    shutil.copytree(RECIPES / "steps", tmp / "recipes" / "steps")
+    return root, egs, recipe
+
+
+def run_recipe(tmp: Path, recipe: Path, root: Path, args, words_txt_option: bool):
+    b = tmp / "bin"
+    for name in ("rescore-train-lm", "rescore-nbest", "rescore-wer"):
+        extra = "--words-txt" if name == "rescore-train-lm" and words_txt_option else ""
+        write_exe(b / name, RESCORE_STANDIN.replace("{name}", name).replace("{extra}", extra))
+    write_exe(b / "run.pl", RUN_PL)
+    env = {"PATH": f"{b}:/usr/bin:/bin", "HOME": str(tmp), "KALDI_ROOT": str(root),
+           "CALLS": str(tmp / "calls")}
+    return subprocess.run(["bash", "run.sh"] + args, cwd=recipe, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("words_txt_option", [True, False])
+def test_swbd_recipe_text_and_vocabulary(tmp_path, words_txt_option):
+    root, egs, recipe = mini_kaldi(tmp_path, "swbd")
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2", "--swbd-copies", "2"],
+                   words_txt_option)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert os.readlink(recipe / "utils") == str(root / "egs/wsj/s5/utils")
+    lm = recipe / "data" / "rescore"
+    swbd = "hi yeah\nsure um\nokay\n"  # the two sides interleaved by start time
+    # Fisher after Switchboard, hesitations in Switchboard's spelling
+    assert (lm / "train.txt").read_text() == 2 * swbd + \
+        "um-hum hum first call\nokay um zebra\n"
+    assert (lm / "valid.txt").read_text() == swbd and (lm / "test.txt").read_text() == swbd
+    vocab = (lm / "words.txt").read_text().splitlines()
+    assert vocab[:13] == (egs / "data/lang_sw1_fsh_fg/words.txt").read_text().splitlines()
+    assert vocab[13:] == ["<unk> 13"]
+    if words_txt_option:
+        assert not (lm / "train.invocab.txt").exists()
+    else:  # words outside words.txt become <unk> for a trainer that builds its own vocabulary
+        assert (lm / "train.invocab.txt").read_text().splitlines()[-1] == "okay um <unk>"
+    assert not (tmp_path / "calls").exists()  # stages 3-5 did not run
+
+
+def test_wsj_recipe_text_and_vocabulary(tmp_path):
+    root, egs, recipe = mini_kaldi(tmp_path, "wsj")
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2",
+                                            "--valid-every", "3"], True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lm = recipe / "data" / "rescore"
+    assert (lm / "valid.txt").read_text() == "LINE 3 OKAY ZEBRA\nLINE 6 OKAY ZEBRA\nLINE 9 OKAY ZEBRA\n"
+    assert (lm / "train.txt").read_text().splitlines()[:3] == \
+        ["LINE 1 OKAY ZEBRA", "LINE 2 OKAY ZEBRA", "LINE 4 OKAY ZEBRA"]
+    assert (lm / "test.txt").read_text() == "FIRST CALL\n"
+    assert (lm / "words.txt").read_text().splitlines()[-1] == "<unk> 14"
+
+
+@pytest.mark.parametrize("corpus, remove", [
+    ("swbd", "exp/chain/tdnn7q_sp/decode_eval2000_sw1_fsh_fg/num_jobs"),
+    ("swbd", "data/local/lm/fisher/text1.gz"),
+    ("wsj", "data/local/dict_nosp_larger/cleaned.gz"),
+    ("wsj", "data/test_dev93_hires/utt2spk"),
+])
+def test_recipe_names_a_missing_kaldi_file(tmp_path, corpus, remove):
+    root, egs, recipe = mini_kaldi(tmp_path, corpus)
+    os.remove(egs / remove)
+    r = run_recipe(tmp_path, recipe, root, [], True)
+    assert r.returncode == 1
+    system = "SWBD" if corpus == "swbd" else "WSJ"
+    assert f"expected file {egs / remove} to exist (a finished Kaldi {system} system)" in r.stdout
+    assert not (recipe / "data").exists()

@@ -21,7 +21,8 @@
 # the defaults below.  Run: ./run.sh [--stage N] [--kaldi-dir DIR] [--device cuda] ...
 
 # Begin configuration section.
-stage=0
+stage=0                           # first stage to run
+stop_stage=5                      # last stage to run
 kaldi_dir=                        # the finished Kaldi system; empty: $KALDI_ROOT/egs/swbd/s5c
 ac_model_dir=exp/chain/tdnn7q_sp  # its acoustic model dir (relative to kaldi_dir)
 lm=sw1_fsh_fg                     # the first-pass LM: data/lang_$lm, decode dirs decode_<set>_$lm
@@ -66,7 +67,7 @@ set -u
 
 if [ $# != 0 ]; then
   echo "Usage: $0 [options]   (options: the configuration section at the top of $0)"
-  echo " e.g.: $0 --stage 3 --device cuda --models 'lstm lstm_pointer'"
+  echo " e.g.: $0 --stage 3 --stop-stage 4 --device cuda --models 'lstm lstm_pointer'"
   exit 1
 fi
 
@@ -93,14 +94,14 @@ for prog in rescore-train-lm rescore-nbest rescore-wer; do
     { echo "$0: $prog not on PATH: install rescore and set RESCORE_VENV in path.sh"; exit 1; }
 done
 
-if [ "$stage" -le 1 ]; then
+if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
   echo "$0: stage 1: LM text in conversation and time order"
   local/prepare_lm_text.sh --swbd-copies "$swbd_copies" --test-data "$kaldi_dir/data/$test_set" \
     ${fisher_text:+--fisher-text "$kaldi_dir/$fisher_text"} \
     "$kaldi_dir/data/$train_set" "$kaldi_dir/data/$valid_set" "$lmdata"
 fi
 
-if [ "$stage" -le 2 ]; then
+if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
   echo "$0: stage 2: vocabulary from $lang/words.txt"
   cp "$lang/words.txt" "$lmdata/words.txt"
   if ! awk '$1 == "<unk>" { found = 1 } END { exit !found }' "$lmdata/words.txt"; then
@@ -119,7 +120,7 @@ if [ "$stage" -le 2 ]; then
   fi
 fi
 
-if [ "$stage" -le 3 ]; then
+if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   for model in $models; do
     case $model in
       lstm|lstm_pointer)
@@ -150,7 +151,7 @@ if [ "$stage" -le 3 ]; then
   done
 fi
 
-if [ "$stage" -le 4 ]; then
+if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   for model in $models; do
     for set in $decode_sets; do
       indir=$kaldi_dir/$ac_model_dir/decode_${set}_$lm
@@ -167,7 +168,7 @@ if [ "$stage" -le 4 ]; then
   done
 fi
 
-if [ "$stage" -le 5 ]; then
+if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   echo "$0: stage 5: WER tables"
   sets=()
   for set in $decode_sets; do

@@ -22,7 +22,8 @@
 # the defaults below.  Run: ./run.sh [--stage N] [--kaldi-dir DIR] [--device cuda] ...
 
 # Begin configuration section.
-stage=0
+stage=0                           # first stage to run
+stop_stage=5                      # last stage to run
 kaldi_dir=                        # the finished Kaldi system; empty: $KALDI_ROOT/egs/wsj/s5
 ac_model_dir=exp/chain/tdnn1g_sp  # its acoustic model dir (relative to kaldi_dir)
 lm=bd_fgconst                     # the LM of the decode dirs: data/lang_test_$lm (G.carpa)
@@ -66,7 +67,7 @@ set -u
 
 if [ $# != 0 ]; then
   echo "Usage: $0 [options]   (options: the configuration section at the top of $0)"
-  echo " e.g.: $0 --stage 3 --device cuda --models 'lstm lstm_pointer'"
+  echo " e.g.: $0 --stage 3 --stop-stage 4 --device cuda --models 'lstm lstm_pointer'"
   exit 1
 fi
 
@@ -92,13 +93,13 @@ for prog in rescore-train-lm rescore-nbest rescore-wer; do
     { echo "$0: $prog not on PATH: install rescore and set RESCORE_VENV in path.sh"; exit 1; }
 done
 
-if [ "$stage" -le 1 ]; then
+if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
   echo "$0: stage 1: LM text"
   local/prepare_lm_text.sh --valid-every "$valid_every" --test-data "$kaldi_dir/data/$test_set" \
     "$kaldi_dir/$lm_text" "$lmdata"
 fi
 
-if [ "$stage" -le 2 ]; then
+if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
   echo "$0: stage 2: vocabulary from $lang/words.txt"
   cp "$lang/words.txt" "$lmdata/words.txt"
   if ! awk '$1 == "<unk>" { found = 1 } END { exit !found }' "$lmdata/words.txt"; then
@@ -117,7 +118,7 @@ if [ "$stage" -le 2 ]; then
   fi
 fi
 
-if [ "$stage" -le 3 ]; then
+if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   for model in $models; do
     case $model in
       lstm|lstm_pointer)
@@ -148,7 +149,7 @@ if [ "$stage" -le 3 ]; then
   done
 fi
 
-if [ "$stage" -le 4 ]; then
+if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   for model in $models; do
     for set in $decode_sets; do
       indir=$kaldi_dir/$ac_model_dir/${decode_dir_pattern/SET/$set}
@@ -165,7 +166,7 @@ if [ "$stage" -le 4 ]; then
   done
 fi
 
-if [ "$stage" -le 5 ]; then
+if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   echo "$0: stage 5: WER tables"
   sets=()
   for set in $decode_sets; do
