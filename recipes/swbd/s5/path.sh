@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Environment of the recipe, as in Kaldi's egs/*/s5/path.sh.
 # KALDI_ROOT: your Kaldi checkout, with the finished Switchboard system in egs/swbd/s5c.
 # RESCORE_VENV: the Python environment rescore is installed in (pip install rescore);

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Environment of the recipe, as in Kaldi's egs/*/s5/path.sh.
 # KALDI_ROOT: your Kaldi checkout, with the finished WSJ system in egs/wsj/s5.
 # RESCORE_VENV: the Python environment rescore is installed in (pip install rescore);
