@@ -36,7 +36,8 @@ N=100                 # hypotheses per utterance (lattice-to-nbest --n)
 inv_acwt=10           # inverse acoustic scale (Kaldi's LMWT) for the N-best lists and for
                       # picking each utterance's best hypothesis when carrying state
 weight=0.8            # NN LM weight w in the log-linear interpolation with the old LM
-wip=0.0               # word insertion penalty used to pick the best hypothesis for state carry
+wip=0.0               # word insertion penalty for rescore-nbest's 1-best (state carry, text);
+                      # not part of lmwt.interp: local/score.sh sweeps its own
 state_carry=rescored  # none | first-pass | rescored: whose best hypothesis starts the next utterance
 device=auto           # auto | cpu | cuda, for rescore-nbest
 max_tokens=           # tokens per batch of rescore-nbest; empty: its default
