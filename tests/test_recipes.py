@@ -533,11 +533,14 @@ def mini_kaldi(tmp: Path, corpus: str) -> tuple:
     return root, egs, recipe
 
 
-def run_recipe(tmp: Path, recipe: Path, root: Path, args, words_txt_option: bool):
+def run_recipe(tmp: Path, recipe: Path, root: Path, args, words_txt_option: bool, real_wer=False):
     b = tmp / "bin"
-    for name in ("rescore-train-lm", "rescore-nbest", "rescore-wer"):
+    for name in ("rescore-train-lm", "rescore-nbest") + (() if real_wer else ("rescore-wer",)):
         extra = "--words-txt" if name == "rescore-train-lm" and words_txt_option else ""
         write_exe(b / name, RESCORE_STANDIN.replace("{name}", name).replace("{extra}", extra))
+    if real_wer:
+        write_exe(b / "rescore-wer",
+                  f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m rescore.cli.wer "$@"\n')
     write_exe(b / "run.pl", RUN_PL)
     env = {"PATH": f"{b}:/usr/bin:/bin", "HOME": str(tmp), "KALDI_ROOT": str(root),
            "CALLS": str(tmp / "calls")}
@@ -595,3 +598,39 @@ def test_recipe_names_a_missing_kaldi_file(tmp_path, corpus, remove):
     system = "SWBD" if corpus == "swbd" else "WSJ"
     assert f"expected file {egs / remove} to exist (a finished Kaldi {system} system)" in r.stdout
     assert not (recipe / "data").exists()
+
+
+def test_swbd_recipe_wer_table(tmp_path):
+    try:
+        import rescore.cli.wer  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"rescore-wer not in this checkout yet: {e}")
+    root, egs, recipe = mini_kaldi(tmp_path, "swbd")
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2"], True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    u = "sw0eval2000"
+    (egs / "data/eval2000/text").write_text(f"{u}-A_000098-001156 hi yeah [laughter]\n"
+                                            f"{u}-A_001980-002131 okay\n{u}-B_000529-001410 sure um\n")
+    dec = egs / "exp/chain/tdnn7q_sp/decode_eval2000_sw1_fsh_fg_rescore_lstm"
+    (dec / "archives.1").mkdir(parents=True)
+    (dec / "archives.2").mkdir()
+    # rank 1 of each utterance is the first-pass 1-best: 1 substitution, 1 deletion in 5 words
+    (dec / "archives.1" / "words_text").write_text(
+        f"{u}-A_000098-001156-1 hi yes\n{u}-A_000098-001156-2 hi yeah\n"
+        f"{u}-A_001980-002131-1 okay [noise]\n")
+    (dec / "archives.2" / "words_text").write_text(f"{u}-B_000529-001410-1 sure\n")
+    # the rescored 1-best: one insertion
+    (dec / "text").write_text(f"{u}-A_000098-001156 hi yeah\n{u}-A_001980-002131 okay\n"
+                              f"{u}-B_000529-001410 sure um um\n")
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "5", "--models", "lstm",
+                                            "--decode-sets", "eval2000"], True, real_wer=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wer = recipe / "exp/rescore/wer"
+    assert (wer / "eval2000.first-pass.text").read_text() == \
+        f"{u}-A_000098-001156 hi yes\n{u}-A_001980-002131 okay [noise]\n{u}-B_000529-001410 sure\n"
+    summary = (wer / "summary.txt").read_text().splitlines()
+    rows = {line.split()[0]: line.split() for line in summary if not line.startswith("#")}
+    assert rows["first-pass"][1] == "40.00" and rows["lstm"][1] == "20.00"
+    assert len(rows["lstm"]) == 2 + 1 + 10  # name, WER, |, 10 buckets
+    assert f"{dec}: not scored by Kaldi" in summary
+    assert (wer / "eval2000.lstm.png").stat().st_size > 0

@@ -71,17 +71,17 @@ for spec in "$@"; do
 done
 
 # One line per set and system: overall WER, then the WER of each bucket (rarest first).
-python3 - "$out" "$@" <<'PY' | tee "$out/summary.txt"
-import json, sys
-out, specs = sys.argv[1], sys.argv[2:]
+python3 - "$out" "first-pass $models" "$@" <<'PY' | tee "$out/summary.txt"
+import json, os, sys
+out, systems, specs = sys.argv[1], sys.argv[2].split(), sys.argv[3:]
 for spec in specs:
     name = spec.split(":")[0]
     print(f"# {name}: WER % overall | per rare-word bucket, rarest first")
-    import glob, os
-    for path in sorted(glob.glob(os.path.join(out, f"{name}.*.json"))):
-        system = os.path.basename(path)[len(name) + 1:-len(".json")]
-        report = json.load(open(path))
-        buckets = " ".join(f"{b['wer']:6.2f}" for b in report.get("buckets", []))
+    for system in systems:
+        with open(os.path.join(out, f"{name}.{system}.json")) as f:
+            report = json.load(f)
+        buckets = " ".join("     -" if b.get("wer") is None else f"{b['wer']:6.2f}"
+                           for b in report.get("buckets", []))
         print(f"{system:24s} {report['wer']:6.2f} | {buckets}")
 PY
 
