@@ -182,6 +182,10 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
                 if b % 10 == 0 or b == epoch_len - 1:
                     bar.set_postfix(loss=f"{loss_sum / (b + 1):.3f}",
                                     tok_s=f"{tokens / (time.perf_counter() - t0):.0f}")
+                if bar.disable and rank == 0 and (b + 1) % 50 == 0:  # logs of background runs
+                    log.info("epoch %d batch %d/%d: loss %.3f, %.0f tokens/s", ts["epoch"] + 1,
+                             b + 1, epoch_len, loss_sum / (b + 1),
+                             tokens / (time.perf_counter() - t0))
             bar.close()
             train_time = time.perf_counter() - t0
             nll, count = stream_loss(model, valid_data, opts.bptt, device)
