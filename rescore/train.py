@@ -88,6 +88,7 @@ def _all_sum(values: List[float], world: int, device) -> List[float]:
 
 def train_lm(config: ModelConfig, opts: TrainOptions) -> Dict[str, Any]:
     """Train ``config`` on ``opts.train``; returns a summary (best valid ppl, tokens/s, paths)."""
+    threads_before = torch.get_num_threads()
     if opts.threads:
         torch.set_num_threads(opts.threads)
     rank, world, device = _setup_distributed(opts.device)
@@ -96,6 +97,7 @@ def train_lm(config: ModelConfig, opts: TrainOptions) -> Dict[str, Any]:
     finally:
         if world > 1:
             dist.destroy_process_group()
+        torch.set_num_threads(threads_before)  # a library call leaves no global change behind
 
 
 def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, device) -> Dict[str, Any]:

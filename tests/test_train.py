@@ -64,7 +64,7 @@ def test_tiny_training_lowers_valid_loss(corpus, arch, head, mem, optim):
     opts = TrainOptions(train=corpus / "train.txt", valid=corpus / "valid.txt",
                         out_dir=corpus / "out", epochs=3, batch_size=4, bptt=8,
                         optimizer=optim, lr=LIB_DEFAULT_LR[optim] * (5 if optim == "adam" else 1),
-                        warmup=5 if optim == "adam" else 0, device="cpu")
+                        warmup=5 if optim == "adam" else 0, device="cpu", threads=1)
     summary = train_lm(config, opts)
     records = json.loads((corpus / "out" / "train.json").read_text())["records"]
     assert len(records) == 3
@@ -78,7 +78,7 @@ def test_tiny_training_lowers_valid_loss(corpus, arch, head, mem, optim):
 def test_resume_continues(corpus):
     out = corpus / "out"
     base = dict(train=corpus / "train.txt", valid=corpus / "valid.txt", out_dir=out,
-                batch_size=4, bptt=8, epoch_batches=5, device="cpu", lr=1.0)
+                batch_size=4, bptt=8, epoch_batches=5, device="cpu", lr=1.0, threads=1)
     train_lm(tiny_config(), TrainOptions(epochs=1, **base))
     first = torch.load(out / "last.pt", weights_only=True)["train_state"]
     assert (first["epoch"], first["step"]) == (1, 5)
@@ -92,7 +92,7 @@ def test_cli_trains_and_rejects_unknown_head(corpus):
     assert DEFAULT_LR == LIB_DEFAULT_LR
     args = ["--train", str(corpus / "train.txt"), "--valid", str(corpus / "valid.txt"),
             "--out-dir", str(corpus / "cli"), "--hidden", "16", "--layers", "1", "--bptt", "8",
-            "--epochs", "1", "--batch-size", "4", "--device", "cpu"]
+            "--epochs", "1", "--batch-size", "4", "--device", "cpu", "--threads", "1"]
     r = CliRunner().invoke(train_main, args + ["--head", "pointer", "--memory-aug"])
     assert r.exit_code == 0, r.output
     model = load_checkpoint(corpus / "cli" / "model.pt")
@@ -109,7 +109,7 @@ def test_torchrun_two_processes(corpus):
            "-m", "rescore.cli.train_lm", "--train", str(corpus / "train.txt"),
            "--valid", str(corpus / "valid.txt"), "--out-dir", str(out), "--hidden", "16",
            "--layers", "1", "--bptt", "8", "--epochs", "2", "--batch-size", "2",
-           "--head", "pointer", "--device", "cpu"]
+           "--head", "pointer", "--device", "cpu", "--threads", "1"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     log = json.loads((out / "train.json").read_text())
