@@ -86,6 +86,13 @@ def test_resume_continues(corpus):
     second = json.loads((out / "train.json").read_text())["records"]
     assert [r["step"] for r in second] == [5, 10]
     assert second[0] == json.loads(json.dumps(first["records"][0]))  # the first epoch was kept
+    # as if interrupted 2 batches into epoch 3: the resumed epoch does the 3 batches left
+    ckpt = torch.load(out / "last.pt", weights_only=True)
+    ckpt["train_state"]["step"] = 12
+    torch.save(ckpt, out / "last.pt")
+    train_lm(tiny_config(), TrainOptions(epochs=3, resume=True, **base))
+    third = json.loads((out / "train.json").read_text())["records"]
+    assert [r["step"] for r in third] == [5, 10, 15]
 
 
 def test_cli_trains_and_rejects_unknown_head(corpus):
