@@ -124,3 +124,15 @@ def test_torchrun_two_processes(corpus):
     assert log["records"][1]["valid_loss"] < log["records"][0]["valid_loss"] + 0.1
     model = load_checkpoint(out / "model.pt")
     assert model.config.head == "pointer"
+
+
+def test_same_seed_same_result(corpus):
+    losses = []
+    for run in ("a", "b"):
+        opts = TrainOptions(train=corpus / "train.txt", valid=corpus / "valid.txt",
+                            out_dir=corpus / run, epochs=1, batch_size=4, bptt=8, epoch_batches=4,
+                            device="cpu", lr=1.0, threads=1, seed=7)
+        train_lm(ModelConfig(arch="lstm", head="pointer", hidden=16, layers=1, history=8,
+                             dropout=0.3), opts)
+        losses.append(json.loads((corpus / run / "train.json").read_text())["records"][0]["valid_loss"])
+    assert losses[0] == losses[1]
