@@ -23,7 +23,7 @@ UNK = 1
 def make_head(cls, coverage=0.0):
     torch.manual_seed(0)
     decoder = nn.Linear(H, V).double()
-    config = SimpleNamespace(history=L, coverage=coverage, attn_dim=3)
+    config = SimpleNamespace(history=L, coverage=coverage > 0, coverage_weight=coverage)
     head = cls(config, decoder).double()
     for p in head.parameters():  # non-trivial values everywhere (zero-init would hide bugs)
         nn.init.uniform_(p, -0.8, 0.8)
@@ -88,12 +88,12 @@ def ref_pointer_generator(head, hidden, emb, ident, ids_next, ident_next):
             for k in pos:
                 x = head.attn_h.weight @ hidden[b, k] + head.attn_s.weight @ hidden[b, t] \
                     + head.attn_s.bias
-                if head.coverage > 0:
+                if head.coverage:
                     x = x + head.attn_c * cov[k]
                 e.append(head.attn_v.weight[0] @ torch.tanh(x))
             a = torch.softmax(torch.stack(e), 0)
-            if head.coverage > 0:
-                aux_row.append(head.coverage * sum(torch.minimum(a[j], cov[k])
+            if head.coverage:
+                aux_row.append(head.coverage_weight * sum(torch.minimum(a[j], cov[k])
                                                    for j, k in enumerate(pos)))
                 for j, k in enumerate(pos):
                     cov[k] = cov[k] + a[j]

@@ -23,6 +23,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rescore.models.base import EMPTY, HeadOutput
+from rescore.models.heads import register_head
+from rescore.models.history import slide
 
 
 def band_index(T: int, L: int, device) -> Tensor:
@@ -35,22 +37,14 @@ def band_index(T: int, L: int, device) -> Tensor:
             + torch.arange(L, device=device).unsqueeze(0))
 
 
-def slot_windows(hist_ident: Tensor, ident: Tensor) -> Tuple[Tensor, Tensor]:
-    """Identities of each position's L slots and the identities carried on.
-
-    hist_ident (B, L) int64, ident (B, T) int64 -> slot_ident (B, T, L), new hist_ident (B, L).
-    """
-    L = hist_ident.shape[1]
-    full = torch.cat([hist_ident, ident], dim=1)  # (B, L + T)
-    return full.unfold(1, L, 1)[:, 1:], full[:, -L:]
-
-
 class _HistoryHead(nn.Module):
     """What PSMM and the pointer-generator share: the tied softmax and the hidden-state history."""
 
     def __init__(self, config, decoder: nn.Linear):
         super().__init__()
         self.decoder = decoder  # tied output layer, weight (V, H)
+        if config.history < 1:
+            raise ValueError(f"the {type(self).__name__} needs history >= 1")
         self.history = int(config.history)  # L
         self.hidden_size = decoder.weight.shape[1]  # H
 
@@ -66,10 +60,11 @@ class _HistoryHead(nn.Module):
         """Carried slots followed by the current positions, and the next carried slots."""
         L = self.history
         full_h = torch.cat([state["hist_h"].to(hidden.dtype), hidden], dim=1)  # (B, L+T, H)
-        slot_ident, new_ident = slot_windows(state["hist_ident"], ident)  # (B,T,L), (B,L)
+        slot_ident, new_ident = slide(state["hist_ident"], ident)  # (B, T, L), (B, L)
         return full_h, slot_ident, {"hist_ident": new_ident, "hist_h": full_h[:, -L:]}
 
 
+@register_head("psmm")
 class PsmmHead(_HistoryHead):
     """Pointer sentinel mixture (Merity et al. 2017, §2.2-2.3, eqs. 3-7).
 
@@ -104,6 +99,7 @@ class PsmmHead(_HistoryHead):
         return out, new_state
 
 
+@register_head("pointer-generator")
 class PointerGeneratorHead(_HistoryHead):
     """Pointer-generator (See et al. 2017, eqs. 1, 8, 9, 10-13) as a language-model head.
 
@@ -112,31 +108,33 @@ class PointerGeneratorHead(_HistoryHead):
     context h*_t = sum_i a_ti h_i; generation switch
         p_gen = sigmoid(w_h* . h*_t + w_s . h_t + w_x . x_t + b_ptr)                  (eq. 8)
     with x_t the input embedding; P(w) = p_gen P_vocab(w) + (1 - p_gen) sum_{i: x_i = w} a_ti
-    (eq. 9). Coverage (config.coverage = lambda > 0): c_ti is the attention that the token in
-    slot i received at all earlier positions (eq. 10), it enters the attention through w_c, and
-    the per-position loss term lambda * sum_i min(a_ti, c_ti) (eqs. 12-13) is returned in
-    ``HeadOutput.aux_loss`` for the trainer. Coverage makes the attention a recurrence over
+    (eq. 9). With ``config.coverage``, c_ti is the attention that the token in slot i received
+    at all earlier positions (eq. 10), it enters the attention through w_c, and the per-position
+    loss term lambda * sum_i min(a_ti, c_ti) (eqs. 12-13, lambda = ``config.coverage_weight``)
+    is returned in ``HeadOutput.aux_loss`` for the trainer. Coverage makes the attention a recurrence over
     positions, so that path loops over T (vectorized over batch and slots).
-    Extra parameters: A (2H + 1 + [1 with coverage]) + 2H + E + 1, A = config.attn_dim or H.
+    Extra parameters: A (2H + 2 + [1 with coverage]) + 2H + E + 1 with attention size A = H
+    (as in See et al.); E = H (tied embeddings).
     """
 
     def __init__(self, config, decoder: nn.Linear):
         super().__init__(config, decoder)
         H = self.hidden_size
         E = decoder.weight.shape[1]  # tied embeddings: E == H
-        A = int(getattr(config, "attn_dim", 0) or H)
-        self.coverage = float(getattr(config, "coverage", 0.0) or 0.0)  # lambda
+        A = H  # attention size
+        self.coverage = bool(config.coverage)
+        self.coverage_weight = float(config.coverage_weight)  # lambda
         self.attn_h = nn.Linear(H, A, bias=False)  # W_h
         self.attn_s = nn.Linear(H, A)  # W_s, b_attn
         self.attn_v = nn.Linear(A, 1, bias=False)  # v
-        self.attn_c = nn.Parameter(torch.empty(A).uniform_(-0.1, 0.1)) if self.coverage > 0 else None
+        self.attn_c = nn.Parameter(torch.empty(A).uniform_(-0.1, 0.1)) if self.coverage else None
         self.gen_ctx = nn.Linear(H, 1, bias=False)  # w_h*
         self.gen_h = nn.Linear(H, 1, bias=False)  # w_s
         self.gen_x = nn.Linear(E, 1)  # w_x, b_ptr
 
     def init_state(self, batch_size: int, device=None) -> Dict[str, Tensor]:
         state = super().init_state(batch_size, device)
-        if self.coverage > 0:
+        if self.coverage:
             state["hist_cov"] = torch.zeros(batch_size, self.history,
                                             dtype=self.decoder.weight.dtype, device=device)
         return state
@@ -151,7 +149,7 @@ class PointerGeneratorHead(_HistoryHead):
         keys = self.attn_h(full_h).unfold(1, L, 1)[:, 1:].transpose(2, 3)  # (B, T, L, A) view
         pre = keys + self.attn_s(hidden).unsqueeze(2)  # (B, T, L, A)
         aux = None
-        if self.coverage > 0:
+        if self.coverage:
             # c depends on earlier attentions: a recurrence over positions.
             cov = torch.cat([state["hist_cov"].to(hidden.dtype),
                              hidden.new_zeros(B, T)], dim=1)  # (B, L+T) per column
@@ -161,7 +159,7 @@ class PointerGeneratorHead(_HistoryHead):
                 e = self.attn_v(torch.tanh(pre[:, t] + c.unsqueeze(-1) * self.attn_c)).squeeze(-1)
                 log_a_t = torch.log_softmax(e.masked_fill(empty[:, t], float("-inf")), dim=-1)
                 a = log_a_t.exp()  # (B, L)
-                aux_t.append(self.coverage * torch.minimum(a, c).sum(-1))
+                aux_t.append(self.coverage_weight * torch.minimum(a, c).sum(-1))
                 attn.append(log_a_t)
                 cov = cov + F.pad(a, (t + 1, T - 1 - t))
             log_a = torch.stack(attn, dim=1)  # (B, T, L)
