@@ -120,3 +120,27 @@ def test_options():
     assert with_cache(model, 0, THETA, LAMBDA) is model
     with pytest.raises(ValueError):
         NeuralCacheLM(model, 4, THETA, 1.0)
+
+
+def test_tune_cache_equals_the_wrapper():
+    """The one-pass grid gives, at each point, the cross-entropy NeuralCacheLM gives."""
+    from rescore.data import make_streams
+    from rescore.models.cache import tune_cache
+
+    model = tiny("pointer", memory_aug=True)
+    ids, ident = tokens(B=1, T=70, seed=9)
+    streams = make_streams(ids[0], ident[0], 3, pad=True)  # 3 streams, the last one padded
+    grid = tune_cache(model, streams, 8, windows=[3, 30], thetas=[0.2, 1.0], lambdas=[0.0, 0.4],
+                      progress=False)
+    assert len(grid) == 8
+    for point in grid:
+        cached = NeuralCacheLM(model, point["window"], point["theta"], point["lambda"])
+        state, total = cached.initial_state(3), 0.0
+        with torch.no_grad():
+            for x, xi, y, yi, m in streams.chunks(8):
+                lp, state = cached.score(x, xi, y, yi, state)
+                total -= float(lp[m].sum())
+        assert abs(total / streams.n_targets - point["cross_entropy"]) < 1e-9
+    no_cache = [p["cross_entropy"] for p in grid if p["lambda"] == 0.0]
+    assert max(no_cache) - min(no_cache) < 1e-12
+    assert len({round(p["cross_entropy"], 9) for p in grid}) == 5  # lambda > 0 changes it

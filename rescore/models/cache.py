@@ -25,9 +25,11 @@ still empty (start of a conversation) the model's distribution is used alone.
 from __future__ import annotations
 
 import math
+from typing import Dict, List, Sequence
 
 import torch
 from torch import Tensor
+from tqdm import tqdm
 
 from rescore.models.base import EMPTY, HeadOutput, LanguageModel, LMState
 
@@ -112,9 +114,11 @@ class NeuralCacheLM(LanguageModel):
         log_cache = torch.log_softmax(scores.masked_fill(empty, torch.finfo(scores.dtype).min),
                                       dim=-1)
         log_cache = log_cache.masked_fill(empty, float("-inf"))
-        log_lam = torch.where(any_pair, math.log(self.lam) if self.lam > 0 else float("-inf"),
-                              float("-inf")).to(hidden.dtype)  # (B, T, 1)
-        log_keep = torch.where(any_pair, math.log1p(-self.lam), 0.0).to(hidden.dtype)
+        log_lam = torch.where(any_pair, hidden.new_tensor(math.log(self.lam) if self.lam > 0
+                                                          else float("-inf")),
+                              hidden.new_tensor(float("-inf")))  # (B, T, 1)
+        log_keep = torch.where(any_pair, hidden.new_tensor(math.log1p(-self.lam)),
+                               hidden.new_tensor(0.0))
 
         log_slot = [log_lam + log_cache]
         slot_ids = [slot_ident]
@@ -140,3 +144,70 @@ def with_cache(model: LanguageModel, window: int, theta: float, lam: float) -> L
     if window <= 0:
         return model
     return NeuralCacheLM(model, window, theta, lam)
+
+
+@torch.no_grad()
+def tune_cache(model: LanguageModel, streams, bptt: int, windows: Sequence[int],
+               thetas: Sequence[float], lambdas: Sequence[float], device="cpu",
+               progress: bool = True) -> List[Dict[str, float]]:
+    """Cross-entropy of ``model`` with a neural cache, for every (window, theta, lambda).
+
+    ``streams`` (rescore.data.Streams) are scored once, as ``rescore.ppl`` scores them (side by
+    side, state carried over BPTT chunks of ``bptt`` columns); the cache mixture of each grid
+    point is then computed from the kept log P_model and hidden states, so a grid costs one pass
+    of the model. Each result equals what ``NeuralCacheLM`` gives (the tests check it).
+    Returns [{"window", "theta", "lambda", "cross_entropy", "ppl"}...] in grid order.
+    """
+    was_training = model.training
+    model.eval()
+    state = model.initial_state(streams.ids.shape[0], device)
+    lps, hs = [], []
+    for x, xi, y, yi, _ in tqdm(streams.chunks(bptt), total=streams.n_chunks(bptt),
+                                desc="scoring", unit="chunk", disable=None if progress else True,
+                                leave=False):
+        out, state = model(x.to(device), xi.to(device), state)
+        if out.hidden is None:
+            raise ValueError("the model gives no HeadOutput.hidden; the cache needs it")
+        lps.append(out.log_prob(y.to(device), yi.to(device)).double().cpu())
+        hs.append(out.hidden.double().cpu())
+    model.train(was_training)
+    lp_model = torch.cat(lps, 1)  # (B, N)
+    hidden = torch.cat(hs, 1)  # (B, N, H)
+    x_ident, y_ident, mask = streams.ident, streams.target_ident, streams.mask  # (B, N)
+    B, N = x_ident.shape
+    n_targets = int(mask.sum())
+    results = []
+    for W in windows:
+        # Cache log-probabilities of every target, for every theta: (n_theta, B, N).
+        log_cache = torch.full((len(thetas), B, N), float("-inf"), dtype=torch.float64)
+        has_pair = torch.zeros(B, N, dtype=torch.bool)
+        # W leading blanks: pair i = (h_i, x_{i+1}) sits at column i + W; no pair for i < 0.
+        hp = torch.cat([hidden.new_zeros(B, W, hidden.shape[2]), hidden], 1)  # (B, W+N, H)
+        xp = torch.cat([x_ident.new_full((B, W), EMPTY), x_ident], 1)  # (B, W+N)
+        okp = torch.cat([torch.zeros(B, W, dtype=torch.bool), torch.ones(B, N, dtype=torch.bool)], 1)
+        block = 512
+        for t0 in range(0, N, block):
+            t1 = min(N, t0 + block)
+            n = t1 - t0
+            band = (torch.arange(n).unsqueeze(1) + torch.arange(W).unsqueeze(0)).expand(B, n, W)
+            scores = (hidden[:, t0:t1] @ hp[:, t0:t1 + W - 1].transpose(1, 2)).gather(2, band)
+            valid = okp[:, t0:t1 + W - 1].unsqueeze(1).expand(B, n, -1).gather(2, band)
+            nxt = xp[:, t0 + 1:t1 + W].unsqueeze(1).expand(B, n, -1).gather(2, band)
+            match = valid & (nxt == y_ident[:, t0:t1].unsqueeze(-1))  # (B, n, W)
+            any_valid = valid.any(-1)
+            has_pair[:, t0:t1] = any_valid
+            for k, theta in enumerate(thetas):
+                s = (theta * scores).masked_fill(~valid, float("-inf"))
+                hit = torch.logsumexp(s.masked_fill(~match, float("-inf")), -1)
+                norm = torch.logsumexp(s.masked_fill(~any_valid.unsqueeze(-1), 0.0), -1)
+                log_cache[k, :, t0:t1] = torch.where(any_valid, hit - norm, hit.new_full((), float("-inf")))
+        for k, theta in enumerate(thetas):
+            for lam in lambdas:
+                mixed = torch.logaddexp(math.log1p(-lam) + lp_model,
+                                        (math.log(lam) if lam > 0 else float("-inf"))
+                                        + log_cache[k])
+                lp = torch.where(has_pair, mixed, lp_model)
+                ce = float(-lp[mask].sum()) / n_targets
+                results.append({"window": int(W), "theta": float(theta), "lambda": float(lam),
+                                "cross_entropy": ce, "ppl": math.exp(ce)})
+    return results
