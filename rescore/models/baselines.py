@@ -157,7 +157,8 @@ class PointerGeneratorHead(_HistoryHead):
             # unbind, not pre[:, t]: each slice's backward would allocate a full-size zero grad.
             for t, pre_t in enumerate(pre.unbind(1)):
                 c = cov[:, t + 1:t + 1 + L]  # (B, L)
-                e = self.attn_v(torch.tanh(pre_t + c.unsqueeze(-1) * self.attn_c)).squeeze(-1)
+                x = torch.addcmul(pre_t, c.unsqueeze(-1), self.attn_c)  # + w_c c_ti
+                e = self.attn_v(torch.tanh(x)).squeeze(-1)  # (B, L)
                 log_a_t = torch.log_softmax(e.masked_fill(empty[:, t], float("-inf")), dim=-1)
                 a = log_a_t.exp()  # (B, L)
                 aux_t.append(self.coverage_weight * torch.minimum(a, c).sum(-1))
