@@ -36,7 +36,8 @@ def tokens(B=2, T=12, seed=3):
 def reference(model, ids, ident):
     """log P of every target: (1 - lambda) P_model + lambda P_cache, one position at a time.
 
-    P_cache(w | h_t) ∝ sum_{i in [t-L, t-1], x_{i+1} = w} exp(theta h_t . h_i) (Grave et al. eq. 2);
+    P_cache(w | h_t) ∝ sum_{i in [t-L, t-1], x_{i+1} = w} exp(theta h_t . h_i) (Grave et al.
+    eq. 2);
     with no pair yet (t = 0) the model alone.
     """
     x, xi, y, yi = ids[:, :-1], ident[:, :-1], ids[:, 1:], ident[:, 1:]
@@ -90,7 +91,8 @@ def test_matches_slow_reference_with_gradients(head, kw):
         plain, _ = model.score(x, xi, y, yi, model.initial_state(2))
     assert (lp_f - plain).abs()[:, 1:].min() > 0
     oov_seen = [(b, t) for b in range(2) for t in range(1, x.shape[1])
-                if yi[b, t] >= len(VOCAB) and (xi[b, max(1, t - WINDOW + 1):t + 1] == yi[b, t]).any()]
+                if yi[b, t] >= len(VOCAB)
+                and (xi[b, max(1, t - WINDOW + 1):t + 1] == yi[b, t]).any()]
     assert oov_seen and all(lp_f[b, t] > plain[b, t] + math.log(1 - LAMBDA) for b, t in oov_seen)
 
 

@@ -111,8 +111,8 @@ class PointerGeneratorHead(_HistoryHead):
     (eq. 9). With ``config.coverage``, c_ti is the attention that the token in slot i received
     at all earlier positions (eq. 10), it enters the attention through w_c, and the per-position
     loss term lambda * sum_i min(a_ti, c_ti) (eqs. 12-13, lambda = ``config.coverage_weight``)
-    is returned in ``HeadOutput.aux_loss`` for the trainer. Coverage makes the attention a recurrence over
-    positions, so that path loops over T (vectorized over batch and slots).
+    is returned in ``HeadOutput.aux_loss`` for the trainer. Coverage makes the attention a
+    recurrence over positions, so that path loops over T (vectorized over batch and slots).
     Extra parameters: A (2H + 2 + [1 with coverage]) + 2H + E + 1 with attention size A = H
     (as in See et al.); E = H (tied embeddings).
     """

@@ -184,7 +184,8 @@ def tune_cache(model: LanguageModel, streams, bptt: int, windows: Sequence[int],
         # W leading blanks: pair i = (h_i, x_{i+1}) sits at column i + W; no pair for i < 0.
         hp = torch.cat([hidden.new_zeros(B, W, hidden.shape[2]), hidden], 1)  # (B, W+N, H)
         xp = torch.cat([x_ident.new_full((B, W), EMPTY), x_ident], 1)  # (B, W+N)
-        okp = torch.cat([torch.zeros(B, W, dtype=torch.bool), torch.ones(B, N, dtype=torch.bool)], 1)
+        okp = torch.cat([torch.zeros(B, W, dtype=torch.bool),
+                         torch.ones(B, N, dtype=torch.bool)], 1)  # (B, W+N): a real h_i
         block = 512
         for t0 in range(0, N, block):
             t1 = min(N, t0 + block)
@@ -200,7 +201,8 @@ def tune_cache(model: LanguageModel, streams, bptt: int, windows: Sequence[int],
                 s = (theta * scores).masked_fill(~valid, float("-inf"))
                 hit = torch.logsumexp(s.masked_fill(~match, float("-inf")), -1)
                 norm = torch.logsumexp(s.masked_fill(~any_valid.unsqueeze(-1), 0.0), -1)
-                log_cache[k, :, t0:t1] = torch.where(any_valid, hit - norm, hit.new_full((), float("-inf")))
+                log_cache[k, :, t0:t1] = torch.where(any_valid, hit - norm,
+                                                     hit.new_tensor(float("-inf")))
         for k, theta in enumerate(thetas):
             for lam in lambdas:
                 mixed = torch.logaddexp(math.log1p(-lam) + lp_model,
