@@ -212,3 +212,47 @@ def test_probabilities_sum_to_one_over_extended_vocabulary():
                 # <unk> and OOV words share P_vocab(<unk>): count it once.
                 total = lp.exp().sum() - (n - V) * out.log_vocab[b, t, UNK].exp()
                 assert abs(total.item() - 1.0) < 1e-9
+
+
+def test_train_and_score_commands(tmp_path):
+    """rescore-train-lm --head pointer-generator --coverage trains (the coverage term reaches the
+    loss) and rescore-ppl scores the checkpoint, with and without --cache-window."""
+    import json
+    import random
+
+    from click.testing import CliRunner
+
+    from rescore.cli.ppl import main as ppl_main
+    from rescore.cli.train_lm import main as train_main
+    from rescore.models import load_checkpoint
+
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(30)]
+    for name, n in (("train.txt", 300), ("valid.txt", 40)):
+        lines = []
+        for _ in range(n):  # sentences that repeat a word: something to copy
+            s = rng.sample(words, 5)
+            lines.append(" ".join(s + s[:2]))
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    out = tmp_path / "pg"
+    res = CliRunner().invoke(train_main, [
+        "--train", str(tmp_path / "train.txt"), "--valid", str(tmp_path / "valid.txt"),
+        "--out-dir", str(out), "--head", "pointer-generator", "--coverage", "0.5",
+        "--hidden", "16", "--layers", "1", "--bptt", "12", "--batch-size", "4", "--epochs", "2",
+        "--lr", "5", "--threads", "1"])
+    assert res.exit_code == 0, res.output
+    model = load_checkpoint(out / "model.pt")
+    assert model.config.head == "pointer-generator" and model.config.coverage
+    assert model.config.coverage_weight == 0.5
+    records = json.loads((out / "train.json").read_text())["records"]
+    assert records[-1]["valid_loss"] < records[0]["valid_loss"] or len(records) == 1
+
+    ppls = []
+    for extra in ([], ["--cache-window", "20", "--cache-lambda", "0.2"]):
+        rep = tmp_path / f"ppl{len(extra)}.json"
+        res = CliRunner().invoke(ppl_main, [str(out / "model.pt"), str(tmp_path / "valid.txt"),
+                                            "--report", str(rep)] + extra)
+        assert res.exit_code == 0, res.output
+        ppls.append(json.loads(rep.read_text()))
+    assert ppls[0]["cache"] is None and ppls[1]["cache"]["window"] == 20
+    assert ppls[0]["ppl"] != ppls[1]["ppl"]

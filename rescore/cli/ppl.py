@@ -22,7 +22,13 @@ import click
 @click.option("--batch-size", type=int, default=10, help="Parallel streams the text is cut into.")
 @click.option("--bptt", type=int, default=100, help="Tokens per forward call.")
 @click.option("--device", default="auto", help="auto, cpu, cuda, cuda:N.")
-def main(ckpt, text, train_text, compare, report, plot, n_buckets, batch_size, bptt, device):
+@click.option("--cache-window", type=click.IntRange(min=0), default=0,
+              help="Neural cache (Grave et al. 2017) on CKPT: pairs kept; 0: no cache.")
+@click.option("--cache-theta", type=float, default=0.3, help="Neural cache flatness theta.")
+@click.option("--cache-lambda", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.1,
+              help="Neural cache interpolation weight lambda.")
+def main(ckpt, text, train_text, compare, report, plot, n_buckets, batch_size, bptt, device,
+         cache_window, cache_theta, cache_lambda):
     """Perplexity of CKPT on TEXT (one sentence per line; every word and each sentence end is
     predicted, OOV words as <unk>); with --train-text, cross-entropy per rare-word bucket."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
@@ -39,7 +45,8 @@ def main(ckpt, text, train_text, compare, report, plot, n_buckets, batch_size, b
             raise RescoreError("--train-text with --plot (the buckets need training frequencies)")
         rep = perplexity_report(ckpt, text, train_text=train_text, compare=compare,
                                 batch_size=batch_size, bptt=bptt, n_buckets=n_buckets,
-                                device=device)
+                                device=device, cache_window=cache_window,
+                                cache_theta=cache_theta, cache_lambda=cache_lambda)
         click.echo(format_report(rep))
         if report:
             write_json(rep, report)
