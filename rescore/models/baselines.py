@@ -61,7 +61,10 @@ class _HistoryHead(nn.Module):
         L = self.history
         full_h = torch.cat([state["hist_h"].to(hidden.dtype), hidden], dim=1)  # (B, L+T, H)
         slot_ident, new_ident = slide(state["hist_ident"], ident)  # (B, T, L), (B, L)
-        return full_h, slot_ident, {"hist_ident": new_ident, "hist_h": full_h[:, -L:]}
+        # The carried slots keep the state's dtype (float32 under autocast too): LMState.cat
+        # and .where combine states of different calls.
+        new_h = full_h[:, -L:].to(state["hist_h"].dtype)
+        return full_h, slot_ident, {"hist_ident": new_ident, "hist_h": new_h}
 
 
 @register_head("psmm")
@@ -166,12 +169,13 @@ class PointerGeneratorHead(_HistoryHead):
                 cov = cov + F.pad(a, (t + 1, T - 1 - t))
             log_a = torch.stack(attn, dim=1)  # (B, T, L)
             aux = torch.stack(aux_t, dim=1)  # (B, T)
-            new_state["hist_cov"] = cov[:, -L:]
+            new_state["hist_cov"] = cov[:, -L:].to(state["hist_cov"].dtype)
         else:
             e = self.attn_v(torch.tanh(pre)).squeeze(-1)  # (B, T, L)
             log_a = torch.log_softmax(e.masked_fill(empty, float("-inf")), dim=-1)
         idx = band_index(T, L, hidden.device).expand(B, T, L)
-        a_full = hidden.new_zeros(B, T, L + T).scatter(2, idx, log_a.exp())  # (B, T, L+T)
+        # log_a's dtype, not hidden's: under autocast log_softmax is float32, hidden half.
+        a_full = log_a.new_zeros(B, T, L + T).scatter(2, idx, log_a.exp())  # (B, T, L+T)
         context = a_full @ full_h  # (B, T, H): h*_t
         gen = (self.gen_ctx(context) + self.gen_h(hidden) + self.gen_x(emb))  # (B, T, 1)
         log_vocab = F.logsigmoid(gen) + torch.log_softmax(self.decoder(hidden), dim=-1)

@@ -131,9 +131,9 @@ class NeuralCacheLM(LanguageModel):
                            hidden=hidden, aux_loss=out.aux_loss)
         next_tensors = dict(inner_next.tensors)
         next_tensors.update({
-            PREFIX + "h": full_h[:, -L:],
+            PREFIX + "h": full_h[:, -L:].to(own[PREFIX + "h"].dtype),  # the state's dtype
             PREFIX + "ident": full_ident[:, -L:],
-            PREFIX + "last_h": hidden[:, -1],
+            PREFIX + "last_h": hidden[:, -1].to(own[PREFIX + "last_h"].dtype),
             PREFIX + "last_ok": torch.ones_like(own[PREFIX + "last_ok"]),
         })
         return mixed, LMState(next_tensors)
