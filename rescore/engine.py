@@ -1,0 +1,590 @@
+"""The rescoring engine: NN LM costs of every N-best hypothesis, with state carried across a
+conversation (design §6).
+
+Each hypothesis ``w1 .. wn`` is scored as inputs ``<eos> w1 .. wn`` -> targets ``w1 .. wn <eos>``
+(rescore.models.base conventions). Its NN cost is the list of per-token costs
+``-ln P(target)``, end of sentence last: the lines of Kaldi's ``lmwt.nn``.
+
+State carry (``state_carry``):
+
+* ``none``        every utterance starts from ``model.initial_state`` (empty history);
+* ``first-pass``  utterance k starts from the state after the last word of the first-pass best
+                  (rank 1, the first hypothesis given) of utterance k-1 — what Kaldi's
+                  ``steps/pytorchnn`` does, without its padding bug;
+* ``rescored``    ... of the best hypothesis by the final interpolated cost
+                  ``fixed + weight * sum(costs)`` (the default).
+
+The state is reset at the start of every conversation. The pointer history lives in the
+``LMState`` and is carried the same way, so the decoded history is the best hypotheses of earlier
+utterances plus the current prefix.
+
+Three engines give the same costs (the tests hold them to 1e-4 per hypothesis):
+
+* ``naive``   one hypothesis at a time from its utterance's start state, explicit state passing.
+              The reference.
+* ``padded``  one padded batch per utterance, no prefix sharing, one conversation at a time (the
+              way of Kaldi's pytorchnn scorer); the carried state is recomputed from the best
+              hypothesis alone, so padding never enters it.
+* ``fast``    a prefix trie per utterance, computed level by level (one-token forward calls on
+              all nodes of a level; each distinct prefix once), with utterance k of all
+              conversations side by side in the same calls::
+
+                  utterance k of conv A:  <eos>-it-is-a-cat            levels 0 1 2 3 4
+                                               \\-was-a-cat
+                  utterance k of conv B:  <eos>-the-end
+                  level 1 call: rows [A:<eos>it, B:<eos>the] (state rows selected from level 0)
+                  level 2 call: rows [A:it is, A:it was, B:the end] ...
+
+              Micro-batches: the hypotheses of a wave are cut into groups of at most
+              ``max_tokens`` hypotheses (a big N-best list into parts), which bounds every
+              forward call and every level's states by ``max_tokens`` rows.
+
+On CUDA the forward runs under autocast (bf16 where supported, else fp16) and a CUDA
+out-of-memory error halves the rows per call and retries; costs are always accumulated in fp32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from rescore.errors import RescoreError
+from rescore.models.base import EMPTY, HeadOutput, LanguageModel, LMState
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("fast", "padded", "naive")
+STATE_CARRY = ("none", "first-pass", "rescored")
+
+Costs = List[float]  # per-token costs of one hypothesis, end of sentence last
+
+
+@dataclass
+class UttInput:
+    """One utterance as the engine needs it.
+
+    hyps:  hypotheses' word lists, in first-pass rank order (index 0 = rank 1).
+    fixed: each hypothesis' fixed cost (``rescore.combine.fixed_cost``); the final interpolated
+           cost is ``fixed + weight * sum(nn costs)``. Only used to pick the best hypothesis for
+           ``state_carry="rescored"``.
+    """
+
+    hyps: List[List[str]]
+    fixed: List[float]
+
+    def __post_init__(self):
+        if len(self.hyps) != len(self.fixed):
+            raise ValueError(f"{len(self.hyps)} hypotheses but {len(self.fixed)} fixed costs")
+
+
+@dataclass
+class EngineStats:
+    """What an engine run computed (for logs and benchmarks)."""
+
+    hyps: int = 0            # hypotheses scored
+    tokens: int = 0          # scored tokens (words + end of sentence), the useful work
+    rows: int = 0            # token positions the model computed (padding and trie included)
+    calls: int = 0           # forward calls
+    oom_backoffs: int = 0    # times the rows per call were halved after an out-of-memory error
+
+
+# --------------------------------------------------------------------------------------------
+# Device and precision
+
+
+def resolve_device(spec: str = "auto") -> torch.device:
+    """``auto`` -> cuda when available else cpu; ``cpu``; ``cuda`` (fails clearly without one)."""
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if spec == "cuda" and not torch.cuda.is_available():
+        raise RescoreError("a CUDA device (--device cuda)", got="torch.cuda.is_available() False")
+    if spec not in ("cpu", "cuda") and not spec.startswith("cuda:"):
+        raise RescoreError("--device auto, cpu or cuda", got=spec)
+    return torch.device(spec)
+
+
+def autocast_for(device: torch.device):
+    """Autocast on CUDA (bf16 where the GPU has it, else fp16); nothing on the CPU, where lower
+    precision would move costs by more than the engines' 1e-4 agreement for little speed."""
+    if device.type == "cuda":
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.autocast("cuda", dtype=dtype)
+    return contextlib.nullcontext()
+
+
+def _is_oom(err: BaseException) -> bool:
+    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err)
+
+
+class _Forward:
+    """Calls the model on row chunks of at most ``max_tokens`` token positions (at least one
+    row); halves the budget and retries on an out-of-memory error.
+
+    Rows are independent, so chunking changes nothing but memory and speed.
+    """
+
+    def __init__(self, model: LanguageModel, device: torch.device, max_tokens: int,
+                 stats: EngineStats):
+        self.model = model
+        self.device = device
+        self.max_tokens = max(1, max_tokens)
+        self.stats = stats
+
+    def __call__(self, ids: Tensor, ident: Tensor, state: LMState, rows: Tensor,
+                 reduce: Callable[[HeadOutput, int, int], None]) -> LMState:
+        """Consume ``ids``/``ident`` ((B, T) int64) from ``state.select(rows)`` ((B,) int64).
+
+        ``reduce(out, start, stop)`` consumes each chunk's HeadOutput (rows start..stop-1), which
+        is freed afterwards: the (B, T, V) output never exists at once. Returns the (B,) states
+        after the last position.
+        """
+        B, T = ids.shape
+        states: List[LMState] = []
+        start = 0
+        while start < B:
+            n = max(1, self.max_tokens // T)
+            stop = min(B, start + n)
+            try:
+                with autocast_for(self.device):
+                    out, st = self.model(ids[start:stop], ident[start:stop],
+                                         state.select(rows[start:stop]))
+                reduce(out, start, stop)
+            except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError
+                if not _is_oom(err) or n == 1:
+                    raise
+                del err
+                self.max_tokens = max(1, (n // 2) * T)
+                self.stats.oom_backoffs += 1
+                log.warning("out of memory on %d x %d tokens; going on with %d tokens per call",
+                            stop - start, T, self.max_tokens)
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                continue
+            self.stats.calls += 1
+            self.stats.rows += (stop - start) * T
+            states.append(st)
+            start = stop
+        return states[0] if len(states) == 1 else LMState.cat(states)
+
+
+def target_log_prob(out: HeadOutput, b: Tensor, t: Tensor, tid: Tensor, tident: Tensor,
+                    oov: Tensor, oov_penalty: float) -> Tensor:
+    """log P of targets at chosen positions, with the OOV penalty on the vocabulary part.
+
+    b, t: (E,) int64 row and position in ``out``; tid, tident: (E,) target ids / identities;
+    oov: (E,) bool, target outside the vocabulary. Returns (E,) float32.
+    An OOV target scores as ``P(<unk>) * exp(-oov_penalty)`` plus the copy mass of the history
+    slots holding the same identity (design §4.2): the mixture of ``HeadOutput.log_prob``.
+    """
+    lv = out.log_vocab[b, t, tid].float()  # (E,)
+    if oov_penalty:
+        lv = lv - oov_penalty * oov.to(lv.dtype)
+    if out.log_slot is None:
+        return lv
+    E = b.shape[0]
+    gathered = HeadOutput(
+        log_vocab=lv.view(E, 1, 1),
+        log_slot=out.log_slot[b, t].float().unsqueeze(1),      # (E, 1, L)
+        slot_ident=out.slot_ident[b, t].unsqueeze(1),          # (E, 1, L)
+    )
+    return gathered.log_prob(torch.zeros(E, 1, dtype=torch.long, device=b.device),
+                             tident.view(E, 1)).view(E)
+
+
+# --------------------------------------------------------------------------------------------
+# Encoding
+
+
+@dataclass
+class _Hyp:
+    ids: List[int]      # vocabulary ids of w1..wn
+    ident: List[int]    # identities of w1..wn
+
+
+def _encode(vocab, conversations: Sequence[Sequence[UttInput]]) -> List[List[List[_Hyp]]]:
+    """Encode every hypothesis with the one Vocabulary object, in input order (OOV identities
+    are then deterministic for a given input)."""
+    out = []
+    for conv in conversations:
+        out.append([[_Hyp(*map(list, vocab.encode(list(h)))) for h in utt.hyps] for utt in conv])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Public entry point
+
+
+def score_nbest(
+    model: LanguageModel,
+    conversations: Sequence[Sequence[UttInput]],
+    *,
+    weight: float,
+    state_carry: str = "rescored",
+    device: str | torch.device = "auto",
+    max_tokens: int = 2048,
+    engine: str = "fast",
+    oov_penalty: float = 0.0,
+    stats: Optional[EngineStats] = None,
+    progress: bool = True,
+) -> List[List[List[Costs]]]:
+    """NN LM costs of every hypothesis: ``result[c][u][h]`` is the per-token cost list
+    (natural-log, negated; ``len(words) + 1`` values, end of sentence last) of hypothesis h of
+    utterance u of conversation c.
+
+    conversations: in order, each a list of utterances in order (one recording/article).
+    weight: NN LM weight w of ``total = fixed + w * sum(costs)`` (best hypothesis for carry).
+    state_carry: none | first-pass | rescored (module docstring).
+    device: auto | cpu | cuda[:n] or a torch.device; the model is moved there.
+    max_tokens: most token positions in one forward call (and hypotheses in one fast group).
+    engine: fast | padded | naive (module docstring); they agree to float rounding.
+    oov_penalty: extra cost per out-of-vocabulary word, on its ``<unk>`` part.
+    """
+    if engine not in ENGINES:
+        raise RescoreError(f"engine one of {ENGINES}", got=engine)
+    if state_carry not in STATE_CARRY:
+        raise RescoreError(f"state carry one of {STATE_CARRY}", got=state_carry)
+    if max_tokens < 1:
+        raise RescoreError("max_tokens >= 1", got=str(max_tokens))
+    dev = device if isinstance(device, torch.device) else resolve_device(device)
+    stats = stats if stats is not None else EngineStats()
+    vocab = model.vocab
+    encoded = _encode(vocab, conversations)
+    fixed = [[list(u.fixed) for u in conv] for conv in conversations]
+    ctx = _Context(model=model.to(dev).eval(), device=dev, weight=weight, state_carry=state_carry,
+                   eos=vocab.eos_id, n_vocab=len(vocab), oov_penalty=oov_penalty,
+                   forward=_Forward(model, dev, max_tokens, stats), stats=stats,
+                   max_tokens=max_tokens, progress=progress)
+    n_hyps = sum(len(u) for conv in encoded for u in conv)
+    log.info("scoring %d hypotheses of %d utterances in %d conversations (engine %s, carry %s, "
+             "device %s)", n_hyps, sum(len(c) for c in encoded), len(encoded), engine,
+             state_carry, dev)
+    run = {"fast": _run_fast, "padded": _run_padded, "naive": _run_naive}[engine]
+    with torch.inference_mode():
+        result = run(ctx, encoded, fixed)
+    log.info("%d hypotheses, %d tokens: %d rows computed in %d forward calls", stats.hyps,
+             stats.tokens, stats.rows, stats.calls)
+    return result
+
+
+@dataclass
+class _Context:
+    model: LanguageModel
+    device: torch.device
+    weight: float
+    state_carry: str
+    eos: int
+    n_vocab: int
+    oov_penalty: float
+    forward: _Forward
+    stats: EngineStats
+    max_tokens: int
+    progress: bool
+
+    def best(self, costs: List[Costs], fixed: List[float]) -> int:
+        """Index of the hypothesis whose end state the next utterance starts from."""
+        if self.state_carry == "first-pass":
+            return 0
+        totals = [f + self.weight * sum(c) for f, c in zip(fixed, costs)]
+        return min(range(len(totals)), key=totals.__getitem__)
+
+    def tensor(self, x) -> Tensor:
+        return torch.as_tensor(x, dtype=torch.long, device=self.device)
+
+    def io(self, hyp: _Hyp) -> Tuple[List[int], List[int], List[int], List[int]]:
+        """Inputs ``<eos> w1..wn`` and targets ``w1..wn <eos>`` (ids, identities)."""
+        return ([self.eos] + hyp.ids, [self.eos] + hyp.ident,
+                hyp.ids + [self.eos], hyp.ident + [self.eos])
+
+    def end_states(self, roots: LMState, root_rows: List[int], hyps: List[_Hyp]) -> LMState:
+        """States after ``<eos> w1..wn`` of each hypothesis from its root row, without padding:
+        hypotheses of equal length go together in one multi-token forward call."""
+        out: Dict[int, LMState] = {}
+        by_len: Dict[int, List[int]] = {}
+        for i, h in enumerate(hyps):
+            by_len.setdefault(len(h.ids), []).append(i)
+        for n, idx in by_len.items():
+            ids = self.tensor([[self.eos] + hyps[i].ids for i in idx])
+            ident = self.tensor([[self.eos] + hyps[i].ident for i in idx])
+            st = self.forward(ids, ident, roots, self.tensor([root_rows[i] for i in idx]),
+                              lambda *a: None)
+            for j, i in enumerate(idx):
+                out[i] = st.select(self.tensor([j]))
+        return LMState.cat([out[i] for i in range(len(hyps))])
+
+    def count(self, hyps: List[_Hyp]):
+        self.stats.hyps += len(hyps)
+        self.stats.tokens += sum(len(h.ids) + 1 for h in hyps)
+
+
+def _progress(ctx: _Context, total: int, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="hyp", disable=None if ctx.progress else True)
+
+
+# --------------------------------------------------------------------------------------------
+# naive: the reference
+
+
+def _run_naive(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
+    result = []
+    bar = _progress(ctx, sum(len(u) for c in encoded for u in c), "naive")
+    for conv, conv_fixed in zip(encoded, fixed):
+        start = ctx.model.initial_state(1, ctx.device)
+        conv_costs = []
+        for hyps, fx in zip(conv, conv_fixed):
+            costs, ends = [], []
+            for h in hyps:
+                inp, inp_ident, tgt, tgt_ident = ctx.io(h)
+                T = len(inp)
+                got: List[Tensor] = []
+
+                def reduce(out, s, e, tgt=tgt, tgt_ident=tgt_ident, T=T):
+                    z = ctx.tensor([0] * T)
+                    got.append(target_log_prob(
+                        out, z, ctx.tensor(range(T)), ctx.tensor(tgt), ctx.tensor(tgt_ident),
+                        ctx.tensor(tgt_ident) >= ctx.n_vocab, ctx.oov_penalty))
+
+                ends.append(ctx.forward(ctx.tensor([inp]), ctx.tensor([inp_ident]), start,
+                                        ctx.tensor([0]), reduce))
+                costs.append((-got[0]).double().tolist())
+                bar.update()
+            ctx.count(hyps)
+            conv_costs.append(costs)
+            if ctx.state_carry == "none":
+                start = ctx.model.initial_state(1, ctx.device)
+            elif hyps:
+                start = ends[ctx.best(costs, fx)]
+        result.append(conv_costs)
+    bar.close()
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# padded: one padded batch per utterance (Kaldi pytorchnn's way, with a correct carry)
+
+
+def _run_padded(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
+    result = []
+    bar = _progress(ctx, sum(len(u) for c in encoded for u in c), "padded")
+    for conv, conv_fixed in zip(encoded, fixed):
+        start = ctx.model.initial_state(1, ctx.device)
+        conv_costs = []
+        for hyps, fx in zip(conv, conv_fixed):
+            if not hyps:
+                conv_costs.append([])
+                continue
+            T = max(len(h.ids) for h in hyps) + 1
+            pad = lambda seq: seq + [ctx.eos] * (T - len(seq))  # noqa: E731
+            ios = [ctx.io(h) for h in hyps]
+            ids = ctx.tensor([pad(x[0]) for x in ios])
+            ident = ctx.tensor([pad(x[1]) for x in ios])
+            tid = ctx.tensor([pad(x[2]) for x in ios])
+            tident = ctx.tensor([pad(x[3]) for x in ios])
+            lp = torch.empty(len(hyps), T, device=ctx.device)
+
+            def reduce(out, s, e):
+                B = e - s
+                b = torch.arange(B, device=ctx.device).repeat_interleave(T)
+                t = torch.arange(T, device=ctx.device).repeat(B)
+                ti, tn = tid[s:e].reshape(-1), tident[s:e].reshape(-1)
+                lp[s:e] = target_log_prob(out, b, t, ti, tn, tn >= ctx.n_vocab,
+                                          ctx.oov_penalty).view(B, T)
+
+            ctx.forward(ids, ident, start, ctx.tensor([0] * len(hyps)), reduce)
+            lp_rows = (-lp).double().tolist()
+            costs = [row[: len(h.ids) + 1] for row, h in zip(lp_rows, hyps)]
+            ctx.count(hyps)
+            bar.update(len(hyps))
+            conv_costs.append(costs)
+            if ctx.state_carry == "none":
+                continue
+            # The batch's end state of a shorter hypothesis has consumed padding: recompute the
+            # carried state from the best hypothesis alone.
+            best = ctx.best(costs, fx)
+            start = ctx.end_states(start, [0], [hyps[best]])
+        result.append(conv_costs)
+    bar.close()
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# fast: prefix tries, level by level, conversations side by side
+
+
+@dataclass
+class _Forest:
+    """The prefix tries of one micro-batch (parts of utterances of one wave).
+
+    Level d holds the nodes that have consumed ``<eos> w1 .. wd``; a node's row in its level is
+    its row in that level's forward call. Level 0 nodes' parents are rows of the roots state.
+    An edge is (node, next target): its log-probability is read from the node's output.
+    """
+
+    parent: List[List[int]] = field(default_factory=list)   # [d][row] -> parent row
+    ids: List[List[int]] = field(default_factory=list)      # [d][row] -> input id
+    ident: List[List[int]] = field(default_factory=list)    # [d][row] -> input identity
+    e_row: List[List[int]] = field(default_factory=list)    # [d][edge] -> node row in level d
+    e_id: List[List[int]] = field(default_factory=list)
+    e_ident: List[List[int]] = field(default_factory=list)
+    e_offset: List[int] = field(default_factory=list)       # [d] -> global index of 1st edge
+    hyp_edges: List[List[Tuple[int, int]]] = field(default_factory=list)  # (level, edge)
+
+    def build(self, root_row: int, hyps: List[_Hyp], eos: int) -> None:
+        nodes: Dict[Tuple[int, int, int], int] = {}
+        edges: Dict[Tuple[int, int, int], int] = {}
+
+        def level(d):
+            while len(self.parent) <= d:
+                for lst in (self.parent, self.ids, self.ident, self.e_row, self.e_id, self.e_ident):
+                    lst.append([])
+
+        def node(d, parent, tok_id, tok_ident):
+            key = (d, parent, tok_ident)
+            row = nodes.get(key)
+            if row is None:
+                level(d)
+                row = nodes[key] = len(self.parent[d])
+                self.parent[d].append(parent)
+                self.ids[d].append(tok_id)
+                self.ident[d].append(tok_ident)
+            return row
+
+        def edge(d, row, tok_id, tok_ident):
+            key = (d, row, tok_ident)
+            e = edges.get(key)
+            if e is None:
+                e = edges[key] = len(self.e_row[d])
+                self.e_row[d].append(row)
+                self.e_id[d].append(tok_id)
+                self.e_ident[d].append(tok_ident)
+            return e
+
+        for h in hyps:
+            row = node(0, root_row, eos, eos)
+            path = []
+            for d in range(len(h.ids) + 1):
+                if d < len(h.ids):
+                    path.append((d, edge(d, row, h.ids[d], h.ident[d])))
+                    row = node(d + 1, row, h.ids[d], h.ident[d])
+                else:
+                    path.append((d, edge(d, row, eos, eos)))
+            self.hyp_edges.append(path)
+
+
+def _run_fast(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
+    result: List[List[List[Costs]]] = [[[] for _ in conv] for conv in encoded]
+    n_waves = max((len(c) for c in encoded), default=0)
+    bar = _progress(ctx, sum(len(u) for c in encoded for u in c), "fast")
+    # The state each conversation's next utterance starts from: one row per conversation.
+    starts = ctx.model.initial_state(len(encoded), ctx.device)
+    for k in range(n_waves):
+        convs = [c for c in range(len(encoded)) if k < len(encoded[c])]
+        # Micro-batches: whole utterances while they fit in max_tokens hypotheses; a bigger
+        # N-best list is cut into parts of sorted hypotheses (neighbours share most prefixes).
+        items: List[Tuple[int, List[int]]] = []  # (conversation, hypothesis indexes)
+        for c in convs:
+            hyps = encoded[c][k]
+            order = list(range(len(hyps)))
+            if len(hyps) > ctx.max_tokens:
+                order.sort(key=lambda i: hyps[i].ident)
+            for s in range(0, len(order), ctx.max_tokens):
+                items.append((c, order[s:s + ctx.max_tokens]))
+        groups: List[List[Tuple[int, List[int]]]] = [[]]
+        size = 0
+        for it in items:
+            if size + len(it[1]) > ctx.max_tokens and groups[-1]:
+                groups.append([])
+                size = 0
+            groups[-1].append(it)
+            size += len(it[1])
+        wave_costs: Dict[int, List[Optional[Costs]]] = {c: [None] * len(encoded[c][k]) for c in convs}
+        for group in groups:
+            _score_group(ctx, encoded, k, group, starts, wave_costs)
+            bar.update(sum(len(ix) for _, ix in group))
+        for c in convs:
+            result[c][k] = wave_costs[c]
+            ctx.count(encoded[c][k])
+        if ctx.state_carry == "none":
+            continue
+        # Carry: the state after the best hypothesis of each conversation, from its start row.
+        carried = [c for c in convs if encoded[c][k]]
+        if carried:
+            best = [encoded[c][k][ctx.best(result[c][k], fixed[c][k])] for c in carried]
+            ends = ctx.end_states(starts, carried, best)
+            idx = ctx.tensor(carried)
+            for key, v in starts.tensors.items():
+                v = v.clone()
+                v.index_copy_(0, idx, ends.tensors[key])
+                starts.tensors[key] = v
+    bar.close()
+    return result
+
+
+def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
+                 wave_costs: Dict[int, List[Optional[Costs]]]) -> None:
+    forest = _Forest()
+    owners: List[Tuple[int, int]] = []  # (conversation, hypothesis index) per forest hypothesis
+    for c, idx in group:
+        hyps = encoded[c][k]
+        forest.build(c, [hyps[i] for i in idx], ctx.eos)
+        owners.extend((c, i) for i in idx)
+    offsets, total = [], 0
+    for d in range(len(forest.parent)):
+        offsets.append(total)
+        total += len(forest.e_row[d])
+    edge_lp = torch.empty(total, device=ctx.device)
+    state = starts
+    for d in range(len(forest.parent)):
+        ids = ctx.tensor(forest.ids[d]).unsqueeze(1)        # (N_d, 1)
+        ident = ctx.tensor(forest.ident[d]).unsqueeze(1)    # (N_d, 1)
+        e_row = ctx.tensor(forest.e_row[d])
+        e_id = ctx.tensor(forest.e_id[d])
+        e_ident = ctx.tensor(forest.e_ident[d])
+        off = offsets[d]
+
+        def reduce(out, s, e, e_row=e_row, e_id=e_id, e_ident=e_ident, off=off):
+            # Edges leaving the nodes s..e-1 of this level (edges are appended in node order
+            # within a level only per trie, so select by mask).
+            sel = ((e_row >= s) & (e_row < e)).nonzero().squeeze(1)
+            rows = e_row[sel] - s
+            lp = target_log_prob(out, rows, torch.zeros_like(rows), e_id[sel], e_ident[sel],
+                                 e_ident[sel] >= ctx.n_vocab, ctx.oov_penalty)
+            edge_lp[off + sel] = lp.float()
+
+        state = ctx.forward(ids, ident, state, ctx.tensor(forest.parent[d]), reduce)
+    flat = [offsets[d] + e for path in forest.hyp_edges for d, e in path]
+    costs = (-edge_lp[ctx.tensor(flat)]).double().tolist()
+    pos = 0
+    for (c, i), path in zip(owners, forest.hyp_edges):
+        wave_costs[c][i] = costs[pos:pos + len(path)]
+        pos += len(path)
+
+
+# --------------------------------------------------------------------------------------------
+# Job splitting (Kaldi's $cmd JOB=1:$nj)
+
+
+def parse_split(spec: str) -> Tuple[int, int]:
+    """``"K/N"`` -> (K, N) with 1 <= K <= N (Kaldi's JOB numbering starts at 1)."""
+    try:
+        k, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise RescoreError("--split K/N with integers, e.g. 2/8", got=spec) from None
+    if not 1 <= k <= n:
+        raise RescoreError("--split K/N with 1 <= K <= N", got=spec)
+    return k, n
+
+
+def split_slice(n_items: int, k: int, n_jobs: int) -> slice:
+    """Job k of n_jobs (1-based) takes a contiguous block of the items, sizes differing by at
+    most one, earlier jobs first: concatenating the outputs of jobs 1..N in order (``cat``)
+    gives the lines of one process in the same order."""
+    base, extra = divmod(n_items, n_jobs)
+    start = (k - 1) * base + min(k - 1, extra)
+    return slice(start, start + base + (1 if k <= extra else 0))
