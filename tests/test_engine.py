@@ -280,3 +280,48 @@ def test_bad_options():
         score_nbest(models()["lstm"], [], weight=1, engine="turbo")
     with pytest.raises(RescoreError):
         score_nbest(models()["lstm"], [], weight=1, state_carry="always")
+
+
+# --------------------------------------------------------------------------------------------
+# The project's real models (rescore.models): every body x every registered head
+
+
+def real_variants():
+    from rescore.models import HEADS
+
+    heads = [(h, {}) for h in sorted(HEADS)] + [("pointer", {"memory_aug": True})]
+    out = []
+    for arch, extra in (("lstm", {}), ("transformer", {"positions": "learned"}),
+                        ("transformer", {"positions": "sinusoidal"})):
+        for head, hkw in heads:
+            name = f"{arch}{'-' + extra['positions'] if extra else ''}-{head}" \
+                   f"{'+mem' if hkw else ''}"
+            out.append(pytest.param(dict(arch=arch, head=head, **extra, **hkw), id=name))
+    return out
+
+
+def real_model(kw):
+    from rescore.models import ModelConfig, build_model
+    from rescore.vocab import Vocabulary
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(hidden=16, layers=2, history=6, context=8, n_heads=2, dropout=0.0, **kw)
+    model = build_model(cfg, Vocabulary(["<eos>", "<unk>"] + WORDS))
+    with torch.no_grad():  # spread the output distribution beyond the small init
+        model.embedding.weight.mul_(20.0)
+    return model.eval()
+
+
+@pytest.mark.parametrize("kw", real_variants())
+def test_real_models_engines_agree(kw):
+    model = real_model(kw)
+    convs = make_conversations(seed=21, n_conv=3, n_utt=(2, 4))
+    for carry in ("none", "rescored") if kw["arch"] == "lstm" else ("rescored",):
+        runs = {e: score_nbest(model, convs, weight=0.7, state_carry=carry, device="cpu",
+                               engine=e, max_tokens=64, progress=False) for e in E.ENGINES}
+        assert_close(runs["fast"], runs["naive"])
+        assert_close(runs["padded"], runs["naive"])
+    first = score_nbest(model, convs, weight=0.7, state_carry="first-pass", device="cpu",
+                        engine="fast", progress=False)
+    assert_close(first, score_nbest(model, convs, weight=0.7, state_carry="first-pass",
+                                    device="cpu", engine="naive", progress=False))
