@@ -255,3 +255,64 @@ def format_report(report: dict) -> str:
 
         lines += ["", "per rare-word bucket (0 = rarest in training text):", format_bucket_table(report["buckets"])]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Tuning
+
+
+def split_half(nbest: NbestSet) -> tuple:
+    """(first, second): the first half of the conversations (carry order) and the rest; tune on
+    one, report on the other, so no figure is tuned on the utterances it reports."""
+    n = len(nbest.conversations)
+    if n < 2:
+        raise RescoreError("at least 2 conversations to split in halves", path=nbest.path, got=f"{n}")
+    ids = [c.id for c in nbest.conversations]
+    return nbest.subset(ids[: n // 2]), nbest.subset(ids[n // 2 :])
+
+
+def sweep(arrays: CostArrays, weights: Sequence[float], inv_acwts: Sequence[float],
+          wips: Sequence[float]) -> List[dict]:
+    """WER (percent) of every setting of the grid: [{weight, inv_acwt, wip, wer}] in grid order."""
+    rows = []
+    for w in weights:
+        for a in inv_acwts:
+            for p in wips:
+                rows.append({"weight": w, "inv_acwt": a, "wip": p, "wer": arrays.wer(Params(w, a, p))})
+    return rows
+
+
+def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float], wips: Sequence[float],
+         nn_costs: Optional[NnCosts] = None, nn_source: Optional[PathLike] = None,
+         held_out: Optional[NbestSet] = None) -> dict:
+    """Pick the grid setting with the lowest WER on dev (ties: first in grid order, i.e. the
+    smallest weight, inv_acwt, wip) and, when held_out is given, report its WER there too.
+
+    Returns {"best": {weight, inv_acwt, wip}, "dev_wer", "dev_utts", "held_out_wer",
+    "held_out_utts", "grid": [rows of sweep]}.
+    """
+    if dev.refs is None:
+        raise RescoreError("references for the tuning set (a data dir with 'text')", path=dev.path)
+    if nn_costs is None and any(w != 0.0 for w in weights):
+        log.info("no NN LM costs: sweeping weight 0 only")
+        weights = [0.0]
+    if any(a <= 0 for a in inv_acwts):
+        raise RescoreError("inv_acwt values > 0", got=str(list(inv_acwts)))
+    arrays = CostArrays(dev, nn_costs, nn_source)
+    rows = sweep(arrays, weights, inv_acwts, wips)
+    best = min(range(len(rows)), key=lambda i: rows[i]["wer"])
+    params = Params(rows[best]["weight"], rows[best]["inv_acwt"], rows[best]["wip"])
+    out = {"best": asdict(params), "dev_wer": rows[best]["wer"], "dev_utts": dev.num_utts,
+           "dev_conversations": len(dev.conversations), "grid": rows}
+    log.info("best on %d utterances: weight %g inv_acwt %g wip %g -> WER %.2f %%", dev.num_utts,
+             params.weight, params.inv_acwt, params.wip, rows[best]["wer"])
+    if held_out is not None:
+        if held_out.refs is None:
+            raise RescoreError("references for the held-out set", path=held_out.path)
+        ho = CostArrays(held_out, nn_costs, nn_source)
+        out.update(held_out_wer=ho.wer(params), held_out_utts=held_out.num_utts,
+                   held_out_conversations=len(held_out.conversations),
+                   held_out_first_pass_wer=100.0 * float(ho.errors[ho.starts].sum()) / max(ho.ref_words, 1))
+        log.info("held out (%d utterances): WER %.2f %% (rank 1: %.2f %%)", held_out.num_utts,
+                 out["held_out_wer"], out["held_out_first_pass_wer"])
+    return out

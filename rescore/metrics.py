@@ -274,3 +274,31 @@ def plot_buckets(rows: List[dict], path: PathLike, *, value: str = "wer", labels
     with atomic_output(path, "wb") as f:
         fig.savefig(f, format="png", dpi=100)
     plt.close(fig)
+
+
+def wer_report(ref_text: PathLike, hyp_text: PathLike, *, train_text: Optional[PathLike] = None,
+               num_buckets: int = 10, allow_missing: bool = False) -> dict:
+    """WER of two Kaldi text files (``utt w1 w2 ...``) keyed by utterance, with the rare-word
+    bucket table when train_text is given. Missing or extra utterances are an error unless
+    allow_missing (then a missing hypothesis counts as empty, an extra one is ignored)."""
+    from rescore.io.kaldi import read_text_table
+
+    refs = read_text_table(ref_text, "tokens").as_dict()
+    hyps = read_text_table(hyp_text, "tokens").as_dict()
+    stats, alignments = align(refs, hyps, allow_missing=allow_missing, ref_path=ref_text, hyp_path=hyp_text)  # type: ignore[arg-type]
+    report = {**stats.as_dict(), "ref_text": str(ref_text), "hyp_text": str(hyp_text),
+              "missing_hyps": sum(1 for u in refs if u not in hyps),
+              "extra_hyps": sum(1 for u in hyps if u not in refs)}
+    if train_text is not None:
+        buckets = rare_word_buckets(count_words(train_text), (w for r in refs.values() for w in r), num_buckets)
+        report["buckets"] = bucket_wer(alignments, buckets)
+    return report
+
+
+def format_wer_report(report: dict) -> str:
+    """Kaldi compute-wer style line, plus the bucket table when present."""
+    lines = [f"%WER {report['wer']:.2f} [ {report['errors']} / {report['ref_words']}, {report['insertions']} ins, "
+             f"{report['deletions']} del, {report['substitutions']} sub ]  ({report['num_utts']} utterances)"]
+    if "buckets" in report:
+        lines += ["", "per rare-word bucket (0 = rarest in training text):", format_bucket_table(report["buckets"])]
+    return "\n".join(lines)
