@@ -204,6 +204,7 @@ def target_log_prob(out: HeadOutput, b: Tensor, t: Tensor, tid: Tensor, tident: 
 class _Hyp:
     ids: List[int]      # vocabulary ids of w1..wn
     ident: List[int]    # identities of w1..wn
+    words: Tuple[str, ...] = ()  # the words (a sort key that does not depend on OOV numbering)
 
 
 def _encode(vocab, conversations: Sequence[Sequence[UttInput]]) -> List[List[List[_Hyp]]]:
@@ -211,7 +212,8 @@ def _encode(vocab, conversations: Sequence[Sequence[UttInput]]) -> List[List[Lis
     are then deterministic for a given input)."""
     out = []
     for conv in conversations:
-        out.append([[_Hyp(*map(list, vocab.encode(list(h)))) for h in utt.hyps] for utt in conv])
+        out.append([[_Hyp(*map(list, vocab.encode(list(h))), tuple(h)) for h in utt.hyps]
+                    for utt in conv])
     return out
 
 
@@ -229,6 +231,7 @@ def score_nbest(
     max_tokens: int = 2048,
     engine: str = "fast",
     oov_penalty: float = 0.0,
+    conv_batch: int = 16,
     stats: Optional[EngineStats] = None,
     progress: bool = True,
 ) -> List[List[List[Costs]]]:
@@ -243,11 +246,17 @@ def score_nbest(
     max_tokens: most token positions in one forward call (and hypotheses in one fast group).
     engine: fast | padded | naive (module docstring); they agree to float rounding.
     oov_penalty: extra cost per out-of-vocabulary word, on its ``<unk>`` part.
+    conv_batch: conversations the fast engine scores side by side. Blocks of conv_batch
+        conversations are scored independently, so a job of ``split_slice(..., block=
+        conv_batch)`` computes exactly what one process computes for them (same batches, same
+        floats).
     """
     if engine not in ENGINES:
         raise RescoreError(f"engine one of {ENGINES}", got=engine)
     if state_carry not in STATE_CARRY:
         raise RescoreError(f"state carry one of {STATE_CARRY}", got=state_carry)
+    if conv_batch < 1:
+        raise RescoreError("conv_batch >= 1", got=str(conv_batch))
     if max_tokens < 1:
         raise RescoreError("max_tokens >= 1", got=str(max_tokens))
     dev = device if isinstance(device, torch.device) else resolve_device(device)
@@ -258,7 +267,7 @@ def score_nbest(
     ctx = _Context(model=model.to(dev).eval(), device=dev, weight=weight, state_carry=state_carry,
                    eos=vocab.eos_id, n_vocab=len(vocab), oov_penalty=oov_penalty,
                    forward=_Forward(model, dev, max_tokens, stats), stats=stats,
-                   max_tokens=max_tokens, progress=progress)
+                   max_tokens=max_tokens, conv_batch=conv_batch, progress=progress)
     n_hyps = sum(len(u) for conv in encoded for u in conv)
     log.info("scoring %d hypotheses of %d utterances in %d conversations (engine %s, carry %s, "
              "device %s)", n_hyps, sum(len(c) for c in encoded), len(encoded), engine,
@@ -283,6 +292,7 @@ class _Context:
     forward: _Forward
     stats: EngineStats
     max_tokens: int
+    conv_batch: int
     progress: bool
 
     def best(self, costs: List[Costs], fixed: List[float]) -> int:
@@ -478,9 +488,19 @@ class _Forest:
 
 
 def _run_fast(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
+    bar = _progress(ctx, sum(len(u) for c in encoded for u in c), "fast")
+    result: List[List[List[Costs]]] = []
+    for b in range(0, len(encoded), ctx.conv_batch):
+        block = slice(b, b + ctx.conv_batch)
+        result += _run_fast_block(ctx, encoded[block], fixed[block], bar)
+    bar.close()
+    return result
+
+
+def _run_fast_block(ctx: _Context, encoded, fixed, bar) -> List[List[List[Costs]]]:
+    """Conversations side by side: wave k = utterance k of every conversation of the block."""
     result: List[List[List[Costs]]] = [[[] for _ in conv] for conv in encoded]
     n_waves = max((len(c) for c in encoded), default=0)
-    bar = _progress(ctx, sum(len(u) for c in encoded for u in c), "fast")
     # The state each conversation's next utterance starts from: one row per conversation.
     starts = ctx.model.initial_state(len(encoded), ctx.device)
     for k in range(n_waves):
@@ -492,7 +512,7 @@ def _run_fast(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
             hyps = encoded[c][k]
             order = list(range(len(hyps)))
             if len(hyps) > ctx.max_tokens:
-                order.sort(key=lambda i: hyps[i].ident)
+                order.sort(key=lambda i: hyps[i].words)
             for s in range(0, len(order), ctx.max_tokens):
                 items.append((c, order[s:s + ctx.max_tokens]))
         groups: List[List[Tuple[int, List[int]]]] = [[]]
@@ -522,7 +542,6 @@ def _run_fast(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
                 v = v.clone()
                 v.index_copy_(0, idx, ends.tensors[key])
                 starts.tensors[key] = v
-    bar.close()
     return result
 
 
@@ -581,10 +600,37 @@ def parse_split(spec: str) -> Tuple[int, int]:
     return k, n
 
 
-def split_slice(n_items: int, k: int, n_jobs: int) -> slice:
-    """Job k of n_jobs (1-based) takes a contiguous block of the items, sizes differing by at
-    most one, earlier jobs first: concatenating the outputs of jobs 1..N in order (``cat``)
-    gives the lines of one process in the same order."""
-    base, extra = divmod(n_items, n_jobs)
+def split_slice(n_items: int, k: int, n_jobs: int, block: int = 1) -> slice:
+    """Job k of n_jobs (1-based): a contiguous run of whole blocks of ``block`` items, block
+    counts differing by at most one, earlier jobs first. Concatenating the outputs of jobs
+    1..N in order (``cat``) gives the lines of one process in the same order; with
+    ``block = conv_batch`` the fast engine's batches, hence its floats, are the same too."""
+    n_blocks = -(-n_items // block)
+    base, extra = divmod(n_blocks, n_jobs)
     start = (k - 1) * base + min(k - 1, extra)
-    return slice(start, start + base + (1 if k <= extra else 0))
+    stop = start + base + (1 if k <= extra else 0)
+    return slice(min(n_items, start * block), min(n_items, stop * block))
+
+
+# --------------------------------------------------------------------------------------------
+# N-best sets (rescore.nbest) in, Kaldi lmwt.nn costs out
+
+
+def score_nbest_set(model: LanguageModel, nbest, params, **options) -> Dict[str, Costs]:
+    """Per-token NN costs of every hypothesis of a loaded N-best set (``rescore.nbest.NbestSet``),
+    keyed by hypothesis key, in the set's order (conversations, utterances, ranks): the lines of
+    ``lmwt.nn``. ``params`` (``rescore.combine.Params``) gives the fixed costs and the weight
+    that pick the carried best hypothesis; ``options`` go to ``score_nbest``."""
+    from rescore.combine import fixed_cost
+
+    conversations = [[UttInput([h.words for h in u.hyps],
+                               [fixed_cost(h, params.weight, params.inv_acwt, params.wip)
+                                for h in u.hyps])
+                      for u in c.utterances] for c in nbest.conversations]
+    costs = score_nbest(model, conversations, weight=params.weight, **options)
+    out: Dict[str, Costs] = {}
+    for conv, conv_costs in zip(nbest.conversations, costs):
+        for utt, utt_costs in zip(conv.utterances, conv_costs):
+            for hyp, c in zip(utt.hyps, utt_costs):
+                out[hyp.key] = c
+    return out

@@ -260,15 +260,21 @@ def test_device_selection():
 
 
 def test_split_merges_into_one_process_output():
+    """Jobs take whole blocks of conv_batch conversations: their outputs, in job order, are
+    exactly (not only nearly) what one process computes."""
     model = models()["pointer+mem"]
     convs = make_conversations(seed=8, n_conv=7)
-    whole = score_nbest(model, convs, weight=0.5, device="cpu", progress=False)
-    for n_jobs in (1, 3, 7, 9):
-        slices = [split_slice(len(convs), k, n_jobs) for k in range(1, n_jobs + 1)]
-        assert [i for s in slices for i in range(len(convs))[s]] == list(range(len(convs)))
-        merged = [c for s in slices for c in
-                  score_nbest(model, convs[s], weight=0.5, device="cpu", progress=False)]
-        assert_close(merged, whole, tol=1e-5)
+    for eng in E.ENGINES:
+        whole = score_nbest(model, convs, weight=0.5, device="cpu", engine=eng, conv_batch=2,
+                            max_tokens=8, progress=False)
+        for n_jobs in (1, 3, 4, 9):
+            slices = [split_slice(len(convs), k, n_jobs, block=2) for k in range(1, n_jobs + 1)]
+            assert [i for s in slices for i in range(len(convs))[s]] == list(range(len(convs)))
+            assert all(s.start % 2 == 0 for s in slices if s.start < s.stop)
+            merged = [c for s in slices for c in
+                      score_nbest(model, convs[s], weight=0.5, device="cpu", engine=eng,
+                                  conv_batch=2, max_tokens=8, progress=False)]
+            assert merged == whole
     assert E.parse_split("2/8") == (2, 8)
     for bad in ("0/3", "4/3", "x", "1/2/3"):
         with pytest.raises(RescoreError):
@@ -325,3 +331,65 @@ def test_real_models_engines_agree(kw):
                         engine="fast", progress=False)
     assert_close(first, score_nbest(model, convs, weight=0.7, state_carry="first-pass",
                                     device="cpu", engine="naive", progress=False))
+
+
+# --------------------------------------------------------------------------------------------
+# rescore-nbest --model
+
+
+FIXTURE = __import__("pathlib").Path(__file__).parent / "fixtures" / "nbest-small"
+
+
+def test_cli_option_names_match_engine():
+    from rescore.cli import engine_options
+
+    assert engine_options.ENGINES == E.ENGINES and engine_options.STATE_CARRY == E.STATE_CARRY
+
+
+def test_cli_model_writes_lmwt_nn_and_split_merges(tmp_path):
+    from click.testing import CliRunner
+
+    from rescore.cli.nbest import main
+    from rescore.combine import Params
+    from rescore.engine import score_nbest_set
+    from rescore.io.kaldi import read_nn_costs
+    from rescore.models import ModelConfig, build_model, save_checkpoint
+    from rescore.nbest import load_nbest_dir
+    from rescore.vocab import Vocabulary
+
+    nbest = load_nbest_dir(FIXTURE, FIXTURE / "data")
+    words = sorted({w for u in nbest.utterances() for h in u.hyps for w in h.words})
+    torch.manual_seed(0)
+    cfg = ModelConfig(head="pointer", memory_aug=True, hidden=16, layers=1, history=8, dropout=0.0)
+    # leave two words out of the vocabulary: OOV words go through <unk> and the pointer
+    model = build_model(cfg, Vocabulary(["<eos>", "<unk>"] + words[2:]))
+    ckpt = tmp_path / "model.pt"
+    save_checkpoint(model, ckpt)
+    common = [str(FIXTURE), "--data-dir", str(FIXTURE / "data"), "--model", str(ckpt),
+              "--weight", "0.5", "--inv-acwt", "10", "--device", "cpu", "--conv-batch", "1"]
+    run = CliRunner().invoke(main, [common[0], str(tmp_path / "all")] + common[1:])
+    assert run.exit_code == 0, run.output
+    got = read_nn_costs(tmp_path / "all" / "lmwt.nn")
+    expect = score_nbest_set(model.eval(), nbest, Params(0.5, 10.0, 0.0), device="cpu",
+                             engine="naive", progress=False)
+    assert list(got) == list(expect)
+    for k in expect:
+        assert len(got[k]) == len(expect[k])
+        assert max(abs(a - b) for a, b in zip(got[k], expect[k])) < 1e-4
+    assert (tmp_path / "all" / "lmwt.interp").is_file() and (tmp_path / "all" / "text").is_file()
+    # two jobs: cat of their lmwt.nn in job order == the one-process lmwt.nn
+    parts = []
+    for k in (1, 2):
+        out = tmp_path / f"job{k}"
+        run = CliRunner().invoke(main, [common[0], str(out)] + common[1:] + ["--split", f"{k}/2"])
+        assert run.exit_code == 0, run.output
+        parts.append((out / "lmwt.nn").read_text())
+    whole = (tmp_path / "all" / "lmwt.nn").read_text()
+    assert parts[0] and parts[1]
+    assert "".join(parts) == whole
+    # bad option combinations fail with a message, not a traceback
+    bad = CliRunner().invoke(main, [common[0], str(tmp_path / "x")] + common[1:] +
+                             ["--nn-costs", str(tmp_path / "all" / "lmwt.nn")])
+    assert bad.exit_code != 0 and "exclude" in bad.output
+    bad = CliRunner().invoke(main, [common[0], str(tmp_path / "x")] + common[1:] + ["--split", "3/2"])
+    assert bad.exit_code == 1 and "error:" in bad.output.lower()
