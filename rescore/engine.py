@@ -54,7 +54,7 @@ import torch
 from torch import Tensor
 
 from rescore.errors import RescoreError
-from rescore.models.base import EMPTY, HeadOutput, LanguageModel, LMState
+from rescore.models.base import HeadOutput, LanguageModel, LMState
 
 log = logging.getLogger(__name__)
 

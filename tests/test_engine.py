@@ -303,6 +303,10 @@ def real_variants():
             name = f"{arch}{'-' + extra['positions'] if extra else ''}-{head}" \
                    f"{'+mem' if hkw else ''}"
             out.append(pytest.param(dict(arch=arch, head=head, **extra, **hkw), id=name))
+    # the neural cache (Grave et al. 2017), a test-time wrapper around any model
+    out.append(pytest.param(dict(arch="lstm", head="softmax", ncache=True), id="lstm-ncache"))
+    out.append(pytest.param(dict(arch="lstm", head="pointer", memory_aug=True, ncache=True),
+                            id="lstm-pointer+mem-ncache"))
     return out
 
 
@@ -311,26 +315,38 @@ def real_model(kw):
     from rescore.vocab import Vocabulary
 
     torch.manual_seed(0)
+    kw = dict(kw)
+    ncache = kw.pop("ncache", False)
     cfg = ModelConfig(hidden=16, layers=2, history=6, context=8, n_heads=2, dropout=0.0, **kw)
     model = build_model(cfg, Vocabulary(["<eos>", "<unk>"] + WORDS))
     with torch.no_grad():  # spread the output distribution beyond the small init
         model.embedding.weight.mul_(20.0)
+    if ncache:
+        from rescore.models.cache import NeuralCacheLM
+
+        model = NeuralCacheLM(model, window=7, theta=0.5, lam=0.3)
     return model.eval()
 
 
 @pytest.mark.parametrize("kw", real_variants())
 def test_real_models_engines_agree(kw):
     model = real_model(kw)
-    convs = make_conversations(seed=21, n_conv=3, n_utt=(2, 4))
-    for carry in ("none", "rescored") if kw["arch"] == "lstm" else ("rescored",):
-        runs = {e: score_nbest(model, convs, weight=0.7, state_carry=carry, device="cpu",
-                               engine=e, max_tokens=64, progress=False) for e in E.ENGINES}
-        assert_close(runs["fast"], runs["naive"])
-        assert_close(runs["padded"], runs["naive"])
-    first = score_nbest(model, convs, weight=0.7, state_carry="first-pass", device="cpu",
-                        engine="fast", progress=False)
-    assert_close(first, score_nbest(model, convs, weight=0.7, state_carry="first-pass",
-                                    device="cpu", engine="naive", progress=False))
+    convs = make_conversations(seed=21, n_conv=2, n_utt=(2, 3), n_hyp=(2, 6))
+    runs = {e: score_nbest(model, convs, weight=0.7, device="cpu", engine=e, max_tokens=64,
+                           conv_batch=2, progress=False) for e in E.ENGINES}
+    assert_close(runs["fast"], runs["naive"])
+    assert_close(runs["padded"], runs["naive"])
+
+
+@pytest.mark.parametrize("carry", ["none", "first-pass"])
+def test_real_model_other_carry_modes(carry):
+    model = real_model(dict(arch="transformer", head="pointer", memory_aug=True,
+                            positions="learned"))
+    convs = make_conversations(seed=22, n_conv=2, n_utt=(2, 3), n_hyp=(2, 6))
+    runs = {e: score_nbest(model, convs, weight=0.7, state_carry=carry, device="cpu", engine=e,
+                           progress=False) for e in E.ENGINES}
+    assert_close(runs["fast"], runs["naive"])
+    assert_close(runs["padded"], runs["naive"])
 
 
 # --------------------------------------------------------------------------------------------
