@@ -25,15 +25,10 @@ Three engines give the same costs (the tests hold them to 1e-4 per hypothesis):
 * ``padded``  one padded batch per utterance, no prefix sharing, one conversation at a time (the
               way of Kaldi's pytorchnn scorer); the carried state is recomputed from the best
               hypothesis alone, so padding never enters it.
-* ``fast``    a prefix trie per utterance, computed level by level (one-token forward calls on
-              all nodes of a level; each distinct prefix once), with utterance k of all
-              conversations side by side in the same calls::
-
-                  utterance k of conv A:  <eos>-it-is-a-cat            levels 0 1 2 3 4
-                                               \\-was-a-cat
-                  utterance k of conv B:  <eos>-the-end
-                  level 1 call: rows [A:<eos>it, B:<eos>the] (state rows selected from level 0)
-                  level 2 call: rows [A:it is, A:it was, B:the end] ...
+* ``fast``    a prefix trie per utterance, each distinct prefix computed once, with utterance
+              k of all conversations (of a block of ``conv_batch``) side by side in the same
+              calls. The tries are cut into segments (chains without a branch) run as
+              multi-token rows, segments of equal length in one call (see ``_Forest``).
 
               Micro-batches: the hypotheses of a wave are cut into groups of at most
               ``max_tokens`` hypotheses (a big N-best list into parts), which bounds every
@@ -47,7 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -424,67 +419,80 @@ def _run_padded(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
 
 
 # --------------------------------------------------------------------------------------------
-# fast: prefix tries, level by level, conversations side by side
+# fast: prefix tries cut into segments, conversations side by side
 
 
-@dataclass
 class _Forest:
-    """The prefix tries of one micro-batch (parts of utterances of one wave).
+    """The prefix tries of one micro-batch (parts of utterances of one wave), as segments.
 
-    Level d holds the nodes that have consumed ``<eos> w1 .. wd``; a node's row in its level is
-    its row in that level's forward call. Level 0 nodes' parents are rows of the roots state.
-    An edge is (node, next target): its log-probability is read from the node's output.
+    A node is a distinct consumed prefix ``<eos> w1 .. wd`` of one utterance; its model output
+    gives the log-probabilities of its edges (the distinct next targets: words or ``<eos>``).
+    A segment is a maximal chain of nodes in which every node but the last has exactly one
+    child; it runs as one multi-token forward call row from the state of the node before it::
+
+        <eos> it is | a  cat          segments: [<eos> it is] [a cat] [was a cat] [the end]
+                    \\ was a cat        calls:    round 0: T=3 x1 (roots of every utterance)
+                                                 round 1: T=2 x1, T=3 x1 (by exact length)
+
+    so every distinct prefix is computed once, no padding enters any row, and the model state
+    is copied once per segment rather than once per token (a Transformer's KV cache is big).
     """
 
-    parent: List[List[int]] = field(default_factory=list)   # [d][row] -> parent row
-    ids: List[List[int]] = field(default_factory=list)      # [d][row] -> input id
-    ident: List[List[int]] = field(default_factory=list)    # [d][row] -> input identity
-    e_row: List[List[int]] = field(default_factory=list)    # [d][edge] -> node row in level d
-    e_id: List[List[int]] = field(default_factory=list)
-    e_ident: List[List[int]] = field(default_factory=list)
-    e_offset: List[int] = field(default_factory=list)       # [d] -> global index of 1st edge
-    hyp_edges: List[List[Tuple[int, int]]] = field(default_factory=list)  # (level, edge)
+    def __init__(self):
+        self.tok_id: List[int] = []       # node -> input token id
+        self.tok_ident: List[int] = []    # node -> input identity
+        self.children: List[List[int]] = []
+        self.root_row: Dict[int, int] = {}  # root node -> row of the start states
+        self.roots: List[int] = []
+        self.node_edges: List[List[int]] = []  # node -> its edges
+        self.e_id: List[int] = []         # edge -> target id
+        self.e_ident: List[int] = []      # edge -> target identity
+        self.hyp_edges: List[List[int]] = []  # hypothesis -> its edges, end of sentence last
+        self._child: Dict[Tuple[int, int], int] = {}
+        self._edge: Dict[Tuple[int, int], int] = {}
 
-    def build(self, root_row: int, hyps: List[_Hyp], eos: int) -> None:
-        nodes: Dict[Tuple[int, int, int], int] = {}
-        edges: Dict[Tuple[int, int, int], int] = {}
+    def _node(self, parent: int, tok_id: int, tok_ident: int, root_row: int = -1) -> int:
+        key = (parent, tok_ident) if parent >= 0 else (-1 - root_row, tok_ident)
+        n = self._child.get(key)
+        if n is None:
+            n = self._child[key] = len(self.tok_id)
+            self.tok_id.append(tok_id)
+            self.tok_ident.append(tok_ident)
+            self.children.append([])
+            self.node_edges.append([])
+            if parent >= 0:
+                self.children[parent].append(n)
+            else:
+                self.root_row[n] = root_row
+                self.roots.append(n)
+        return n
 
-        def level(d):
-            while len(self.parent) <= d:
-                for lst in (self.parent, self.ids, self.ident, self.e_row, self.e_id, self.e_ident):
-                    lst.append([])
+    def _edge_of(self, node: int, tok_id: int, tok_ident: int) -> int:
+        e = self._edge.get((node, tok_ident))
+        if e is None:
+            e = self._edge[(node, tok_ident)] = len(self.e_id)
+            self.e_id.append(tok_id)
+            self.e_ident.append(tok_ident)
+            self.node_edges[node].append(e)
+        return e
 
-        def node(d, parent, tok_id, tok_ident):
-            key = (d, parent, tok_ident)
-            row = nodes.get(key)
-            if row is None:
-                level(d)
-                row = nodes[key] = len(self.parent[d])
-                self.parent[d].append(parent)
-                self.ids[d].append(tok_id)
-                self.ident[d].append(tok_ident)
-            return row
-
-        def edge(d, row, tok_id, tok_ident):
-            key = (d, row, tok_ident)
-            e = edges.get(key)
-            if e is None:
-                e = edges[key] = len(self.e_row[d])
-                self.e_row[d].append(row)
-                self.e_id[d].append(tok_id)
-                self.e_ident[d].append(tok_ident)
-            return e
-
+    def add(self, root_row: int, hyps: List[_Hyp], eos: int) -> None:
+        """Add one utterance (part) starting from row ``root_row`` of the start states."""
         for h in hyps:
-            row = node(0, root_row, eos, eos)
+            node = self._node(-1, eos, eos, root_row)
             path = []
-            for d in range(len(h.ids) + 1):
-                if d < len(h.ids):
-                    path.append((d, edge(d, row, h.ids[d], h.ident[d])))
-                    row = node(d + 1, row, h.ids[d], h.ident[d])
-                else:
-                    path.append((d, edge(d, row, eos, eos)))
+            for w_id, w_ident in zip(h.ids, h.ident):
+                path.append(self._edge_of(node, w_id, w_ident))
+                node = self._node(node, w_id, w_ident)
+            path.append(self._edge_of(node, eos, eos))
             self.hyp_edges.append(path)
+
+    def segment(self, start: int) -> List[int]:
+        """The chain of nodes from ``start`` while each node has exactly one child."""
+        seg = [start]
+        while len(self.children[seg[-1]]) == 1:
+            seg.append(self.children[seg[-1]][0])
+        return seg
 
 
 def _run_fast(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
@@ -547,37 +555,58 @@ def _run_fast_block(ctx: _Context, encoded, fixed, bar) -> List[List[List[Costs]
 
 def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
                  wave_costs: Dict[int, List[Optional[Costs]]]) -> None:
+    """Score one micro-batch: its tries' segments, round by round (a segment is ready once the
+    node before it is computed), segments of equal length together in one forward call."""
     forest = _Forest()
     owners: List[Tuple[int, int]] = []  # (conversation, hypothesis index) per forest hypothesis
     for c, idx in group:
         hyps = encoded[c][k]
-        forest.build(c, [hyps[i] for i in idx], ctx.eos)
+        forest.add(c, [hyps[i] for i in idx], ctx.eos)
         owners.extend((c, i) for i in idx)
-    offsets, total = [], 0
-    for d in range(len(forest.parent)):
-        offsets.append(total)
-        total += len(forest.e_row[d])
-    edge_lp = torch.empty(total, device=ctx.device)
-    state = starts
-    for d in range(len(forest.parent)):
-        ids = ctx.tensor(forest.ids[d]).unsqueeze(1)        # (N_d, 1)
-        ident = ctx.tensor(forest.ident[d]).unsqueeze(1)    # (N_d, 1)
-        e_row = ctx.tensor(forest.e_row[d])
-        e_id = ctx.tensor(forest.e_id[d])
-        e_ident = ctx.tensor(forest.e_ident[d])
-        off = offsets[d]
+    edge_lp = torch.empty(len(forest.e_id), device=ctx.device)
+    e_id_all, e_ident_all = ctx.tensor(forest.e_id), ctx.tensor(forest.e_ident)
+    # ready: (first node of a segment, row of its start state in `states`)
+    ready = [(n, forest.root_row[n]) for n in forest.roots]
+    states = starts
+    while ready:
+        by_len: Dict[int, List[Tuple[List[int], int]]] = {}
+        for start, row in ready:
+            seg = forest.segment(start)
+            by_len.setdefault(len(seg), []).append((seg, row))
+        next_ready, next_states = [], []
+        n_next = 0
+        for T in sorted(by_len):
+            segs = by_len[T]
+            ids = ctx.tensor([[forest.tok_id[n] for n in seg] for seg, _ in segs])  # (G, T)
+            ident = ctx.tensor([[forest.tok_ident[n] for n in seg] for seg, _ in segs])
+            # the edges of every node of these segments: (segment, position, edge)
+            eb, et, ee = [], [], []
+            for g, (seg, _) in enumerate(segs):
+                for t, n in enumerate(seg):
+                    for e in forest.node_edges[n]:
+                        eb.append(g)
+                        et.append(t)
+                        ee.append(e)
+            eb_t, et_t, ee_t = ctx.tensor(eb), ctx.tensor(et), ctx.tensor(ee)
 
-        def reduce(out, s, e, e_row=e_row, e_id=e_id, e_ident=e_ident, off=off):
-            # Edges leaving the nodes s..e-1 of this level (edges are appended in node order
-            # within a level only per trie, so select by mask).
-            sel = ((e_row >= s) & (e_row < e)).nonzero().squeeze(1)
-            rows = e_row[sel] - s
-            lp = target_log_prob(out, rows, torch.zeros_like(rows), e_id[sel], e_ident[sel],
-                                 e_ident[sel] >= ctx.n_vocab, ctx.oov_penalty)
-            edge_lp[off + sel] = lp.float()
+            def reduce(out, s, e, eb_t=eb_t, et_t=et_t, ee_t=ee_t):
+                sel = ((eb_t >= s) & (eb_t < e)).nonzero().squeeze(1)
+                tid, tident = e_id_all[ee_t[sel]], e_ident_all[ee_t[sel]]
+                edge_lp[ee_t[sel]] = target_log_prob(out, eb_t[sel] - s, et_t[sel], tid, tident,
+                                                     tident >= ctx.n_vocab, ctx.oov_penalty)
 
-        state = ctx.forward(ids, ident, state, ctx.tensor(forest.parent[d]), reduce)
-    flat = [offsets[d] + e for path in forest.hyp_edges for d, e in path]
+            end = ctx.forward(ids, ident, states, ctx.tensor([row for _, row in segs]), reduce)
+            # keep the end states of segments whose last node branches
+            keep = [g for g, (seg, _) in enumerate(segs) if forest.children[seg[-1]]]
+            if keep:
+                next_states.append(end.select(ctx.tensor(keep)))
+                for j, g in enumerate(keep):
+                    next_ready += [(ch, n_next + j) for ch in forest.children[segs[g][0][-1]]]
+                n_next += len(keep)
+        ready = next_ready
+        if next_states:
+            states = LMState.cat(next_states) if len(next_states) > 1 else next_states[0]
+    flat = [e for path in forest.hyp_edges for e in path]
     costs = (-edge_lp[ctx.tensor(flat)]).double().tolist()
     pos = 0
     for (c, i), path in zip(owners, forest.hyp_edges):
