@@ -76,9 +76,12 @@ def target_words(sentences: List[List[str]]) -> List[str]:
 
 def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optional[PathLike] = None,
                       compare: Optional[PathLike] = None, batch_size: int = 10, bptt: int = 100,
-                      n_buckets: int = 10, device: str = "cpu") -> Dict[str, Any]:
+                      n_buckets: int = 10, device: str = "cpu", cache_window: int = 0,
+                      cache_theta: float = 0.3, cache_lambda: float = 0.1) -> Dict[str, Any]:
     """Perplexity of ``checkpoint`` (and ``compare``) on ``text``; per-bucket cross-entropy when
-    ``train_text`` gives the word frequencies. Returns the JSON-ready report:
+    ``train_text`` gives the word frequencies. ``cache_window`` > 0 adds a neural cache
+    (rescore.models.cache, Grave et al. 2017) to ``checkpoint`` (not to ``compare``).
+    Returns the JSON-ready report:
 
     {"text", "convention", "targets", "ppl", "cross_entropy", "checkpoint",
      "buckets": [{"bucket", "tokens", "ce"}...] or None,
@@ -86,6 +89,7 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
                  "tokens", "ce_diff"}...] (ce(checkpoint) - ce(compare); < 0: checkpoint better)}}
     """
     from rescore.models import load_checkpoint
+    from rescore.models.cache import with_cache
 
     sentences = read_sentences(text)
     targets = target_words(sentences)
@@ -98,8 +102,8 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
             counts.update(s)
         buckets = rare_word_buckets(counts, [w for w in targets if w != EOS], n=n_buckets)
 
-    def one(path: PathLike) -> Dict[str, Any]:
-        model = load_checkpoint(path, device)
+    def one(path: PathLike, cache_window: int = 0) -> Dict[str, Any]:
+        model = with_cache(load_checkpoint(path, device), cache_window, cache_theta, cache_lambda)
         costs = score_text(model, sentences, batch_size, bptt, device)
         assert len(costs) == len(targets)
         ce = sum(costs) / len(costs)
@@ -114,9 +118,11 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
                 row["train_count_range"] = list(rng) if rng else None
         return res
 
-    main = one(checkpoint)
+    main = one(checkpoint, cache_window)
     report = {"text": str(text), "convention": CONVENTION, "targets": len(targets),
-              "batch_size": batch_size, **main, "compare": None}
+              "batch_size": batch_size, **main, "compare": None,
+              "cache": {"window": cache_window, "theta": cache_theta, "lambda": cache_lambda}
+              if cache_window > 0 else None}
     if compare is not None:
         other = one(compare)
         if buckets is not None:
@@ -129,8 +135,11 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
 
 def format_report(report: Dict[str, Any]) -> str:
     """A readable summary: perplexities and the per-bucket table."""
+    cache = report.get("cache")
     lines = [f"# {report['text']}: {report['targets']} targets ({report['convention']})",
-             f"ppl {report['ppl']:.2f}  ce {report['cross_entropy']:.4f}  {report['checkpoint']}"]
+             f"ppl {report['ppl']:.2f}  ce {report['cross_entropy']:.4f}  {report['checkpoint']}"
+             + (f" + neural cache (window {cache['window']}, theta {cache['theta']}, "
+                f"lambda {cache['lambda']})" if cache else "")]
     cmp_ = report.get("compare")
     if cmp_:
         lines.append(f"ppl {cmp_['ppl']:.2f}  ce {cmp_['cross_entropy']:.4f}  {cmp_['checkpoint']}"

@@ -178,6 +178,8 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
                     g["lr"] = lr
                 out, state = net(x, xi, state.detach())
                 loss = -out.log_prob(y, yi).mean()
+                if out.aux_loss is not None:  # a head's own term (pointer-generator coverage)
+                    loss = loss + out.aux_loss.mean()
                 optim.zero_grad(set_to_none=True)
                 loss.backward()
                 if opts.clip > 0:

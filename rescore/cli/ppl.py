@@ -21,9 +21,14 @@ from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
 @click.option("--batch-size", type=int, default=10, help="Parallel streams the text is cut into.")
 @click.option("--bptt", type=int, default=100, help="Tokens per forward call.")
 @click.option("--device", default="auto", help="auto, cpu, cuda, cuda:N.")
+@click.option("--cache-window", type=click.IntRange(min=0), default=0,
+              help="Neural cache (Grave et al. 2017) on CKPT: pairs kept; 0: no cache.")
+@click.option("--cache-theta", type=float, default=0.3, help="Neural cache flatness theta.")
+@click.option("--cache-lambda", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.1,
+              help="Neural cache interpolation weight lambda.")
 @verbose_option
 def main(ckpt, text, train_text, compare, report, plot, n_buckets, batch_size, bptt, device,
-         verbose):
+         cache_window, cache_theta, cache_lambda, verbose):
     """Perplexity of CKPT on TEXT (one sentence per line; every word and each sentence end is
     predicted, OOV words as <unk>); with --train-text, cross-entropy per rare-word bucket."""
     setup_logging(verbose)
@@ -38,7 +43,8 @@ def main(ckpt, text, train_text, compare, report, plot, n_buckets, batch_size, b
     with errors_to_exit():
         rep = perplexity_report(ckpt, text, train_text=train_text, compare=compare,
                                 batch_size=batch_size, bptt=bptt, n_buckets=n_buckets,
-                                device=device)
+                                device=device, cache_window=cache_window,
+                                cache_theta=cache_theta, cache_lambda=cache_lambda)
         click.echo(format_report(rep))
         if report:
             write_json(rep, report)
