@@ -103,6 +103,9 @@ def test_engines_agree(name, carry):
             for eng in ("naive", "padded", "fast")}
     assert_close(runs["fast"], runs["naive"])
     assert_close(runs["padded"], runs["naive"])
+    for schedule in ("levels", "segments"):
+        assert_close(score_nbest(model, convs, weight=0.7, state_carry=carry, device="cpu",
+                                 schedule=schedule, progress=False), runs["naive"])
     # every hypothesis has len(words) + 1 costs, all positive (costs = -log P)
     for conv, out in zip(convs, runs["fast"]):
         for utt, costs in zip(conv, out):
@@ -286,6 +289,8 @@ def test_bad_options():
         score_nbest(models()["lstm"], [], weight=1, engine="turbo")
     with pytest.raises(RescoreError):
         score_nbest(models()["lstm"], [], weight=1, state_carry="always")
+    with pytest.raises(RescoreError):
+        score_nbest(models()["lstm"], [], weight=1, schedule="random")
 
 
 # --------------------------------------------------------------------------------------------
@@ -336,6 +341,9 @@ def test_real_models_engines_agree(kw):
                            conv_batch=2, progress=False) for e in E.ENGINES}
     assert_close(runs["fast"], runs["naive"])
     assert_close(runs["padded"], runs["naive"])
+    for schedule in ("levels", "segments"):
+        assert_close(score_nbest(model, convs, weight=0.7, device="cpu", max_tokens=64,
+                                 schedule=schedule, progress=False), runs["naive"])
 
 
 @pytest.mark.parametrize("carry", ["none", "first-pass"])
