@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -180,7 +179,8 @@ def plot_report(report: Dict[str, Any], path: PathLike) -> None:
 
 def write_json(obj: Any, path: PathLike) -> None:
     """Write atomically (temporary name in the same directory, then rename)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=1) + "\n")
-    os.replace(tmp, path)
+    from rescore.io.kaldi import atomic_output
+
+    with atomic_output(path, "w") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")

@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from rescore.data import load_streams
+from rescore.data import Streams, load_streams
 from rescore.errors import RescoreError
 from rescore.models import (HEADS, ModelConfig, build_model, model_from_checkpoint,
                             read_checkpoint, save_checkpoint)
@@ -88,6 +88,7 @@ def _all_sum(values: List[float], world: int, device) -> List[float]:
 
 def train_lm(config: ModelConfig, opts: TrainOptions) -> Dict[str, Any]:
     """Train ``config`` on ``opts.train``; returns a summary (best valid ppl, tokens/s, paths)."""
+    threads_before = torch.get_num_threads()
     if opts.threads:
         torch.set_num_threads(opts.threads)
     rank, world, device = _setup_distributed(opts.device)
@@ -96,6 +97,7 @@ def train_lm(config: ModelConfig, opts: TrainOptions) -> Dict[str, Any]:
     finally:
         if world > 1:
             dist.destroy_process_group()
+        torch.set_num_threads(threads_before)  # a library call leaves no global change behind
 
 
 def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, device) -> Dict[str, Any]:
@@ -106,8 +108,9 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
     if opts.optimizer not in ("sgd", "adam"):
         raise RescoreError("optimizer sgd or adam", got=opts.optimizer)
 
-    ts: Dict[str, Any] = {"epoch": 0, "step": 0, "lr": opts.lr, "anneals": 0, "best": math.inf,
-                          "records": []}
+    # epoch_start: the step at which the current epoch began (a resumed epoch finishes its batches)
+    ts: Dict[str, Any] = {"epoch": 0, "step": 0, "epoch_start": 0, "lr": opts.lr, "anneals": 0,
+                          "best": math.inf, "records": []}
     optim_state = None
     if opts.resume and last_path.exists():
         ckpt = read_checkpoint(last_path)
@@ -153,13 +156,17 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
     # SIGTERM (a cluster's kill) behaves like Ctrl-C: save last.pt, then stop
     def on_term(signum, frame):
         raise KeyboardInterrupt
-    old_term = signal.signal(signal.SIGTERM, on_term)
+    try:
+        old_term = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread: leave signals alone
+        old_term = None
     state = None
     try:
         while ts["epoch"] < opts.epochs and ts["anneals"] < opts.max_anneals:
             model.train()
             t0, tokens, loss_sum = time.perf_counter(), 0, 0.0
-            bar = tqdm(range(epoch_len), desc=f"epoch {ts['epoch'] + 1}", unit="batch",
+            first = ts["step"] - ts["epoch_start"]  # > 0 when resuming inside an epoch
+            bar = tqdm(range(first, epoch_len), initial=first, total=epoch_len, desc=f"epoch {ts['epoch'] + 1}", unit="batch",
                        disable=None if rank == 0 else True, leave=False)
             for b in bar:
                 c = ts["step"] % n_chunks
@@ -181,18 +188,24 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
                 ts["step"] += 1
                 tokens += y.numel() * world
                 loss_sum += loss.item()
+                done = b + 1 - first
                 if b % 10 == 0 or b == epoch_len - 1:
-                    bar.set_postfix(loss=f"{loss_sum / (b + 1):.3f}",
+                    bar.set_postfix(loss=f"{loss_sum / done:.3f}",
                                     tok_s=f"{tokens / (time.perf_counter() - t0):.0f}")
+                if bar.disable and rank == 0 and (b + 1) % 50 == 0:  # logs of background runs
+                    log.info("epoch %d batch %d/%d: loss %.3f, %.0f tokens/s", ts["epoch"] + 1,
+                             b + 1, epoch_len, loss_sum / done,
+                             tokens / (time.perf_counter() - t0))
             bar.close()
             train_time = time.perf_counter() - t0
             nll, count = stream_loss(model, valid_data, opts.bptt, device)
             nll, count = _all_sum([nll, count], world, device)
             valid_loss = nll / count
             ts["epoch"] += 1
+            ts["epoch_start"] = ts["step"]
             improved = valid_loss < ts["best"]
             record = {"epoch": ts["epoch"], "step": ts["step"], "lr": ts["lr"],
-                      "train_loss": loss_sum / epoch_len, "valid_loss": valid_loss,
+                      "train_loss": loss_sum / max(1, epoch_len - first), "valid_loss": valid_loss,
                       "valid_ppl": math.exp(valid_loss), "tokens_per_s": tokens / train_time,
                       "train_seconds": train_time}
             ts["records"].append(record)
@@ -216,15 +229,15 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
         save_last()
         raise
     finally:
-        signal.signal(signal.SIGTERM, old_term)
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
     recs = ts["records"]
     return {"model": str(best_path), "best_valid_ppl": math.exp(ts["best"]) if recs else None,
             "epochs": ts["epoch"],
             "tokens_per_s": sorted(r["tokens_per_s"] for r in recs)[len(recs) // 2] if recs else None}
 
 
-def _to(streams, device):
-    from rescore.data import Streams
+def _to(streams: Streams, device) -> Streams:
     return Streams(*(t.to(device) for t in (streams.ids, streams.ident, streams.target_ids,
                                              streams.target_ident, streams.mask)))
 

@@ -8,7 +8,8 @@ n models costs n passes instead of the 2(n-1) of n-1 ``rescore-ppl --compare`` r
 
 NAME=CKPT@100,0.3,0.1 scores CKPT with a neural cache (window 100, theta 0.3, lambda 0.1).
 Writes OUT_PREFIX.json, OUT_PREFIX.md (markdown table) and OUT_PREFIX.png (per-bucket
-differences against the first model); prints the table.
+differences against the first model); prints the table. Per-target costs are kept in
+OUT_PREFIX.NAME.costs.json and reused by a later run with the same NAME, checkpoint and cache.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import sys
 import time
 from collections import Counter
@@ -57,7 +59,16 @@ def main(argv=None) -> None:
         if cache:
             model = with_cache(model, cache["window"], cache["theta"], cache["lambda"])
         t0 = time.perf_counter()
-        costs = score_text(model, sentences, 10, 100, "cpu", progress=False)
+        kept = f"{prefix}.{name}.costs.json"
+        key = {"checkpoint": ckpt, "mtime": os.path.getmtime(ckpt), "cache": cache, "text": text}
+        old = json.load(open(kept)) if os.path.exists(kept) else None
+        if old is not None and old["key"] == key:
+            costs = old["costs"]
+        else:
+            costs = score_text(model, sentences, 10, 100, "cpu", progress=False)
+            with open(kept + ".tmp", "w") as f:
+                json.dump({"key": key, "costs": costs}, f)
+            os.replace(kept + ".tmp", kept)
         ce = sum(costs) / len(costs)
         b = bucket_cross_entropy(words, [c for w, c in zip(targets, costs) if w != EOS], buckets)
         rows.append({"name": name, "checkpoint": ckpt, "cache": cache, "params": n_params,

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import logging
-import sys
-
 import click
+
+from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
 
 
 @click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
@@ -27,22 +26,21 @@ import click
 @click.option("--cache-theta", type=float, default=0.3, help="Neural cache flatness theta.")
 @click.option("--cache-lambda", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.1,
               help="Neural cache interpolation weight lambda.")
+@verbose_option
 def main(ckpt, text, train_text, compare, report, plot, n_buckets, batch_size, bptt, device,
-         cache_window, cache_theta, cache_lambda):
+         cache_window, cache_theta, cache_lambda, verbose):
     """Perplexity of CKPT on TEXT (one sentence per line; every word and each sentence end is
     predicted, OOV words as <unk>); with --train-text, cross-entropy per rare-word bucket."""
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    setup_logging(verbose)
     import torch
 
-    from rescore.errors import RescoreError
     from rescore.ppl import format_report, perplexity_report, plot_report, write_json
 
+    if plot and not train_text:
+        raise click.UsageError("--plot needs --train-text (the buckets come from training counts)")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        if plot and not train_text:
-            raise RescoreError("--train-text with --plot (the buckets need training frequencies)")
+    with errors_to_exit():
         rep = perplexity_report(ckpt, text, train_text=train_text, compare=compare,
                                 batch_size=batch_size, bptt=bptt, n_buckets=n_buckets,
                                 device=device, cache_window=cache_window,
@@ -52,8 +50,6 @@ def main(ckpt, text, train_text, compare, report, plot, n_buckets, batch_size, b
             write_json(rep, report)
         if plot:
             plot_report(rep, plot)
-    except RescoreError as e:
-        raise click.ClickException(str(e))
 
 
 if __name__ == "__main__":

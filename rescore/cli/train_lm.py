@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+
 # Kept in sync with rescore.train.DEFAULT_LR (the test of the CLI checks it); here so --help
 # needs no torch import.
 DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
@@ -57,15 +59,14 @@ DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
 @click.option("--device", default="auto", help="auto, cpu, cuda, cuda:N.")
 @click.option("--threads", type=int, default=0, help="CPU threads per process (0: torch default).")
 @click.option("--resume", is_flag=True, help="Continue from OUT_DIR/last.pt.")
+@verbose_option
 def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, layers, dropout,
          n_heads, context, positions, ff_mult, coverage_weight, epochs, batch_size,
          eval_batch_size, optimizer, lr, warmup, anneal, max_anneals, clip, max_vocab,
-         epoch_batches, seed, device, threads, resume):
+         epoch_batches, seed, device, threads, resume, verbose):
     """Train a word LM on TRAIN (concatenated sentences, BPTT chunks) and keep the best
     model on VALID as OUT_DIR/model.pt. Runs under torchrun for several processes."""
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s: %(message)s")
-    from rescore.errors import RescoreError
+    setup_logging(verbose)
     from rescore.models import ModelConfig
     from rescore.train import TrainOptions, train_lm
 
@@ -80,9 +81,8 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
                         max_vocab=max_vocab, epoch_batches=epoch_batches, seed=seed,
                         device=device, threads=threads, resume=resume)
     try:
-        summary = train_lm(config, opts)
-    except RescoreError as e:
-        raise click.ClickException(str(e))
+        with errors_to_exit():
+            summary = train_lm(config, opts)
     except KeyboardInterrupt:
         sys.exit(130)
     logging.getLogger("rescore.train").info("done: %s", summary)

@@ -61,6 +61,8 @@ class JointLogSoftmax(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a: Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
+        if a.dtype in (torch.float16, torch.bfloat16):  # autocast: normalise in float32
+            a, b = a.float(), b.float()
         log_q = F.log_softmax(a, dim=-1)  # fused kernel, one pass over the large part
         # logsumexp(a) = a[k] - log_q[k] for any k; at the argmax both are O(1): exact to rounding
         k = a.argmax(dim=-1, keepdim=True)
