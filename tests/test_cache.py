@@ -146,3 +146,42 @@ def test_tune_cache_equals_the_wrapper():
     no_cache = [p["cross_entropy"] for p in grid if p["lambda"] == 0.0]
     assert max(no_cache) - min(no_cache) < 1e-12
     assert len({round(p["cross_entropy"], 9) for p in grid}) == 5  # lambda > 0 changes it
+
+
+def test_nbest_command_with_cache_equals_naive_scoring(tmp_path):
+    """rescore-nbest --model CKPT --cache-window ... scores with the wrapped model."""
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from rescore.cli.nbest import main
+    from rescore.combine import Params
+    from rescore.engine import score_nbest_set
+    from rescore.io.kaldi import read_nn_costs
+    from rescore.models import save_checkpoint
+    from rescore.nbest import load_nbest_dir
+
+    fixture = Path(__file__).parent / "fixtures" / "nbest-small"
+    if not fixture.is_dir():
+        pytest.skip(f"no N-best fixture at {fixture}")
+    nbest = load_nbest_dir(fixture, fixture / "data")
+    words = sorted({w for u in nbest.utterances() for h in u.hyps for w in h.words})
+    torch.manual_seed(0)
+    cfg = ModelConfig(head="softmax", hidden=16, layers=1, dropout=0.0)
+    model = build_model(cfg, Vocabulary(["<eos>", "<unk>"] + words[2:]))
+    ckpt = tmp_path / "model.pt"
+    save_checkpoint(model, ckpt)
+    costs = []
+    for extra in ([], ["--cache-window", "30", "--cache-theta", "0.5", "--cache-lambda", "0.2"]):
+        out = tmp_path / f"out{len(extra)}"
+        run = CliRunner().invoke(main, [str(fixture), str(out), "--data-dir", str(fixture / "data"),
+                                        "--model", str(ckpt), "--weight", "0.5", "--device", "cpu"]
+                                 + extra)
+        assert run.exit_code == 0, run.output
+        costs.append(read_nn_costs(out / "lmwt.nn"))
+    expect = score_nbest_set(NeuralCacheLM(model.eval(), 30, 0.5, 0.2), nbest,
+                             Params(0.5, 10.0, 0.0), device="cpu", engine="naive", progress=False)
+    assert list(costs[1]) == list(expect)
+    for k in expect:
+        assert max(abs(a - b) for a, b in zip(costs[1][k], expect[k])) < 1e-4
+    assert any(abs(sum(costs[0][k]) - sum(costs[1][k])) > 1e-3 for k in expect)

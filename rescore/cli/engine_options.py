@@ -40,6 +40,13 @@ _OPTIONS = [
                  help="Score only job K of N (contiguous runs of --conv-batch blocks of "
                       "conversations); `cat` the jobs' lmwt.nn in job order to get exactly the "
                       "one-process file."),
+    # Neural cache (issue 5): a test-time wrapper of the loaded model, rescore.models.cache.
+    click.option("--cache-window", type=click.IntRange(min=0), default=0,
+                 help="Neural cache (Grave et al. 2017) on --model: (hidden state, next word) "
+                      "pairs kept, over the decoded history; 0: no cache."),
+    click.option("--cache-theta", type=float, default=0.3, help="Neural cache flatness theta."),
+    click.option("--cache-lambda", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.1,
+                 help="Neural cache interpolation weight lambda."),
 ]
 
 
@@ -50,7 +57,8 @@ def engine_options(f):
 
 
 def apply_engine_options(nbest, params, out_dir, nn_costs, *, model, state_carry, device,
-                         max_tokens, engine, oov_penalty, conv_batch, split_spec):
+                         max_tokens, engine, oov_penalty, conv_batch, split_spec,
+                         cache_window=0, cache_theta=0.3, cache_lambda=0.1):
     """(N-best set to rescore, NN costs or None, their source path) after --split and --model."""
     from rescore.engine import parse_split, score_nbest_set, split_slice
 
@@ -73,6 +81,12 @@ def apply_engine_options(nbest, params, out_dir, nn_costs, *, model, state_carry
 
     dev = resolve_device(device)
     lm = load_checkpoint(model, dev)
+    if cache_window > 0:
+        from rescore.models.cache import with_cache
+
+        lm = with_cache(lm, cache_window, cache_theta, cache_lambda)
+        log.info("neural cache: window %d, theta %g, lambda %g", cache_window, cache_theta,
+                 cache_lambda)
     costs = score_nbest_set(lm, nbest, params, state_carry=state_carry, device=dev,
                             max_tokens=max_tokens, engine=engine, oov_penalty=oov_penalty,
                             conv_batch=conv_batch)
