@@ -27,8 +27,9 @@ Three engines give the same costs (the tests hold them to 1e-4 per hypothesis):
               hypothesis alone, so padding never enters it.
 * ``fast``    a prefix trie per utterance, each distinct prefix computed once, with utterance
               k of all conversations (of a block of ``conv_batch``) side by side in the same
-              calls. The tries are cut into segments (chains without a branch) run as
-              multi-token rows, segments of equal length in one call (see ``_Forest``).
+              calls. Schedules: level by level (one-token rows; small states such as an
+              LSTM's) or segments (branch-free chains as multi-token rows, equal lengths in
+              one call; big states such as a Transformer's KV cache). See ``_Forest``.
 
               Micro-batches: the hypotheses of a wave are cut into groups of at most
               ``max_tokens`` hypotheses (a big N-best list into parts), which bounds every
@@ -227,6 +228,7 @@ def score_nbest(
     engine: str = "fast",
     oov_penalty: float = 0.0,
     conv_batch: int = 16,
+    schedule: str = "auto",
     stats: Optional[EngineStats] = None,
     progress: bool = True,
 ) -> List[List[List[Costs]]]:
@@ -245,11 +247,16 @@ def score_nbest(
         conversations are scored independently, so a job of ``split_slice(..., block=
         conv_batch)`` computes exactly what one process computes for them (same batches, same
         floats).
+    schedule: fast engine's order of work, the same costs: ``levels`` (one-token rows, trie
+        level by level), ``segments`` (branch-free chains as multi-token rows) or ``auto``
+        (segments when the model state exceeds SEGMENT_STATE_BYTES per row).
     """
     if engine not in ENGINES:
         raise RescoreError(f"engine one of {ENGINES}", got=engine)
     if state_carry not in STATE_CARRY:
         raise RescoreError(f"state carry one of {STATE_CARRY}", got=state_carry)
+    if schedule not in SCHEDULES:
+        raise RescoreError(f"schedule one of {SCHEDULES}", got=schedule)
     if conv_batch < 1:
         raise RescoreError("conv_batch >= 1", got=str(conv_batch))
     if max_tokens < 1:
@@ -262,7 +269,8 @@ def score_nbest(
     ctx = _Context(model=model.to(dev).eval(), device=dev, weight=weight, state_carry=state_carry,
                    eos=vocab.eos_id, n_vocab=len(vocab), oov_penalty=oov_penalty,
                    forward=_Forward(model, dev, max_tokens, stats), stats=stats,
-                   max_tokens=max_tokens, conv_batch=conv_batch, progress=progress)
+                   max_tokens=max_tokens, conv_batch=conv_batch, schedule=schedule,
+                   progress=progress)
     n_hyps = sum(len(u) for conv in encoded for u in conv)
     log.info("scoring %d hypotheses of %d utterances in %d conversations (engine %s, carry %s, "
              "device %s)", n_hyps, sum(len(c) for c in encoded), len(encoded), engine,
@@ -288,6 +296,7 @@ class _Context:
     stats: EngineStats
     max_tokens: int
     conv_batch: int
+    schedule: str
     progress: bool
 
     def best(self, costs: List[Costs], fixed: List[float]) -> int:
@@ -487,10 +496,11 @@ class _Forest:
             path.append(self._edge_of(node, eos, eos))
             self.hyp_edges.append(path)
 
-    def segment(self, start: int) -> List[int]:
-        """The chain of nodes from ``start`` while each node has exactly one child."""
+    def segment(self, start: int, chain: bool) -> List[int]:
+        """The chain of nodes from ``start`` while each node has exactly one child (with
+        ``chain``), else ``start`` alone: one-token rows, the tries computed level by level."""
         seg = [start]
-        while len(self.children[seg[-1]]) == 1:
+        while chain and len(self.children[seg[-1]]) == 1:
             seg.append(self.children[seg[-1]][0])
         return seg
 
@@ -553,10 +563,24 @@ def _run_fast_block(ctx: _Context, encoded, fixed, bar) -> List[List[List[Costs]
     return result
 
 
+SEGMENT_STATE_BYTES = 64 * 1024  # schedule "auto": segments above this state size per row
+SCHEDULES = ("auto", "levels", "segments")
+
+
+def _state_bytes_per_row(state: LMState) -> int:
+    return sum(v[0].numel() * v.element_size() for v in state.tensors.values())
+
+
 def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
                  wave_costs: Dict[int, List[Optional[Costs]]]) -> None:
     """Score one micro-batch: its tries' segments, round by round (a segment is ready once the
-    node before it is computed), segments of equal length together in one forward call."""
+    node before it is computed), segments of equal length together in one forward call.
+
+    Two schedules of the same computation: ``chain`` (segments: one state copy per segment;
+    best for big states such as a Transformer's KV cache) or levels (one-token rows: fewer,
+    bigger calls; best for small states such as an LSTM's, where copies are cheap)."""
+    chain = ctx.schedule == "segments" or (
+        ctx.schedule == "auto" and _state_bytes_per_row(starts) > SEGMENT_STATE_BYTES)
     forest = _Forest()
     owners: List[Tuple[int, int]] = []  # (conversation, hypothesis index) per forest hypothesis
     for c, idx in group:
@@ -571,7 +595,7 @@ def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
     while ready:
         by_len: Dict[int, List[Tuple[List[int], int]]] = {}
         for start, row in ready:
-            seg = forest.segment(start)
+            seg = forest.segment(start, chain)
             by_len.setdefault(len(seg), []).append((seg, row))
         next_ready, next_states = [], []
         n_next = 0

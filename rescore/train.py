@@ -166,7 +166,8 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
             model.train()
             t0, tokens, loss_sum = time.perf_counter(), 0, 0.0
             first = ts["step"] - ts["epoch_start"]  # > 0 when resuming inside an epoch
-            bar = tqdm(range(first, epoch_len), initial=first, total=epoch_len, desc=f"epoch {ts['epoch'] + 1}", unit="batch",
+            bar = tqdm(range(first, epoch_len), initial=first, total=epoch_len,
+                       desc=f"epoch {ts['epoch'] + 1}", unit="batch",
                        disable=None if rank == 0 else True, leave=False)
             for b in bar:
                 c = ts["step"] % n_chunks

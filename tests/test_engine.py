@@ -93,16 +93,19 @@ def test_toys_chunking_equals_steps():
         assert torch.allclose(whole, torch.cat(parts, 1), atol=1e-5), name
 
 
-@pytest.mark.parametrize("name", ["lstm", "pointer", "pointer+mem", "attention"])
+@pytest.mark.parametrize("name", ["lstm", "pointer+mem", "attention"])
 @pytest.mark.parametrize("carry", ["none", "first-pass", "rescored"])
 def test_engines_agree(name, carry):
     model = models()[name]
-    convs = make_conversations(seed=zlib.crc32(f"{name}{carry}".encode()) % 1000)
+    convs = make_conversations(seed=zlib.crc32(f"{name}{carry}".encode()) % 1000, n_conv=2)
     runs = {eng: score_nbest(model, convs, weight=0.7, state_carry=carry, device="cpu",
                              engine=eng, progress=False)
             for eng in ("naive", "padded", "fast")}
     assert_close(runs["fast"], runs["naive"])
     assert_close(runs["padded"], runs["naive"])
+    for schedule in ("levels", "segments"):
+        assert_close(score_nbest(model, convs, weight=0.7, state_carry=carry, device="cpu",
+                                 schedule=schedule, progress=False), runs["naive"])
     # every hypothesis has len(words) + 1 costs, all positive (costs = -log P)
     for conv, out in zip(convs, runs["fast"]):
         for utt, costs in zip(conv, out):
@@ -177,11 +180,11 @@ def test_oov_copied_from_history():
     assert math.isclose(c5[0][0][0][0], c0[0][0][0][0], abs_tol=1e-6)
 
 
-@pytest.mark.parametrize("max_tokens", [1, 3, 7])
+@pytest.mark.parametrize("max_tokens", [1, 5])
 def test_small_token_budget_splits_lists(max_tokens):
     """A budget smaller than an N-best list cuts it into parts: same costs."""
     model = models()["pointer"]
-    convs = make_conversations(seed=11, n_hyp=(6, 9))
+    convs = make_conversations(seed=11, n_conv=2, n_hyp=(6, 9))
     ref = score_nbest(model, convs, weight=0.5, device="cpu", engine="naive", progress=False)
     for eng in ("fast", "padded"):
         stats = EngineStats()
@@ -262,12 +265,12 @@ def test_device_selection():
 def test_split_merges_into_one_process_output():
     """Jobs take whole blocks of conv_batch conversations: their outputs, in job order, are
     exactly (not only nearly) what one process computes."""
-    model = models()["pointer+mem"]
-    convs = make_conversations(seed=8, n_conv=7)
-    for eng in E.ENGINES:
+    model = models()["lstm"]
+    convs = make_conversations(seed=8, n_conv=7, n_utt=(1, 3))
+    for eng in ("fast", "padded"):
         whole = score_nbest(model, convs, weight=0.5, device="cpu", engine=eng, conv_batch=2,
                             max_tokens=8, progress=False)
-        for n_jobs in (1, 3, 4, 9):
+        for n_jobs in (3, 9):
             slices = [split_slice(len(convs), k, n_jobs, block=2) for k in range(1, n_jobs + 1)]
             assert [i for s in slices for i in range(len(convs))[s]] == list(range(len(convs)))
             assert all(s.start % 2 == 0 for s in slices if s.start < s.stop)
@@ -286,6 +289,8 @@ def test_bad_options():
         score_nbest(models()["lstm"], [], weight=1, engine="turbo")
     with pytest.raises(RescoreError):
         score_nbest(models()["lstm"], [], weight=1, state_carry="always")
+    with pytest.raises(RescoreError):
+        score_nbest(models()["lstm"], [], weight=1, schedule="random")
 
 
 # --------------------------------------------------------------------------------------------
@@ -297,13 +302,14 @@ def real_variants():
 
     heads = [(h, {}) for h in sorted(HEADS)] + [("pointer", {"memory_aug": True})]
     out = []
-    for arch, extra in (("lstm", {}), ("transformer", {"positions": "learned"}),
-                        ("transformer", {"positions": "sinusoidal"})):
+    for arch, extra in (("lstm", {}), ("transformer", {"positions": "learned"})):
         for head, hkw in heads:
             name = f"{arch}{'-' + extra['positions'] if extra else ''}-{head}" \
                    f"{'+mem' if hkw else ''}"
             out.append(pytest.param(dict(arch=arch, head=head, **extra, **hkw), id=name))
     # the neural cache (Grave et al. 2017), a test-time wrapper around any model
+    out.append(pytest.param(dict(arch="transformer", head="softmax", positions="sinusoidal"),
+                            id="transformer-sinusoidal-softmax"))
     out.append(pytest.param(dict(arch="lstm", head="softmax", ncache=True), id="lstm-ncache"))
     out.append(pytest.param(dict(arch="lstm", head="pointer", memory_aug=True, ncache=True),
                             id="lstm-pointer+mem-ncache"))
@@ -331,11 +337,14 @@ def real_model(kw):
 @pytest.mark.parametrize("kw", real_variants())
 def test_real_models_engines_agree(kw):
     model = real_model(kw)
-    convs = make_conversations(seed=21, n_conv=2, n_utt=(2, 3), n_hyp=(2, 6))
+    convs = make_conversations(seed=21, n_conv=2, n_utt=(2, 3), n_hyp=(2, 5))
     runs = {e: score_nbest(model, convs, weight=0.7, device="cpu", engine=e, max_tokens=64,
                            conv_batch=2, progress=False) for e in E.ENGINES}
     assert_close(runs["fast"], runs["naive"])
     assert_close(runs["padded"], runs["naive"])
+    for schedule in ("levels", "segments"):
+        assert_close(score_nbest(model, convs, weight=0.7, device="cpu", max_tokens=64,
+                                 schedule=schedule, progress=False), runs["naive"])
 
 
 @pytest.mark.parametrize("carry", ["none", "first-pass"])

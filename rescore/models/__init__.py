@@ -52,7 +52,10 @@ def save_checkpoint(model: LanguageModel, path: Union[str, Path], **extra: Any) 
     payload.update(extra)
     fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a checkpoint is as readable as any file
         torch.save(payload, tmp)
         os.replace(tmp, path)
     except BaseException:
