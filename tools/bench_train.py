@@ -24,7 +24,10 @@ from rescore.models import ModelConfig, build_model  # noqa: E402
 from rescore.vocab import Vocabulary  # noqa: E402
 
 VARIANTS = {"softmax": dict(head="softmax"), "pointer": dict(head="pointer"),
-            "pointer+mem": dict(head="pointer", memory_aug=True)}
+            "pointer+mem": dict(head="pointer", memory_aug=True),
+            # issue 5's baselines
+            "psmm": dict(head="psmm"), "pointer-generator": dict(head="pointer-generator"),
+            "pg+coverage": dict(head="pointer-generator", coverage=True, coverage_weight=1.0)}
 
 
 def main() -> None:
@@ -61,6 +64,8 @@ def main() -> None:
             t0 = time.perf_counter()
             out, states[name] = model(x, xi, states[name].detach())
             loss = -out.log_prob(y, yi).mean()
+            if out.aux_loss is not None:  # the coverage term, as in training
+                loss = loss + out.aux_loss.mean()
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
