@@ -15,23 +15,24 @@ fi
 lstm=$1; ptr=$2; out=$3
 for f in "$lstm" "$ptr"; do [ -f "$f" ] || { echo "$0: no checkpoint $f" >&2; exit 1; }; done
 here=$(cd "$(dirname "$0")/.." && pwd)
-D=$here/../shared/data/tts-wikitext2-dev
-PY="/work/main/.venv/bin/python"
+D=${DEV_SET:-$here/../shared/data/tts-wikitext2-dev}   # the dev N-best benchmark
+PY=${PYTHON:-python3}
+grid=(--weights "${WEIGHTS:-0:0.6:0.02}" --wips=-1:3:0.5)  # NN weight x word insertion penalty
 export PYTHONPATH=$here OMP_NUM_THREADS=1
 mkdir -p "$out"
 
 tune() {  # tune NAME [--nn-costs FILE]: whole-dev tuning and split-half tuning
   local name=$1; shift
-  $PY -m rescore.cli.tune "$D/nbest" --data-dir "$D/data" --wips=-1:3:0.5 "$@" \
+  "$PY" -m rescore.cli.tune "$D/nbest" --data-dir "$D/data" "${grid[@]}" "$@" \
       --params-out "$out/$name.params.json" --report "$out/$name.tune.json" > "$out/$name.tune.txt"
-  $PY -m rescore.cli.tune "$D/nbest" --data-dir "$D/data" --wips=-1:3:0.5 "$@" --split-half \
+  "$PY" -m rescore.cli.tune "$D/nbest" --data-dir "$D/data" "${grid[@]}" "$@" --split-half \
       --report "$out/$name.tune-half.json" > "$out/$name.tune-half.txt"
 }
 score() {  # score NAME CKPT CARRY [PARAMS]: lmwt.nn into $out/NAME, timed
   local name=$1 ckpt=$2 carry=$3 params=${4:-}
   local popt=(--weight 0.5 --inv-acwt 9.5)
   [ -n "$params" ] && popt=(--params "$params")
-  /usr/bin/time -v -o "$out/$name.time" $PY -m rescore.cli.nbest "$D/nbest" "$out/$name" \
+  /usr/bin/time -v -o "$out/$name.time" "$PY" -m rescore.cli.nbest "$D/nbest" "$out/$name" \
       --data-dir "$D/data" --model "$ckpt" --state-carry "$carry" --device cpu "${popt[@]}" \
       > "$out/$name.log" 2>&1
 }
@@ -45,7 +46,7 @@ score ptr-none "$ptr" none;                   tune ptr-none --nn-costs "$out/ptr
 score ptr-rescored "$ptr" rescored "$out/ptr-none.params.json"
 tune ptr-rescored --nn-costs "$out/ptr-rescored/lmwt.nn"
 
-$PY - "$out" <<'EOF'
+"$PY" - "$out" <<'EOF'
 import json, sys, pathlib
 out = pathlib.Path(sys.argv[1])
 print(f"{'run':14} {'dev WER (tuned on dev)':>22} {'held-out half WER':>18}  setting")
