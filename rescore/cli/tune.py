@@ -1,0 +1,91 @@
+"""rescore-tune: sweep the NN LM weight, the LM weight (inv-acwt) and the word insertion
+penalty on a dev N-best dir; report the best setting and, where asked, apply it elsewhere."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import click
+
+from rescore.cli.common import errors_to_exit, parse_grid, setup_logging, verbose_option
+
+log = logging.getLogger("rescore-tune")
+
+
+def _read_utt_list(path: str) -> list:
+    """First field of each line: a plain list, or a data/text, utt2spk, segments file."""
+    from rescore.io.kaldi import read_text_table
+
+    return read_text_table(path, "tokens").keys
+
+
+@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+@click.argument("nbest_dir", type=click.Path(file_okay=False))
+@click.option("--data-dir", type=click.Path(file_okay=False), required=True, help="Data dir of NBEST_DIR (text = references).")
+@click.option("--words-txt", type=click.Path(dir_okay=False), help="Symbol table for 'words' ids (found beside NBEST_DIR when not given).")
+@click.option("--nn-costs", type=click.Path(dir_okay=False), help="NN LM costs of NBEST_DIR (lmwt.nn); without them only weight 0 is swept.")
+@click.option("--weights", default="0:1:0.1", help="NN LM weights: 'a,b,c' or 'start:stop:step'.")
+@click.option("--inv-acwts", default="6:16:0.5", help="Inverse acoustic scales (LMWT): 'a,b,c' or 'start:stop:step'.")
+@click.option("--wips", default="-1:1:0.5", help="Word insertion penalties: 'a,b,c' or 'start:stop:step'.")
+@click.option("--split-half", is_flag=True, help="Tune on the first half of the conversations, report on the second half.")
+@click.option("--dev-utts", type=click.Path(dir_okay=False), help="Tune on these utterances only (first field per line).")
+@click.option("--eval-utts", type=click.Path(dir_okay=False), help="Report the tuned setting on these utterances (first field per line).")
+@click.option("--params-out", type=click.Path(dir_okay=False), help="Write the best setting as JSON (rescore-nbest --params reads it).")
+@click.option("--report", type=click.Path(dir_okay=False), help="Write the whole sweep and the result as JSON.")
+@click.option("--apply-to", nargs=2, type=click.Path(file_okay=False), metavar="TEST_NBEST_DIR OUT_DIR", help="Rescore another N-best dir with the best setting (as rescore-nbest does).")
+@click.option("--apply-data-dir", type=click.Path(file_okay=False), help="Data dir of TEST_NBEST_DIR.")
+@click.option("--apply-nn-costs", type=click.Path(dir_okay=False), help="NN LM costs of TEST_NBEST_DIR.")
+@click.option("--apply-words-txt", type=click.Path(dir_okay=False), help="Symbol table of TEST_NBEST_DIR.")
+@click.option("--allow-missing", is_flag=True, help="References without an N-best are dropped with a warning instead of an error.")
+@verbose_option
+def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, split_half, dev_utts, eval_utts,
+         params_out, report, apply_to, apply_data_dir, apply_nn_costs, apply_words_txt, allow_missing, verbose):
+    """Tune weight, inv-acwt and wip by WER on NBEST_DIR and print the best setting. Kaldi's
+    score.sh reports the WER of the set it tuned on; to report honestly, tune on one part and
+    report another (--split-half, --dev-utts/--eval-utts) or apply the setting to a test dir."""
+    setup_logging(verbose)
+    from rescore.combine import Params, format_report, rescore_nbest, split_half as halves, tune
+    from rescore.io.kaldi import atomic_output, read_nn_costs
+    from rescore.nbest import load_nbest_dir
+
+    if split_half and (dev_utts or eval_utts):
+        raise click.UsageError("--split-half and --dev-utts/--eval-utts exclude each other")
+    grid = {"weights": parse_grid(weights, "--weights"), "inv_acwts": parse_grid(inv_acwts, "--inv-acwts"),
+            "wips": parse_grid(wips, "--wips")}
+    with errors_to_exit():
+        nbest = load_nbest_dir(nbest_dir, data_dir, words_txt, allow_missing=allow_missing)
+        costs = read_nn_costs(nn_costs) if nn_costs else None
+        held_out = None
+        if split_half:
+            nbest, held_out = halves(nbest)
+        else:
+            if eval_utts:
+                held_out = nbest.subset_utts(_read_utt_list(eval_utts))
+            if dev_utts:
+                nbest = nbest.subset_utts(_read_utt_list(dev_utts))
+        result = tune(nbest, nn_costs=costs, nn_source=nn_costs, held_out=held_out, **grid)
+        best = Params(**result["best"])
+        click.echo(f"best setting: weight {best.weight:g}  inv_acwt {best.inv_acwt:g}  wip {best.wip:g}")
+        click.echo(f"tuned on {result['dev_utts']} utterances: WER {result['dev_wer']:.2f} %")
+        if held_out is not None:
+            click.echo(f"held out {result['held_out_utts']} utterances: WER {result['held_out_wer']:.2f} % "
+                       f"(rank 1: {result['held_out_first_pass_wer']:.2f} %)")
+        if params_out:
+            best.to_json(params_out, tuned_on=nbest_dir, dev_wer=result["dev_wer"])
+        if report:
+            with atomic_output(report, "w") as f:
+                json.dump(result, f, indent=1)
+                f.write("\n")
+        if apply_to:
+            test_dir, out_dir = apply_to
+            test = load_nbest_dir(test_dir, apply_data_dir, apply_words_txt, allow_missing=allow_missing)
+            test_costs = read_nn_costs(apply_nn_costs) if apply_nn_costs else None
+            rep = rescore_nbest(test, out_dir, params=best, nn_costs=test_costs, nn_source=apply_nn_costs,
+                                extra_report={"tuned_on": nbest_dir, "tuned_dev_wer": result["dev_wer"]})
+            if rep is not None:
+                click.echo(format_report(rep))
+
+
+if __name__ == "__main__":
+    main()

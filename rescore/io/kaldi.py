@@ -1,0 +1,534 @@
+"""Kaldi tables as N-best rescoring leaves them: strict readers and writers.
+
+Three value types cover an N-best dir (``nbest-to-linear`` + ``int2sym.pl``):
+
+* ``"float"``  -- one cost per key (``acwt``, ``lmwt.withlm``, ``lmwt.nolm``): ``key 909.8809 ``
+* ``"ints"``   -- an int vector per key (``words``, ``ali``): ``key 14722 946 `` (empty: ``key ``)
+* ``"tokens"`` -- a token list per key (``words_text``, ``data/text``): ``key it is``
+
+Kaldi ends every text-archive line with a space; hand-made files (and the shared benchmark) do
+not: both are accepted. Containers:
+
+* text archives (``ark,t``), optionally gzipped -- read by our strict reader, because kaldiio's
+  text mode guesses types from the first token (``1e-05`` fails, empty int vectors swallow the
+  next line; see ../shared/style.md);
+* binary archives (``ark``), optionally gzipped -- int vectors through kaldiio; float scalars
+  (``\\0B`` ``\\4`` + little-endian float32) by a few lines of our own, since kaldiio misreads
+  them as int vectors;
+* ``scp`` indexes (``key file.ark:offset``) pointing at either of the above.
+
+Every error is a :class:`~rescore.errors.RescoreError` naming the file and the line (text and
+scp) or the entry number (binary archives). Outputs go through :func:`atomic_output`: a
+temporary file in the target directory renamed into place, so nothing is left half-written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import math
+import os
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from rescore.errors import RescoreError
+
+PathLike = Union[str, Path]
+Kind = str  # "float" | "ints" | "tokens"
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_KINDS = ("float", "ints", "tokens")
+_EXPECTED = {
+    "float": "'key cost' (one finite float)",
+    "ints": "'key id id ...' (non-negative integers)",
+    "tokens": "'key word word ...'",
+}
+
+
+@dataclass
+class Table:
+    """One Kaldi table, in file order.
+
+    keys[i] holds values[i]; ``lines[i]`` is where entry i came from (text line, scp line, or
+    binary entry number, 1-based) so later cross-file checks can point at it. ``binary`` says
+    whether lines[] are entry numbers of a binary archive rather than text lines.
+    """
+
+    path: str
+    kind: Kind
+    keys: List[str] = field(default_factory=list)
+    values: list = field(default_factory=list)
+    lines: List[int] = field(default_factory=list)
+    binary: bool = False
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def as_dict(self) -> Dict[str, object]:
+        return dict(zip(self.keys, self.values))
+
+    def error(self, i: int, expected: str, got: Optional[str] = None) -> RescoreError:
+        """A RescoreError pointing at entry i of this table."""
+        if self.binary:
+            return RescoreError(expected, path=f"{self.path} (binary entry {self.lines[i]})", got=got)
+        return RescoreError(expected, path=self.path, line=self.lines[i], got=got)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+
+
+def _open_bytes(path: PathLike) -> IO[bytes]:
+    """Open a file for binary reading, transparently gunzipping; unreadable -> RescoreError."""
+    try:
+        f = open(path, "rb")
+        magic = f.read(2)
+        f.seek(0)
+    except OSError as e:
+        raise RescoreError("a readable file", path=path, got=e.strerror or str(e)) from None
+    if magic == _GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
+    return f
+
+
+def _parse_float(tok: str) -> float:
+    # float() also takes '1_0', 'nan', 'inf' and unicode digits: Kaldi writes none of those.
+    if "_" in tok or not tok.isascii():
+        raise ValueError(tok)
+    v = float(tok)
+    if not math.isfinite(v):
+        raise ValueError(tok)
+    return v
+
+
+def _parse_ints(toks: Sequence[str]) -> List[int]:
+    out = []
+    for t in toks:
+        if not (t.isascii() and t.isdigit()):
+            raise ValueError(t)
+        out.append(int(t))
+    return out
+
+
+def _parse_value(kind: Kind, fields: List[str]):
+    """Parse the fields after the key; ValueError on a bad field."""
+    if kind == "float":
+        if len(fields) != 1:
+            raise ValueError(" ".join(fields))
+        return _parse_float(fields[0])
+    if kind == "ints":
+        return _parse_ints(fields)
+    return fields
+
+
+def iter_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
+    """(1-based line number, decoded line without newline); gzip and decode errors name the line."""
+    f = _open_bytes(path)
+    lineno = 0
+    try:
+        with f:
+            while True:
+                try:
+                    raw = f.readline()
+                except (EOFError, OSError, zlib.error) as e:
+                    raise RescoreError("a complete gzip stream", path=path, line=lineno + 1,
+                                       got=f"truncated or corrupt: {e}") from None
+                if not raw:
+                    return
+                lineno += 1
+                try:
+                    yield lineno, raw.decode("utf-8").rstrip("\r\n")
+                except UnicodeDecodeError:
+                    raise RescoreError("UTF-8 text", path=path, line=lineno, got=repr(raw[:40])) from None
+    except RescoreError:
+        raise
+    except OSError as e:
+        raise RescoreError("a readable file", path=path, got=e.strerror or str(e)) from None
+
+
+def _is_binary_archive(path: PathLike) -> bool:
+    """A Kaldi binary archive has ``key `` followed by ``\\0B``."""
+    with contextlib.closing(_open_bytes(path)) as f:
+        try:
+            head = f.read(4096)
+        except (EOFError, OSError, zlib.error) as e:
+            raise RescoreError("a complete gzip stream", path=path, line=1, got=f"truncated or corrupt: {e}") from None
+    sp = head.find(b" ")
+    return sp > 0 and head[sp + 1 : sp + 3] == b"\0B"
+
+
+def read_text_table(path: PathLike, kind: Kind, allow_empty_value: bool = True) -> Table:
+    """Strictly read a Kaldi text table (``ark,t``, optionally gzipped).
+
+    kind: "float" (one finite float per key), "ints" (non-negative int vector, may be empty),
+    "tokens" (whitespace-separated strings, may be empty unless allow_empty_value=False).
+    Blank lines, duplicate keys and bad fields raise RescoreError with file and line.
+    """
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {_KINDS}")
+    t = Table(path=str(path), kind=kind)
+    first_line: Dict[str, int] = {}
+    for lineno, line in iter_lines(path):
+        fields = line.split()
+        if not fields:
+            raise RescoreError(_EXPECTED[kind], path=path, line=lineno, got="an empty line")
+        key = fields[0]
+        if key in first_line:
+            raise RescoreError(f"a unique key ('{key}' is already at line {first_line[key]})",
+                               path=path, line=lineno, got=line)
+        if not allow_empty_value and len(fields) == 1:
+            raise RescoreError(_EXPECTED[kind] + " with at least one value", path=path, line=lineno, got=line)
+        try:
+            value = _parse_value(kind, fields[1:])
+        except ValueError:
+            raise RescoreError(_EXPECTED[kind], path=path, line=lineno, got=line) from None
+        first_line[key] = lineno
+        t.keys.append(key)
+        t.values.append(value)
+        t.lines.append(lineno)
+    return t
+
+
+def _read_binary_float(buf: bytes, pos: int, where: str) -> Tuple[float, int]:
+    """Parse ``\\0B`` + Kaldi BasicType float at buf[pos]; return (value, new pos)."""
+    if buf[pos : pos + 2] != b"\0B":
+        raise RescoreError("binary marker '\\0B'", path=where, got=repr(buf[pos : pos + 2]))
+    size = buf[pos + 2 : pos + 3]
+    if size == b"\x04":
+        (v,) = struct.unpack_from("<f", buf, pos + 3) if len(buf) >= pos + 7 else (None,)
+        end = pos + 7
+    elif size == b"\x08":
+        (v,) = struct.unpack_from("<d", buf, pos + 3) if len(buf) >= pos + 11 else (None,)
+        end = pos + 11
+    else:
+        raise RescoreError("a binary float scalar (size byte 4 or 8)", path=where, got=repr(size))
+    if v is None:
+        raise RescoreError("a complete binary float scalar", path=where, got="end of file")
+    if not math.isfinite(v):
+        raise RescoreError("a finite float", path=where, got=str(v))
+    return float(v), end
+
+
+def _read_all_bytes(path: PathLike) -> bytes:
+    f = _open_bytes(path)
+    try:
+        with f:
+            return f.read()
+    except (EOFError, zlib.error) as e:
+        raise RescoreError("a complete gzip stream", path=path, got=f"truncated or corrupt: {e}") from None
+    except OSError as e:
+        raise RescoreError("a readable file", path=path, got=e.strerror or str(e)) from None
+
+
+def read_binary_table(path: PathLike, kind: Kind) -> Table:
+    """Read a Kaldi binary archive (optionally gzipped) of float scalars or int vectors."""
+    if kind == "tokens":
+        raise RescoreError("a text archive (token lists have no binary form)", path=path)
+    t = Table(path=str(path), kind=kind, binary=True)
+    buf = _read_all_bytes(path)
+    seen: Dict[str, int] = {}
+    f = io.BytesIO(buf)
+    pos, n = 0, 0
+    while pos < len(buf):
+        n += 1
+        where = f"{path} (binary entry {n})"
+        sp = buf.find(b" ", pos)
+        if sp < 0:
+            raise RescoreError("'key ' before a value", path=where, got="end of file")
+        key = buf[pos:sp].decode("utf-8", errors="replace")
+        if not key or key.isspace() or "\n" in key:
+            raise RescoreError("a key", path=where, got=key)
+        if key in seen:
+            raise RescoreError(f"a unique key ('{key}' is already entry {seen[key]})", path=where)
+        pos = sp + 1
+        if kind == "float":
+            value, pos = _read_binary_float(buf, pos, where)
+        else:
+            value, pos = _read_binary_int_vector(f, pos, where)
+        seen[key] = n
+        t.keys.append(key)
+        t.values.append(value)
+        t.lines.append(n)
+    return t
+
+
+def _read_binary_int_vector(f: io.BytesIO, pos: int, where: str) -> Tuple[List[int], int]:
+    """Kaldi's binary int32 vector at byte pos of f through kaldiio: ``\\0B \\4 n (\\4 int32)*n``."""
+    import kaldiio.matio as matio  # kaldiio's own int32-vector reader
+
+    f.seek(pos)
+    head = f.read(2)
+    if head != b"\0B":
+        raise RescoreError("binary marker '\\0B'", path=where, got=repr(head))
+    f.seek(pos)
+    try:
+        arr = matio.read_int32vector(f, "<")
+    except Exception as e:  # kaldiio asserts on malformed input
+        raise RescoreError("a binary int32 vector", path=where, got=f"{type(e).__name__} {e}") from None
+    return [int(x) for x in arr], f.tell()
+
+
+def _resolve_scp_target(scp_path: Path, rxfile: str) -> Path:
+    p = Path(rxfile)
+    if p.is_absolute():
+        return p
+    # Kaldi resolves against the working directory; scp files shipped in a folder are usually
+    # written relative to that folder. Take the scp's folder first, then the working directory.
+    beside = scp_path.parent / p
+    return beside if beside.exists() else p
+
+
+def read_scp_table(path: PathLike, kind: Kind) -> Table:
+    """Read every entry an ``scp`` index points at (``key file.ark:offset``), binary or text."""
+    scp = Path(path)
+    t = Table(path=str(path), kind=kind)
+    index = read_text_table(scp, "tokens")
+    cache: Dict[Path, bytes] = {}
+    files: Dict[Path, io.BytesIO] = {}
+    for key, fields, lineno in zip(index.keys, index.values, index.lines):
+        if len(fields) != 1 or ":" not in fields[0]:
+            raise RescoreError("'key file.ark:offset'", path=path, line=lineno, got=" ".join([key] + fields))
+        rx, off = fields[0].rsplit(":", 1)
+        if not off.isdigit():
+            raise RescoreError("a byte offset after ':'", path=path, line=lineno, got=fields[0])
+        target = _resolve_scp_target(scp, rx)
+        if target not in cache:
+            try:
+                cache[target] = _read_all_bytes(target)
+                files[target] = io.BytesIO(cache[target])
+            except RescoreError as e:
+                raise RescoreError(f"a readable archive ({e})", path=path, line=lineno) from None
+        buf, pos = cache[target], int(off)
+        where = f"{target}:{off} (from {path}:{lineno})"
+        if pos >= len(buf):
+            raise RescoreError("an offset inside the archive", path=path, line=lineno, got=fields[0])
+        try:
+            if buf[pos : pos + 2] == b"\0B":
+                if kind == "float":
+                    value, _ = _read_binary_float(buf, pos, where)
+                elif kind == "ints":
+                    value, _ = _read_binary_int_vector(files[target], pos, where)
+                else:
+                    raise RescoreError("a text entry for token lists", path=where)
+            else:
+                end = buf.find(b"\n", pos)
+                text = buf[pos : end if end >= 0 else len(buf)].decode("utf-8")
+                value = _parse_value(kind, text.split())
+        except (ValueError, UnicodeDecodeError):
+            raise RescoreError(_EXPECTED[kind] + f" at {rx}:{off}", path=path, line=lineno) from None
+        except RescoreError as e:
+            raise RescoreError(f"{e}", path=path, line=lineno) from None
+        t.keys.append(key)
+        t.values.append(value)
+        t.lines.append(lineno)
+    return t
+
+
+def read_table(path: PathLike, kind: Kind) -> Table:
+    """Read any Kaldi table of the given kind: text or binary archive, gzipped or not, or scp.
+
+    The container is recognised from the bytes (gzip magic, ``\\0B`` after the first key) and
+    from a ``.scp`` suffix.
+    """
+    path = Path(path)
+    if path.suffix == ".scp":
+        return read_scp_table(path, kind)
+    if _is_binary_archive(path):
+        return read_binary_table(path, kind)
+    return read_text_table(path, kind)
+
+
+def read_symbol_table(path: PathLike) -> Dict[str, int]:
+    """Read ``words.txt`` (``word id`` per line) into word -> id; duplicates are errors."""
+    words: Dict[str, int] = {}
+    ids: Dict[int, int] = {}
+    for lineno, line in iter_lines(path):
+        fields = line.split()
+        if len(fields) != 2 or not (fields[1].isascii() and fields[1].isdigit()):
+            raise RescoreError("'word id' (two fields, id a non-negative integer)", path=path, line=lineno, got=line)
+        w, i = fields[0], int(fields[1])
+        if w in words:
+            raise RescoreError(f"a unique word ('{w}' is already id {words[w]})", path=path, line=lineno, got=line)
+        if i in ids:
+            raise RescoreError(f"a unique id ({i} is already at line {ids[i]})", path=path, line=lineno, got=line)
+        words[w] = i
+        ids[i] = lineno
+    if not words:
+        raise RescoreError("at least one 'word id' line", path=path, got="an empty file")
+    return words
+
+
+def invert_symbol_table(words: Mapping[str, int]) -> Dict[int, str]:
+    """id -> word."""
+    return {i: w for w, i in words.items()}
+
+
+# --------------------------------------------------------------------------------------------
+# Data dir
+
+
+@dataclass
+class DataDir:
+    """A Kaldi data dir: only the files N-best rescoring uses; missing files are None.
+
+    text: utt -> reference words; utt2spk: utt -> speaker; spk2utt: speaker -> utts;
+    segments: utt -> (recording id, start s, end s).
+    """
+
+    path: str
+    text: Optional[Dict[str, List[str]]] = None
+    utt2spk: Optional[Dict[str, str]] = None
+    spk2utt: Optional[Dict[str, List[str]]] = None
+    segments: Optional[Dict[str, Tuple[str, float, float]]] = None
+
+
+def read_data_dir(path: PathLike) -> DataDir:
+    """Read ``text``, ``utt2spk``, ``spk2utt``, ``segments`` of a data dir where present."""
+    d = Path(path)
+    if not d.is_dir():
+        raise RescoreError("a data directory", path=d, got="no such directory")
+    out = DataDir(path=str(d))
+    if (d / "text").exists():
+        out.text = read_text_table(d / "text", "tokens").as_dict()  # type: ignore[assignment]
+    if (d / "utt2spk").exists():
+        t = read_text_table(d / "utt2spk", "tokens")
+        out.utt2spk = {}
+        for k, v, ln in zip(t.keys, t.values, t.lines):
+            if len(v) != 1:
+                raise RescoreError("'utt speaker'", path=t.path, line=ln, got=" ".join([k] + v))
+            out.utt2spk[k] = v[0]
+    if (d / "spk2utt").exists():
+        out.spk2utt = read_text_table(d / "spk2utt", "tokens", allow_empty_value=False).as_dict()  # type: ignore
+    if (d / "segments").exists():
+        t = read_text_table(d / "segments", "tokens")
+        out.segments = {}
+        for k, v, ln in zip(t.keys, t.values, t.lines):
+            try:
+                if len(v) != 3:
+                    raise ValueError
+                start, end = _parse_float(v[1]), _parse_float(v[2])
+                if end < start:
+                    raise ValueError
+            except ValueError:
+                raise RescoreError("'utt reco start end' with start <= end", path=t.path, line=ln,
+                                   got=" ".join([k] + v)) from None
+            out.segments[k] = (v[0], start, end)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# NN LM costs (Kaldi's steps/pytorchnn format)
+
+
+def read_nn_costs(path: PathLike) -> Dict[str, List[float]]:
+    """Read ``lmwt.nn``: ``key c1 ... c_{n+1}`` (per-token costs, last = end of sentence) or
+    ``key total``. Returns key -> list of finite floats (length n+1 or 1)."""
+    t = read_text_table(path, "tokens", allow_empty_value=False)
+    out: Dict[str, List[float]] = {}
+    for k, v, ln in zip(t.keys, t.values, t.lines):
+        try:
+            out[k] = [_parse_float(x) for x in v]
+        except ValueError:
+            raise RescoreError("'key cost [cost ...]' (finite floats)", path=path, line=ln,
+                               got=" ".join([k] + v)) from None
+    return out
+
+
+def write_nn_costs(path: PathLike, costs: Mapping[str, Sequence[float]]) -> None:
+    """Write ``lmwt.nn`` (per-token costs or one total per key), Kaldi text style, atomically."""
+    with atomic_output(path, "w") as f:
+        for k, v in costs.items():
+            f.write(k + " " + " ".join(repr(float(x)) for x in v) + " \n")
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+@contextlib.contextmanager
+def atomic_output(path: PathLike, mode: str = "w") -> Iterator[IO]:
+    """Open a temporary file beside ``path``; rename it onto ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _format_value(kind: Kind, v) -> str:
+    if kind == "float":
+        x = float(v)
+        if not math.isfinite(x):
+            raise ValueError(f"non-finite cost {x}")
+        return repr(x)  # shortest string that reads back to the same float64
+    return " ".join(str(x) for x in v)
+
+
+def write_table(
+    path: PathLike,
+    kind: Kind,
+    items: Mapping[str, object],
+    *,
+    binary: bool = False,
+    gz: bool = False,
+    scp: Optional[PathLike] = None,
+    trailing_space: bool = True,
+) -> None:
+    """Write a Kaldi table atomically.
+
+    Text lines are ``key value(s) `` with Kaldi's trailing space (trailing_space=False drops it,
+    as int2sym-style ``words_text`` and ``data/text`` have none). binary=True writes Kaldi binary
+    (floats as float32 BaseFloat, int vectors through kaldiio); gz gzips the archive; scp also
+    writes an index (not with gz: offsets into a gzip stream mean nothing).
+    """
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {_KINDS}")
+    if scp is not None and gz:
+        raise ValueError("an scp cannot index a gzipped archive")
+    if binary and kind == "tokens":
+        raise ValueError("token lists have no binary form")
+    end = " \n" if trailing_space else "\n"
+    body = io.BytesIO()
+    offsets: List[Tuple[str, int]] = []
+    for key, v in items.items():
+        if not key or any(c.isspace() for c in key):
+            raise ValueError(f"bad key {key!r}")
+        body.write(key.encode("utf-8") + b" ")
+        offsets.append((key, body.tell()))
+        if binary and kind == "float":
+            body.write(b"\0B\x04" + struct.pack("<f", float(v)))
+        elif binary:
+            import kaldiio.matio as matio
+
+            arr = np.asarray(v, dtype=np.int32)
+            if arr.ndim != 1:
+                raise ValueError(f"int vector for {key!r} must be 1-D")
+            matio.write_array(body, arr)  # kaldiio's binary int32 vector (with '\0B' header)
+        else:
+            val = _format_value(kind, v)
+            # 'key 1 2 ' + newline as Kaldi writes; an empty vector is 'key ' + newline.
+            body.write((val + end if val else "\n").encode("utf-8"))
+    data = body.getvalue()
+    with atomic_output(path, "wb") as f:
+        if gz:
+            with gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as g:
+                g.write(data)
+        else:
+            f.write(data)
+    if scp is not None:
+        with atomic_output(scp, "w") as f:
+            for key, off in offsets:
+                f.write(f"{key} {path}:{off}\n")

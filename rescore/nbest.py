@@ -1,0 +1,319 @@
+"""An N-best dir as conversations of utterances of hypotheses, checked line by line.
+
+Layout (what Kaldi's ``lattice-to-nbest | nbest-to-linear`` + ``int2sym.pl`` leave)::
+
+    NBEST_DIR/words        <utt>-<k> id id ...     (int vector, ids of words.txt)
+    NBEST_DIR/words_text   <utt>-<k> w w ...       (either or both of words / words_text)
+    NBEST_DIR/acwt         <utt>-<k> cost          (acoustic cost, unscaled)
+    NBEST_DIR/lmwt.withlm  <utt>-<k> cost          (graph cost with the first-pass LM)
+    NBEST_DIR/lmwt.nolm    <utt>-<k> cost          (graph cost with that LM removed)
+    NBEST_DIR/ali          <utt>-<k> id id ...     (optional; only its keys are checked)
+
+Each may be a text or binary archive, gzipped (``name.gz``, ``name.bin.gz``, ``name.ark``) or an
+``name.scp`` index. Keys are ``<utt>-<k>`` with k = 1..n in one contiguous block per utterance,
+and every archive lists the same keys in the same order: Kaldi's own scripts join archives with
+``paste`` and never check, so we do.
+
+Conversations (the engine carries LM state along them, in this order):
+
+* with ``segments``: one conversation per recording, recordings sorted by id, utterances by start
+  time (then id);
+* else with ``utt2spk``: one conversation per speaker, speakers sorted by id, utterances by id;
+* else (no data dir, or one without either file): each utterance is its own conversation, in
+  N-best file order -- we will not invent context that nobody vouched for.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Sequence, Union
+
+from rescore.errors import RescoreError
+from rescore.io.kaldi import DataDir, Table, read_data_dir, read_symbol_table, read_table
+
+log = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+
+# Container variants tried for each archive name, first match wins.
+_SUFFIXES = ("", ".gz", ".ark", ".bin.gz", ".ark.gz", ".scp")
+
+
+@dataclass
+class Hypothesis:
+    """One N-best entry. Costs are Kaldi costs (negated natural-log scores).
+
+    key: ``<utt>-<k>``; words: the hypothesis' words (no sentence boundaries);
+    ac: acoustic cost (unscaled); withlm: graph cost incl. the first-pass LM;
+    nolm: graph cost with that LM removed (so withlm - nolm is the n-gram LM cost).
+    """
+
+    __slots__ = ("key", "words", "ac", "withlm", "nolm")
+    key: str
+    words: List[str]
+    ac: float
+    withlm: float
+    nolm: float
+
+
+@dataclass
+class Utterance:
+    """An utterance's hypotheses in rank order (hyps[0] is k = 1)."""
+
+    id: str
+    hyps: List[Hypothesis]
+
+
+@dataclass
+class Conversation:
+    """Utterances in the order the LM state is carried along them."""
+
+    id: str
+    utterances: List[Utterance]
+
+
+@dataclass
+class NbestSet:
+    """A loaded N-best dir. refs is utt -> reference words, or None without a data/text."""
+
+    path: str
+    conversations: List[Conversation]
+    refs: Optional[Dict[str, List[str]]] = None
+    grouping: str = "utterance"  # how conversations were formed: segments | utt2spk | utterance
+
+    def utterances(self) -> Iterator[Utterance]:
+        """All utterances, conversation by conversation, in carry order."""
+        for c in self.conversations:
+            yield from c.utterances
+
+    @property
+    def num_utts(self) -> int:
+        return sum(len(c.utterances) for c in self.conversations)
+
+    @property
+    def num_hyps(self) -> int:
+        return sum(len(u.hyps) for u in self.utterances())
+
+    def subset(self, conversation_ids: Sequence[str]) -> "NbestSet":
+        """The same set restricted to some conversations (kept in this set's order)."""
+        keep = set(conversation_ids)
+        convs = [c for c in self.conversations if c.id in keep]
+        refs = None
+        if self.refs is not None:
+            utts = {u.id for c in convs for u in c.utterances}
+            refs = {k: v for k, v in self.refs.items() if k in utts}
+        return NbestSet(self.path, convs, refs, self.grouping)
+
+    def subset_utts(self, utt_ids: Sequence[str]) -> "NbestSet":
+        """The same set restricted to some utterances (conversations keep their order)."""
+        keep = set(utt_ids)
+        convs = []
+        for c in self.conversations:
+            us = [u for u in c.utterances if u.id in keep]
+            if us:
+                convs.append(Conversation(c.id, us))
+        refs = None if self.refs is None else {k: v for k, v in self.refs.items() if k in keep}
+        return NbestSet(self.path, convs, refs, self.grouping)
+
+
+def find_archive(nbest_dir: PathLike, name: str) -> Optional[Path]:
+    """The file holding archive ``name`` in nbest_dir (``name``, ``name.gz``, ``name.scp``...)."""
+    for suf in _SUFFIXES:
+        p = Path(nbest_dir) / (name + suf)
+        if p.is_file():
+            return p
+    return None
+
+
+def _split_key(t: Table, i: int) -> tuple:
+    key = t.keys[i]
+    utt, sep, k = key.rpartition("-")
+    if not sep or not utt or not (k.isascii() and k.isdigit()) or int(k) < 1:
+        raise t.error(i, "a key '<utt>-<k>' with k >= 1", got=key)
+    return utt, int(k)
+
+
+def _utterance_blocks(t: Table) -> List[tuple]:
+    """[(utt, first index, count)] in file order; checks k = 1..n in one contiguous block."""
+    blocks: List[tuple] = []
+    seen: Dict[str, int] = {}
+    for i in range(len(t)):
+        utt, k = _split_key(t, i)
+        if blocks and blocks[-1][0] == utt:
+            u, start, n = blocks[-1]
+            if k != n + 1:
+                raise t.error(i, f"key '{utt}-{n + 1}' (k contiguous from 1)", got=t.keys[i])
+            blocks[-1] = (u, start, n + 1)
+        else:
+            if utt in seen:
+                raise t.error(i, f"the hypotheses of '{utt}' in one block (it already started at "
+                                 f"line {t.lines[seen[utt]]})", got=t.keys[i])
+            if k != 1:
+                raise t.error(i, f"key '{utt}-1' (first hypothesis of a new utterance)", got=t.keys[i])
+            seen[utt] = i
+            blocks.append((utt, i, 1))
+    return blocks
+
+
+def check_same_keys(ref: Table, other: Table) -> None:
+    """Raise a RescoreError at the first place other's keys differ from ref's (same order)."""
+    if other.keys == ref.keys:
+        return
+    ref_set, other_set = set(ref.keys), set(other.keys)
+    for i in range(min(len(ref), len(other))):
+        if ref.keys[i] != other.keys[i]:
+            got = other.keys[i]
+            if got not in ref_set:
+                raise other.error(i, f"key '{ref.keys[i]}' as at line {ref.lines[i]} of {ref.path} "
+                                     f"(this key is not in {ref.path}: extra key)", got=got)
+            if ref.keys[i] not in other_set:
+                raise other.error(i, f"key '{ref.keys[i]}' as at line {ref.lines[i]} of {ref.path} "
+                                     f"(missing key)", got=got)
+            raise other.error(i, f"key '{ref.keys[i]}' as at line {ref.lines[i]} of {ref.path} "
+                                 f"(same keys in the same order)", got=got)
+    if len(other) > len(ref):
+        i = len(ref)
+        raise other.error(i, f"end of archive ({ref.path} has {len(ref)} entries): extra key", got=other.keys[i])
+    # other is shorter: point just past its last entry.
+    missing = ref.keys[len(other)]
+    line = (other.lines[-1] + 1) if other.lines else 1
+    where = f"{other.path} (binary entry {line})" if other.binary else other.path
+    raise RescoreError(f"key '{missing}' as at line {ref.lines[len(other)]} of {ref.path} (missing key)",
+                       path=where, line=None if other.binary else line, got="end of archive")
+
+
+def _default_words_txt(nbest_dir: Path) -> Optional[Path]:
+    for p in (nbest_dir / "words.txt", nbest_dir / "lang" / "words.txt", nbest_dir.parent / "lang" / "words.txt"):
+        if p.is_file():
+            return p
+    return None
+
+
+def _words_from_ids(words: Table, words_txt: Path) -> List[List[str]]:
+    sym = read_symbol_table(words_txt)
+    id2w = {i: w for w, i in sym.items()}
+    out = []
+    for i, ids in enumerate(words.values):
+        try:
+            out.append([id2w[x] for x in ids])
+        except KeyError:
+            bad = next(x for x in ids if x not in id2w)
+            raise words.error(i, f"word ids of {words_txt}", got=f"id {bad} (not in {words_txt})") from None
+    return out
+
+
+def load_nbest_dir(
+    nbest_dir: PathLike,
+    data_dir: Optional[PathLike] = None,
+    words_txt: Optional[PathLike] = None,
+    *,
+    allow_missing: bool = False,
+) -> NbestSet:
+    """Read and check an N-best dir (+ its data dir) into conversations; see the module doc.
+
+    words_txt: needed to read ``words`` (int ids); when ``words_text`` is present too, every
+    line of the two must agree. Defaults to NBEST_DIR/words.txt, NBEST_DIR/lang/words.txt or
+    NBEST_DIR/../lang/words.txt when one exists.
+    allow_missing: references in data/text without an N-best are dropped with a warning instead
+    of being an error.
+    """
+    nd = Path(nbest_dir)
+    if not nd.is_dir():
+        raise RescoreError("an N-best directory", path=nd, got="no such directory")
+    paths = {n: find_archive(nd, n) for n in ("words", "words_text", "acwt", "lmwt.withlm", "lmwt.nolm", "ali")}
+    for n in ("acwt", "lmwt.withlm", "lmwt.nolm"):
+        if paths[n] is None:
+            raise RescoreError(f"archive '{n}' (or {n}.gz / {n}.scp ...)", path=nd, got="not found")
+    if paths["words"] is None and paths["words_text"] is None:
+        raise RescoreError("archive 'words' or 'words_text'", path=nd, got="neither found")
+    if words_txt is None:
+        words_txt = _default_words_txt(nd)
+    if paths["words"] is not None and paths["words_text"] is None and words_txt is None:
+        raise RescoreError("words.txt to map 'words' ids (give --words-txt)", path=paths["words"])
+
+    log.info("reading N-best dir %s", nd)
+    tables: Dict[str, Table] = {}
+    if paths["words_text"] is not None:
+        tables["words_text"] = read_table(paths["words_text"], "tokens")
+    if paths["words"] is not None:
+        tables["words"] = read_table(paths["words"], "ints")
+    ref = tables.get("words_text") or tables["words"]
+    blocks = _utterance_blocks(ref)
+    for n in ("acwt", "lmwt.withlm", "lmwt.nolm"):
+        tables[n] = read_table(paths[n], "float")
+    if paths["ali"] is not None:
+        tables["ali"] = read_table(paths["ali"], "ints")
+    for n, t in tables.items():
+        if t is not ref:
+            check_same_keys(ref, t)
+
+    if "words_text" in tables:
+        words = tables["words_text"].values
+        if "words" in tables:
+            if words_txt is None:
+                log.warning("no words.txt: cannot check %s against %s", paths["words"], paths["words_text"])
+            else:
+                from_ids = _words_from_ids(tables["words"], Path(words_txt))
+                wt = tables["words_text"]
+                for i, (a, b) in enumerate(zip(from_ids, words)):
+                    if a != b:
+                        raise wt.error(i, f"the words of line {tables['words'].lines[i]} of "
+                                          f"{tables['words'].path} mapped through {words_txt}: "
+                                          f"'{' '.join(a)}'", got=" ".join(b))
+    else:
+        words = _words_from_ids(tables["words"], Path(words_txt))  # type: ignore[arg-type]
+
+    ac, withlm, nolm = (tables[n].values for n in ("acwt", "lmwt.withlm", "lmwt.nolm"))
+    utts: Dict[str, Utterance] = {}
+    order: List[str] = []
+    for utt, start, n in blocks:
+        hyps = [Hypothesis(ref.keys[i], words[i], ac[i], withlm[i], nolm[i]) for i in range(start, start + n)]
+        utts[utt] = Utterance(utt, hyps)
+        order.append(utt)
+
+    data = read_data_dir(data_dir) if data_dir is not None else None
+    refs = _references(data, utts, allow_missing) if data is not None else None
+    convs, grouping = _conversations(data, utts, order)
+    log.info("%d hypotheses, %d utterances, %d conversations (grouped by %s)",
+             len(ref), len(utts), len(convs), grouping)
+    return NbestSet(str(nd), convs, refs, grouping)
+
+
+def _references(data: DataDir, utts: Dict[str, Utterance], allow_missing: bool) -> Optional[Dict[str, List[str]]]:
+    if data.text is None:
+        return None
+    text_path = str(Path(data.path) / "text")
+    for u in utts:
+        if u not in data.text:
+            raise RescoreError(f"a reference for N-best utterance '{u}'", path=text_path, got="none")
+    extra = [u for u in data.text if u not in utts]
+    if extra and not allow_missing:
+        raise RescoreError(f"an N-best for every reference (or allow missing ones); {len(extra)} have none, "
+                           f"e.g. '{extra[0]}'", path=text_path)
+    if extra:
+        log.warning("%d references have no N-best and are left out, e.g. %s", len(extra), extra[0])
+    return {u: data.text[u] for u in utts}
+
+
+def _conversations(data: Optional[DataDir], utts: Dict[str, Utterance], order: List[str]) -> tuple:
+    if data is not None and data.segments is not None:
+        seg_path = str(Path(data.path) / "segments")
+        groups: Dict[str, list] = {}
+        for u in order:
+            if u not in data.segments:
+                raise RescoreError(f"a segment for N-best utterance '{u}'", path=seg_path, got="none")
+            reco, start, _ = data.segments[u]
+            groups.setdefault(reco, []).append((start, u))
+        convs = [Conversation(r, [utts[u] for _, u in sorted(groups[r])]) for r in sorted(groups)]
+        return convs, "segments"
+    if data is not None and data.utt2spk is not None:
+        u2s_path = str(Path(data.path) / "utt2spk")
+        groups = {}
+        for u in order:
+            if u not in data.utt2spk:
+                raise RescoreError(f"a speaker for N-best utterance '{u}'", path=u2s_path, got="none")
+            groups.setdefault(data.utt2spk[u], []).append(u)
+        convs = [Conversation(s, [utts[u] for u in sorted(groups[s])]) for s in sorted(groups)]
+        return convs, "utt2spk"
+    return [Conversation(u, [utts[u]]) for u in order], "utterance"
