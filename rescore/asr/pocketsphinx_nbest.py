@@ -460,6 +460,21 @@ def _read_table(path: Path, min_fields: int) -> List[List[str]]:
     return rows
 
 
+def check_wav(spec: str) -> None:
+    """Fail early, in the main process, on a missing or wrongly formatted WAV file."""
+    if spec.rstrip().endswith("|"):
+        return
+    try:
+        with wave.open(spec, "rb") as w:
+            if w.getframerate() != SAMPLE_RATE or w.getnchannels() != 1 or w.getsampwidth() != 2:
+                raise RescoreError(
+                    "16 kHz 16-bit mono WAV", path=spec,
+                    got=f"{w.getframerate()} Hz, {w.getnchannels()} channels, {8 * w.getsampwidth()} bit",
+                )
+    except (wave.Error, EOFError, OSError) as e:
+        raise RescoreError("a readable WAV file", path=spec, got=str(e)) from None
+
+
 def read_wav_pcm(spec: str, where: str) -> bytes:
     """16-bit mono 16 kHz PCM from a wav.scp value: a file name, or a command ending in ``|``."""
     if spec.rstrip().endswith("|"):
@@ -475,7 +490,7 @@ def read_wav_pcm(spec: str, where: str) -> bytes:
                     got=f"{w.getframerate()} Hz, {w.getnchannels()} channels, {8 * w.getsampwidth()} bit",
                 )
             return w.readframes(w.getnframes())
-    except (wave.Error, EOFError, FileNotFoundError) as e:
+    except (wave.Error, EOFError, OSError) as e:
         raise RescoreError("a readable WAV file", path=where, got=str(e)) from None
 
 
@@ -557,7 +572,8 @@ def decode_data_dir(
     utts = list_utterances(data_dir)
     if not utts:
         raise RescoreError("at least one utterance", path=Path(data_dir) / "wav.scp")
-    # Group utterances of one recording in one chunk so each worker reads a recording once.
+    for spec in sorted({u.spec for u in utts}):
+        check_wav(spec)
     log.info("decoding %d utterances of %s with %d jobs", len(utts), data_dir, nj)
     results: List[UttResult] = []
     if nj <= 1:
