@@ -32,6 +32,15 @@ with ``inv_acwt = bestpathlw`` ranks exactly as PocketSphinx does, with word pen
   words + 1 (the end of sentence), so ``lmwt.withlm - lmwt.nolm = -ln P_3gram(words </s>)`` up
   to PocketSphinx's integer rounding (under 1e-3 nats a word).
 
+Two entries with equal integer scores are an exact tie (PocketSphinx's own pick among them is
+an accident of its traversal order); the archives' 4-decimal rounding can then order their
+costs either way, by at most 1e-4.  One integer unit is ``1024 * ln(1.0001) / 9.5 = 0.0108``
+in cost, so no other order is affected.
+
+Each utterance is decoded with a fresh front end (``reinit_feat``): PocketSphinx otherwise
+carries noise and cepstral-mean estimates from one utterance to the next, and results would
+depend on which process decoded what before.
+
 This is the convention of ``../shared/data/tts-wikitext2-dev`` (its README): ``inv_acwt`` 9.5,
 ``wip`` 0 with PocketSphinx's default weights.
 """
@@ -407,6 +416,9 @@ class NbestDecoder:
     def decode(self, utt: str, pcm: bytes) -> UttResult:
         """Decode 16 kHz 16-bit mono PCM (little-endian bytes) into an N-best list."""
         d = self._ps
+        # A fresh front end per utterance: otherwise its noise and CMN estimates carry over from
+        # the previous utterance and the result depends on which process decoded what before.
+        d.reinit_feat()
         d.start_utt()
         d.process_raw(pcm, full_utt=True)
         d.end_utt()
