@@ -107,6 +107,7 @@ fi
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
   # The decoder's own weights (inv_acwt = bestpathlw, no word penalty) and no NN LM: this must
   # reproduce PocketSphinx's first pass.
+  mkdir -p "$dir/first_pass"
   for x in dev test; do
     log 4 "first pass: rescore-nbest --weight 0 on $x"
     $python -m rescore.cli.nbest "$dir/nbest/$x" "$dir/first_pass/$x" --data-dir "$dir/data/$x" \
