@@ -304,6 +304,9 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
     params = Params(rows[best]["weight"], rows[best]["inv_acwt"], rows[best]["wip"])
     out = {"best": asdict(params), "dev_wer": rows[best]["wer"], "dev_utts": dev.num_utts,
            "dev_conversations": len(dev.conversations), "grid": rows}
+    for name, grid, v in (("inv_acwt", inv_acwts, params.inv_acwt), ("wip", wips, params.wip)):
+        if len(grid) > 1 and v in (min(grid), max(grid)):
+            log.warning("best %s %g is at the edge of its grid %s: widen the grid", name, v, list(grid))
     log.info("best on %d utterances: weight %g inv_acwt %g wip %g -> WER %.2f %%", dev.num_utts,
              params.weight, params.inv_acwt, params.wip, rows[best]["wer"])
     if held_out is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from typing import Iterator
 
 import click
@@ -27,7 +28,8 @@ def errors_to_exit() -> Iterator[None]:
     try:
         yield
     except RescoreError as e:
-        raise click.ClickException(str(e)) from None
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
 
 
 def parse_grid(spec: str, name: str) -> list:

@@ -109,12 +109,12 @@ def _parse_float(tok: str) -> float:
 
 
 def _parse_ints(toks: Sequence[str]) -> List[int]:
-    out = []
-    for t in toks:
-        if not (t.isascii() and t.isdigit()):
-            raise ValueError(t)
-        out.append(int(t))
-    return out
+    if not toks:
+        return []
+    joined = "".join(toks)  # one C-level check for the whole vector: ASCII digits only
+    if not (joined.isascii() and joined.isdigit()):
+        raise ValueError(joined)
+    return list(map(int, toks))
 
 
 def _parse_value(kind: Kind, fields: List[str]):
@@ -132,25 +132,20 @@ def iter_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
     """(1-based line number, decoded line without newline); gzip and decode errors name the line."""
     f = _open_bytes(path)
     lineno = 0
-    try:
-        with f:
-            while True:
-                try:
-                    raw = f.readline()
-                except (EOFError, OSError, zlib.error) as e:
-                    raise RescoreError("a complete gzip stream", path=path, line=lineno + 1,
-                                       got=f"truncated or corrupt: {e}") from None
-                if not raw:
-                    return
+    with f:
+        try:
+            for raw in f:
                 lineno += 1
                 try:
-                    yield lineno, raw.decode("utf-8").rstrip("\r\n")
+                    line = raw.decode("utf-8")
                 except UnicodeDecodeError:
                     raise RescoreError("UTF-8 text", path=path, line=lineno, got=repr(raw[:40])) from None
-    except RescoreError:
-        raise
-    except OSError as e:
-        raise RescoreError("a readable file", path=path, got=e.strerror or str(e)) from None
+                yield lineno, line.rstrip("\r\n")
+        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+            raise RescoreError("a complete gzip stream", path=path, line=lineno + 1,
+                               got=f"truncated or corrupt: {e}") from None
+        except OSError as e:
+            raise RescoreError("a readable file", path=path, got=e.strerror or str(e)) from None
 
 
 def _is_binary_archive(path: PathLike) -> bool:
@@ -201,16 +196,13 @@ def _read_binary_float(buf: bytes, pos: int, where: str) -> Tuple[float, int]:
     if buf[pos : pos + 2] != b"\0B":
         raise RescoreError("binary marker '\\0B'", path=where, got=repr(buf[pos : pos + 2]))
     size = buf[pos + 2 : pos + 3]
-    if size == b"\x04":
-        (v,) = struct.unpack_from("<f", buf, pos + 3) if len(buf) >= pos + 7 else (None,)
-        end = pos + 7
-    elif size == b"\x08":
-        (v,) = struct.unpack_from("<d", buf, pos + 3) if len(buf) >= pos + 11 else (None,)
-        end = pos + 11
-    else:
+    fmt = {b"\x04": "<f", b"\x08": "<d"}.get(size)  # Kaldi BaseFloat (float32) or double
+    if fmt is None:
         raise RescoreError("a binary float scalar (size byte 4 or 8)", path=where, got=repr(size))
-    if v is None:
+    end = pos + 3 + struct.calcsize(fmt)
+    if end > len(buf):
         raise RescoreError("a complete binary float scalar", path=where, got="end of file")
+    (v,) = struct.unpack_from(fmt, buf, pos + 3)
     if not math.isfinite(v):
         raise RescoreError("a finite float", path=where, got=str(v))
     return float(v), end
@@ -323,8 +315,8 @@ def read_scp_table(path: PathLike, kind: Kind) -> Table:
                 value = _parse_value(kind, text.split())
         except (ValueError, UnicodeDecodeError):
             raise RescoreError(_EXPECTED[kind] + f" at {rx}:{off}", path=path, line=lineno) from None
-        except RescoreError as e:
-            raise RescoreError(f"{e}", path=path, line=lineno) from None
+        except RescoreError as e:  # name the scp line, and the archive position in the message
+            raise RescoreError(f"{e.expected} at {rx}:{off}", path=path, line=lineno, got=e.got) from None
         t.keys.append(key)
         t.values.append(value)
         t.lines.append(lineno)

