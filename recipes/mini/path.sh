@@ -1,7 +1,14 @@
-# Source from recipes/mini: the toolkit from this checkout, with the Python that has it installed.
+# Sourced by run.sh: the toolkit from this checkout, with the Python that has it installed.
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+export repo_root
 export PYTHONPATH="$repo_root${PYTHONPATH:+:$PYTHONPATH}"
-# The venv's python when one is active (README), else python3.
-python=${PYTHON:-python3}
-command -v python >/dev/null 2>&1 && [ -n "${VIRTUAL_ENV:-}" ] && python=python
+# $PYTHON when set (tests), else the active venv's python (README), else python3.
+if [ -n "${PYTHON:-}" ]; then
+  export python=$PYTHON
+elif [ -n "${VIRTUAL_ENV:-}" ]; then
+  export python=python
+else
+  export python=python3
+fi
+# Decoding runs --nj processes; keep each single-threaded so they do not oversubscribe cores.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

@@ -54,8 +54,10 @@ while [ $# -gt 0 ]; do
 done
 
 cd "$(dirname "$0")"
+python=python3
+repo_root=..
+# shellcheck disable=SC1091
 . ./path.sh
-. ./cmd.sh
 cd "$repo_root"
 
 if [ "$reduced" = true ]; then
