@@ -30,12 +30,13 @@ sents=6                        # sentences spoken per held-out chapter
 chapters=1000                  # held-out chapters per set, at most
 train_words=0                  # cap on LM training words (0: all)
 nbest=100
-hidden=256
+hidden=128                     # LM size: trains in a few minutes on 2 CPU cores
 layers=1
-bptt=35
-epochs=3
-epoch_batches=0                # batches per epoch (0: the whole text)
-max_vocab=20000
+bptt=35                        # also the pointer's history length L
+batch_size=64
+epochs=6
+epoch_batches=100              # batches per epoch (0: the whole text); 6 x 100 x 64 x 35 = 1.3M tokens
+max_vocab=8000
 lm_extra=""                    # more rescore-train-lm options
 reduced=false                  # CI: a few sentences, a tiny LM
 # End configuration section.
@@ -63,7 +64,7 @@ cd "$repo_root"
 if [ "$reduced" = true ]; then
   # A few utterances and a tiny LM: the whole pipeline in about a minute (tests/test_mini_recipe.py).
   dev_books=Jonah; test_books=Ruth; sents=2; chapters=2; train_words=30000; nbest=20
-  hidden=32; layers=1; bptt=20; epochs=1; epoch_batches=20; max_vocab=3000
+  hidden=32; layers=1; bptt=20; batch_size=20; epochs=1; epoch_batches=20; max_vocab=3000
 fi
 
 log() { echo "$(date +%H:%M:%S) [stage $1] $2" >&2; }
@@ -124,7 +125,8 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   # shellcheck disable=SC2086
   $python -m rescore.cli.train_lm --train "$dir/text/train.txt" --valid "$dir/text/valid.txt" \
     --out-dir "$dir/lm" --arch lstm --head pointer --memory-aug --history "$bptt" --bptt "$bptt" \
-    --hidden "$hidden" --layers "$layers" --epochs "$epochs" --max-vocab "$max_vocab" --seed 1 \
+    --hidden "$hidden" --layers "$layers" --batch-size "$batch_size" --epochs "$epochs" \
+    --max-vocab "$max_vocab" --seed 1 \
     --device auto $opts $lm_extra
 fi
 
