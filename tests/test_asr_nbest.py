@@ -241,3 +241,46 @@ def test_make_nbest_reports_bad_input(tmp_path):
                         "--nj", "2"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 1
     assert "error: /no/such/file.wav" in r.stderr.lower() and "expected a readable WAV file" in r.stderr
+
+
+# ------------------------------------------------------------------ text to speech
+
+def test_read_documents_by_blank_lines_and_by_docids(tmp_path):
+    from rescore.asr.tts import read_documents
+    from rescore.errors import RescoreError
+
+    (tmp_path / "t.txt").write_text("a b\nc d\n\ne f\n\n\ng h\n")
+    docs = read_documents(tmp_path / "t.txt")
+    assert [(d.doc_id, d.sentences) for d in docs] == [
+        ("0000", [["a", "b"], ["c", "d"]]), ("0001", [["e", "f"]]), ("0002", [["g", "h"]])]
+    (tmp_path / "u.txt").write_text("a b\nc d\ne f\n")
+    (tmp_path / "u.docids").write_text("x\nx\ny\n")
+    docs = read_documents(tmp_path / "u.txt", tmp_path / "u.docids")
+    assert [(d.doc_id, len(d.sentences)) for d in docs] == [("x", 2), ("y", 1)]
+    (tmp_path / "v.docids").write_text("x\n")
+    with pytest.raises(RescoreError, match="v.docids: expected 3 document ids"):
+        read_documents(tmp_path / "u.txt", tmp_path / "v.docids")
+
+
+def test_tts_data_dir_is_a_kaldi_data_dir(decoded):
+    import wave
+
+    d, _ = decoded
+    data = d / "data"
+    read = lambda n: [ln.split() for ln in (data / n).read_text().splitlines()]
+    wavs = {r: p for r, p in read("wav.scp")}
+    segs = read("segments")
+    assert len(wavs) == 3 and len(segs) == 5
+    assert [s[0] for s in segs] == sorted(s[0] for s in segs)
+    spk = dict(read("utt2spk"))
+    assert {u: s for s, *us in read("spk2utt") for u in us} == spk
+    assert len({s.rsplit("-", 1)[1] for s in spk.values()}) == 3  # a different voice per document
+    text = {r[0]: r[1:] for r in read("text")}
+    assert text[segs[0][0]] == SENTENCES.splitlines()[0].split()
+    for reco, path in wavs.items():
+        with wave.open(path) as w:
+            assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (16000, 1, 2)
+            dur = w.getnframes() / 16000
+        ends = [(float(s[2]), float(s[3])) for s in segs if s[1] == reco]
+        assert all(0 < a < b <= dur for a, b in ends)
+        assert all(b1 < a2 for (_, b1), (a2, _) in zip(ends, ends[1:]))  # in order, no overlap
