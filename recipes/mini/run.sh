@@ -41,10 +41,15 @@ lm_extra=""                    # more rescore-train-lm options
 reduced=false                  # CI: a few sentences, a tiny LM
 # End configuration section.
 
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 1; }
+usage() {
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  echo "Options (--name value; defaults):"
+  sed -n '/^# Begin configuration/,/^# End configuration/p' "$0" | sed '1d;$d' | sed 's/^/  --/; s/=/ /'
+  exit "${1:-1}"
+}
 while [ $# -gt 0 ]; do
   case "$1" in
-    -h|--help) usage ;;
+    -h|--help) usage 0 ;;
     --*) name=${1#--}; name=${name//-/_}
          if [ $# -lt 2 ] || ! declare -p "$name" >/dev/null 2>&1 || [[ "$name" == usage ]]; then
            echo "$0: bad option $1" >&2; usage
