@@ -37,6 +37,7 @@ batch_size=64
 epochs=6
 epoch_batches=100              # batches per epoch (0: the whole text); 6 x 100 x 64 x 35 = 1.3M tokens
 max_vocab=8000
+oov_penalty=auto               # nats added per out-of-vocabulary word; auto: ln(OOV word types of train.txt)
 lm_extra=""                    # more rescore-train-lm options
 reduced=false                  # CI: a few sentences, a tiny LM
 # End configuration section.
@@ -135,20 +136,29 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
     --device auto $opts $lm_extra
 fi
 
+if [ "$oov_penalty" = auto ]; then
+  # <unk> stands for every training word type outside the LM vocabulary (max_vocab counts
+  # <eos> and <unk>); spreading its probability evenly over them keeps the NN LM from
+  # favouring hypotheses with words it never saw (the first pass's out-of-domain words).
+  oov_penalty=$($python -c 'import math, sys
+types = {w for line in open(sys.argv[1]) for w in line.split()}
+print(round(math.log(max(1, len(types) - (int(sys.argv[2]) - 2))), 3))' "$dir/text/train.txt" "$max_vocab")
+fi
+
 if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
-  log 6 "tune: NN LM costs of dev, then weight / inv-acwt / wip by dev WER"
+  log 6 "tune: NN LM costs of dev (OOV penalty $oov_penalty), then weight / inv-acwt / wip by dev WER"
   $python -m rescore.cli.nbest "$dir/nbest/dev" "$dir/dev_nn" --data-dir "$dir/data/dev" \
-    --model "$dir/lm/model.pt" --inv-acwt 9.5 --wip 0 --weight 0.5 > /dev/null
+    --model "$dir/lm/model.pt" --oov-penalty "$oov_penalty" --inv-acwt 9.5 --wip 0 --weight 0.5 > /dev/null
   $python -m rescore.cli.tune "$dir/nbest/dev" --data-dir "$dir/data/dev" --nn-costs "$dir/dev_nn/lmwt.nn" \
-    --weights 0:1:0.1 --inv-acwts 7:13:1 --wips -1:1:0.5 --params-out "$dir/params.json" \
+    --weights 0:1:0.1 --inv-acwts 5:14:1 --wips -1:4:0.5 --params-out "$dir/params.json" \
     --report "$dir/tune.json"
 fi
 
 if [ "$stage" -le 7 ] && [ "$stop_stage" -ge 7 ]; then
   log 7 "rescore test with the tuned setting"
   $python -m rescore.cli.nbest "$dir/nbest/test" "$dir/test_rescored" --data-dir "$dir/data/test" \
-    --model "$dir/lm/model.pt" --params "$dir/params.json" --train-text "$dir/text/train.txt" \
-    > "$dir/test_rescored.txt"
+    --model "$dir/lm/model.pt" --oov-penalty "$oov_penalty" --params "$dir/params.json" \
+    --train-text "$dir/text/train.txt" > "$dir/test_rescored.txt"
   $python - "$dir" <<'PY'
 import json, sys
 d = sys.argv[1]
