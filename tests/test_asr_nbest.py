@@ -284,3 +284,18 @@ def test_tts_data_dir_is_a_kaldi_data_dir(decoded):
         ends = [(float(s[2]), float(s[3])) for s in segs if s[1] == reco]
         assert all(0 < a < b <= dur for a, b in ends)
         assert all(b1 < a2 for (_, b1), (a2, _) in zip(ends, ends[1:]))  # in order, no overlap
+
+
+def test_piped_wav_scp_and_one_job_give_the_same_nbest(decoded, tmp_path):
+    """wav.scp commands ending in '|' (Kaldi's convention) read the same audio; one process
+    decoding everything in turn gives byte-identical archives to two processes (each
+    utterance starts from a fresh front end, so results do not depend on the schedule)."""
+    d, _ = decoded
+    data = tmp_path / "data"
+    shutil.copytree(d / "data", data)
+    rows = [ln.split(None, 1) for ln in (data / "wav.scp").read_text().splitlines()]
+    (data / "wav.scp").write_text("".join(f"{r} cat {p.strip()} |\n" for r, p in rows))
+    subprocess.run([sys.executable, "-m", "rescore.cli.make_nbest", str(data), str(tmp_path / "nb"), "--nj", "1"],
+                   cwd=REPO, check=True, capture_output=True)
+    for name in ("words_text", "words", "acwt", "lmwt.withlm", "lmwt.nolm", "words.txt"):
+        assert (tmp_path / "nb" / name).read_bytes() == (d / "nbest" / name).read_bytes(), name
