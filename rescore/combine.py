@@ -19,7 +19,7 @@ import logging
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Union
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
@@ -283,10 +283,14 @@ def sweep(arrays: CostArrays, weights: Sequence[float], inv_acwts: Sequence[floa
 
 
 def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float], wips: Sequence[float],
-         nn_costs: Optional[NnCosts] = None, nn_source: Optional[PathLike] = None,
+         nn_costs: Union[None, NnCosts, Callable[[float], NnCosts]] = None, nn_source: Optional[PathLike] = None,
          held_out: Optional[NbestSet] = None) -> dict:
     """Pick the grid setting with the lowest WER on dev (ties: first in grid order, i.e. the
     smallest weight, inv_acwt, wip) and, when held_out is given, report its WER there too.
+
+    nn_costs: fixed costs (a lmwt.nn), or a function weight -> costs for a model whose costs
+    depend on the weight (state carried along the best hypotheses by the final cost); the
+    function may return costs for more keys than the set holds.
 
     Returns {"best": {weight, inv_acwt, wip}, "dev_wer", "dev_utts", "held_out_wer",
     "held_out_utts", "grid": [rows of sweep]}.
@@ -298,8 +302,13 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
         weights = [0.0]
     if any(a <= 0 for a in inv_acwts):
         raise RescoreError("inv_acwt values > 0", got=str(list(inv_acwts)))
-    arrays = CostArrays(dev, nn_costs, nn_source)
-    rows = sweep(arrays, weights, inv_acwts, wips)
+    costs_for = nn_costs if callable(nn_costs) else (lambda w: nn_costs)
+    rows = []
+    if callable(nn_costs):
+        for w in weights:
+            rows += sweep(CostArrays(dev, costs_for(w), nn_source), [w], inv_acwts, wips)
+    else:
+        rows = sweep(CostArrays(dev, nn_costs, nn_source), weights, inv_acwts, wips)
     best = min(range(len(rows)), key=lambda i: rows[i]["wer"])
     params = Params(rows[best]["weight"], rows[best]["inv_acwt"], rows[best]["wip"])
     out = {"best": asdict(params), "dev_wer": rows[best]["wer"], "dev_utts": dev.num_utts,
@@ -312,7 +321,7 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
     if held_out is not None:
         if held_out.refs is None:
             raise RescoreError("references for the held-out set", path=held_out.path)
-        ho = CostArrays(held_out, nn_costs, nn_source)
+        ho = CostArrays(held_out, costs_for(params.weight), nn_source)
         out.update(held_out_wer=ho.wer(params), held_out_utts=held_out.num_utts,
                    held_out_conversations=len(held_out.conversations),
                    held_out_first_pass_wer=100.0 * float(ho.errors[ho.starts].sum()) / max(ho.ref_words, 1))

@@ -77,3 +77,21 @@ def test_shared_dev_reproduces_first_pass_and_oracle(tmp_path):
     assert rep["errors"] == c["substitutions"] + c["deletions"] + c["insertions"] == 2293
     assert rep["ref_words"] == c["ref_words"] and rep["num_hyps"] == stats["n_hyps"]
     assert rep["changed_utts"] == 0  # the decoder's own weights keep rank 1 everywhere
+
+
+def test_nn_costs_file_changes_the_choice(tmp_path):
+    # An NN LM that strongly prefers each utterance's reference: at weight 1 the 1-best is the oracle.
+    from rescore.io.kaldi import write_nn_costs
+    from rescore.nbest import load_nbest_dir
+
+    s = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
+    costs = {h.key: [0.0] * len(h.words) + [0.0 if h.words == s.refs[u.id] else 500.0]
+             for u in s.utterances() for h in u.hyps}
+    write_nn_costs(tmp_path / "lmwt.nn", costs)
+    r = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "o"), "--data-dir", str(NBEST_SMALL / "data"),
+                                  "--nn-costs", str(tmp_path / "lmwt.nn"), "--weight", "1", "--inv-acwt", "12"])
+    assert r.exit_code == 0, r.output
+    assert "%WER 0.00 [ 0 / 21" in r.output
+    r = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "p"), "--data-dir", str(NBEST_SMALL / "data"),
+                                  "--weight", "0.5"])
+    assert r.exit_code == 1 and "NN LM costs" in r.output

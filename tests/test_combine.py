@@ -126,3 +126,19 @@ def test_params_json_round_trip(tmp_path):
     (tmp_path / "bad.json").write_text('{"weight": 0.1,\n "inv_acwt": }')
     with pytest.raises(RescoreError, match=r"bad\.json:2: expected JSON"):
         Params.from_json(tmp_path / "bad.json")
+
+
+def test_tune_with_weight_dependent_costs(nbest_small):
+    # A model's costs depend on the weight (state carry); tune() asks for them per weight.
+    s = load_nbest_dir(nbest_small, nbest_small / "data")
+    asked = []
+
+    def costs_for(w):
+        asked.append(w)
+        return _random_nn_costs(s, seed=int(w * 10))
+
+    grid = dict(weights=[0.0, 0.5], inv_acwts=[10.0], wips=[0.0])
+    res = tune(s, nn_costs=costs_for, **grid)
+    assert asked == [0.0, 0.5]
+    fixed = tune(s, nn_costs=_random_nn_costs(s, seed=5), weights=[0.5], inv_acwts=[10.0], wips=[0.0])
+    assert res["grid"][1]["wer"] == fixed["grid"][0]["wer"]

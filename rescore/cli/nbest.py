@@ -10,6 +10,7 @@ import click
 from click.core import ParameterSource
 
 from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+from rescore.cli.engine_options import apply_engine_options, engine_options  # issue 4
 
 log = logging.getLogger("rescore-nbest")
 
@@ -27,10 +28,11 @@ log = logging.getLogger("rescore-nbest")
 @click.option("--train-text", type=click.Path(dir_okay=False), help="LM training text: adds the per rare-word bucket table and buckets.png.")
 @click.option("--buckets", "num_buckets", type=int, default=10, help="Number of rare-word buckets.")
 @click.option("--allow-missing", is_flag=True, help="References without an N-best are dropped with a warning instead of an error.")
+@engine_options  # --model ... (issue 4)
 @verbose_option
 @click.pass_context
 def main(ctx, nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, inv_acwt, wip, train_text,
-         num_buckets, allow_missing, verbose):
+         num_buckets, allow_missing, verbose, **engine_kw):
     """Rescore NBEST_DIR (Kaldi layout: words/words_text, acwt, lmwt.withlm, lmwt.nolm) into
     OUT_DIR: lmwt.interp (new graph costs, Kaldi text archive for linear-to-nbest), text
     (1-best words) and, with references, report.json and report.txt (printed)."""
@@ -46,7 +48,10 @@ def main(ctx, nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, we
             if params_file is None or ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
                 setattr(params, name, value)
         nbest = load_nbest_dir(nbest_dir, data_dir, words_txt, allow_missing=allow_missing)
-        costs = read_nn_costs(nn_costs) if nn_costs else None
+        # --split and --model (issue 4): score with the NN LM, lmwt.nn into OUT_DIR
+        nbest, costs, nn_costs = apply_engine_options(nbest, params, out_dir, nn_costs, **engine_kw)
+        if costs is None:
+            costs = read_nn_costs(nn_costs) if nn_costs else None
         train_counts = count_words(train_text) if train_text else None
         report = rescore_nbest(nbest, out_dir, params=params, nn_costs=costs, nn_source=nn_costs,
                                train_counts=train_counts, num_buckets=num_buckets)

@@ -65,8 +65,12 @@ class Table:
     kind: Kind
     keys: List[str] = field(default_factory=list)
     values: list = field(default_factory=list)
-    lines: List[int] = field(default_factory=list)
     binary: bool = False
+
+    @property
+    def lines(self) -> range:
+        # Entry i is line i + 1 (blank lines are errors), scp line i + 1, or binary entry i + 1.
+        return range(1, len(self.keys) + 1)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -117,15 +121,19 @@ def _parse_ints(toks: Sequence[str]) -> List[int]:
     return list(map(int, toks))
 
 
+def _parse_one_float(fields: List[str]) -> float:
+    if len(fields) != 1:
+        raise ValueError(" ".join(fields))
+    return _parse_float(fields[0])
+
+
+# kind -> parser of the fields after the key; each raises ValueError on a bad field.
+_PARSERS = {"float": _parse_one_float, "ints": _parse_ints, "tokens": lambda fields: fields}
+
+
 def _parse_value(kind: Kind, fields: List[str]):
     """Parse the fields after the key; ValueError on a bad field."""
-    if kind == "float":
-        if len(fields) != 1:
-            raise ValueError(" ".join(fields))
-        return _parse_float(fields[0])
-    if kind == "ints":
-        return _parse_ints(fields)
-    return fields
+    return _PARSERS[kind](fields)
 
 
 def iter_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
@@ -169,26 +177,33 @@ def read_text_table(path: PathLike, kind: Kind, allow_empty_value: bool = True) 
     if kind not in _KINDS:
         raise ValueError(f"kind must be one of {_KINDS}")
     t = Table(path=str(path), kind=kind)
-    first_line: Dict[str, int] = {}
+    parse = _PARSERS[kind]
+    keys, values = t.keys, t.values
     for lineno, line in iter_lines(path):
         fields = line.split()
         if not fields:
             raise RescoreError(_EXPECTED[kind], path=path, line=lineno, got="an empty line")
-        key = fields[0]
-        if key in first_line:
-            raise RescoreError(f"a unique key ('{key}' is already at line {first_line[key]})",
-                               path=path, line=lineno, got=line)
         if not allow_empty_value and len(fields) == 1:
             raise RescoreError(_EXPECTED[kind] + " with at least one value", path=path, line=lineno, got=line)
         try:
-            value = _parse_value(kind, fields[1:])
+            values.append(parse(fields[1:]))
         except ValueError:
             raise RescoreError(_EXPECTED[kind], path=path, line=lineno, got=line) from None
-        first_line[key] = lineno
-        t.keys.append(key)
-        t.values.append(value)
-        t.lines.append(lineno)
+        keys.append(fields[0])
+    _check_unique(t)
     return t
+
+
+def _check_unique(t: Table) -> None:
+    """Duplicate keys are an error at the second occurrence (one set() in C when all is well)."""
+    if len(set(t.keys)) == len(t.keys):
+        return
+    first: Dict[str, int] = {}
+    for i, k in enumerate(t.keys):
+        if k in first:
+            raise t.error(i, f"a unique key ('{k}' is already at {'entry' if t.binary else 'line'} "
+                             f"{t.lines[first[k]]})", got=k)
+        first[k] = i
 
 
 def _read_binary_float(buf: bytes, pos: int, where: str) -> Tuple[float, int]:
@@ -247,7 +262,6 @@ def read_binary_table(path: PathLike, kind: Kind) -> Table:
         seen[key] = n
         t.keys.append(key)
         t.values.append(value)
-        t.lines.append(n)
     return t
 
 
@@ -319,7 +333,6 @@ def read_scp_table(path: PathLike, kind: Kind) -> Table:
             raise RescoreError(f"{e.expected} at {rx}:{off}", path=path, line=lineno, got=e.got) from None
         t.keys.append(key)
         t.values.append(value)
-        t.lines.append(lineno)
     return t
 
 

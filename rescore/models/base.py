@@ -48,12 +48,16 @@ class HeadOutput:
     slot_ident: (B, T, L) int64 or None, identity of the token in each slot (EMPTY = none).
     hidden:     (B, T, H) float or None, the body output the head saw (the neural cache of
                 rescore.models uses it as its query; Grave et al. 2017).
+    aux_loss:   (B, T) float or None, an extra per-position training loss of the head (the
+                pointer-generator's coverage term, See et al. 2017 eq. 13); training adds it to
+                -log P(target) before averaging; perplexity ignores it.
     """
 
     log_vocab: Tensor
     log_slot: Optional[Tensor] = None
     slot_ident: Optional[Tensor] = None
     hidden: Optional[Tensor] = None
+    aux_loss: Optional[Tensor] = None
 
     def log_prob(self, target_ids: Tensor, target_ident: Tensor) -> Tensor:
         """log P(target) at each position: (B, T) int64 ids and identities -> (B, T) float."""

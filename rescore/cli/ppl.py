@@ -1,0 +1,56 @@
+"""rescore-ppl: perplexity of a trained LM on a text, and per-rare-word-bucket cross-entropy."""
+
+from __future__ import annotations
+
+import click
+
+from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+
+
+@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+@click.argument("ckpt", type=click.Path(exists=True, dir_okay=False))
+@click.argument("text", type=click.Path(exists=True, dir_okay=False))
+@click.option("--train-text", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="The LM's training text: word frequencies for the rare-word buckets.")
+@click.option("--compare", "compare", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A second checkpoint: per-bucket cross-entropy difference CKPT - CKPT2.")
+@click.option("--report", type=click.Path(dir_okay=False), default=None, help="Write a JSON report.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None,
+              help="Write a PNG bar chart (per-bucket ce, or the difference with --compare).")
+@click.option("--buckets", "n_buckets", type=int, default=10, help="Number of rare-word buckets.")
+@click.option("--batch-size", type=int, default=10, help="Parallel streams the text is cut into.")
+@click.option("--bptt", type=int, default=100, help="Tokens per forward call.")
+@click.option("--device", default="auto", help="auto, cpu, cuda, cuda:N.")
+@click.option("--cache-window", type=click.IntRange(min=0), default=0,
+              help="Neural cache (Grave et al. 2017) on CKPT: pairs kept; 0: no cache.")
+@click.option("--cache-theta", type=float, default=0.3, help="Neural cache flatness theta.")
+@click.option("--cache-lambda", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.1,
+              help="Neural cache interpolation weight lambda.")
+@verbose_option
+def main(ckpt, text, train_text, compare, report, plot, n_buckets, batch_size, bptt, device,
+         cache_window, cache_theta, cache_lambda, verbose):
+    """Perplexity of CKPT on TEXT (one sentence per line; every word and each sentence end is
+    predicted, OOV words as <unk>); with --train-text, cross-entropy per rare-word bucket."""
+    setup_logging(verbose)
+    import torch
+
+    from rescore.ppl import format_report, perplexity_report, plot_report, write_json
+
+    if plot and not train_text:
+        raise click.UsageError("--plot needs --train-text (the buckets come from training counts)")
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    with errors_to_exit():
+        rep = perplexity_report(ckpt, text, train_text=train_text, compare=compare,
+                                batch_size=batch_size, bptt=bptt, n_buckets=n_buckets,
+                                device=device, cache_window=cache_window,
+                                cache_theta=cache_theta, cache_lambda=cache_lambda)
+        click.echo(format_report(rep))
+        if report:
+            write_json(rep, report)
+        if plot:
+            plot_report(rep, plot)
+
+
+if __name__ == "__main__":
+    main()

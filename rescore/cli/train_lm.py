@@ -1,0 +1,92 @@
+"""rescore-train-lm: train an LSTM or Transformer word LM with a softmax or pointer head."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+
+# Kept in sync with rescore.train.DEFAULT_LR (the test of the CLI checks it); here so --help
+# needs no torch import.
+DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
+
+
+@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+@click.option("--train", "train", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Training text, one sentence per line.")
+@click.option("--valid", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Validation text: learning-rate annealing, early stop, best model.")
+@click.option("--out-dir", required=True, type=click.Path(file_okay=False),
+              help="Output directory: model.pt (best on valid), last.pt, train.json.")
+@click.option("--arch", type=click.Choice(["lstm", "transformer"]), default="lstm", help="Body.")
+@click.option("--head", default="softmax",
+              help="Output head: softmax, pointer (implicit cache pointer), or another name "
+                   "registered in rescore.models.HEADS (psmm, pointer-generator).")
+@click.option("--memory-aug", is_flag=True, help="Pointer: memory augmentation m_k = v . h_k.")
+@click.option("--history", type=int, default=None,
+              help="L, history slots of the pointer head [default: --bptt].")
+@click.option("--bptt", type=int, default=100, help="T, tokens per training chunk.")
+@click.option("--hidden", type=int, default=256, help="H, hidden = embedding size (tied).")
+@click.option("--layers", type=int, default=2, help="LSTM layers / Transformer blocks.")
+@click.option("--dropout", type=float, default=0.2, help="Dropout probability.")
+@click.option("--n-heads", type=int, default=4, help="Transformer attention heads.")
+@click.option("--context", type=int, default=None,
+              help="Transformer attention window W (KV-cache size) [default: --bptt].")
+@click.option("--positions", type=click.Choice(["learned", "sinusoidal", "none"]),
+              default="learned", help="Transformer positions (learned = relative bias).")
+@click.option("--ff-mult", type=int, default=4, help="Transformer feed-forward width / H.")
+@click.option("--coverage", "coverage_weight", type=float, default=0.0, metavar="LAMBDA",
+              help="Pointer-generator: coverage (See et al. 2017) with loss weight LAMBDA; 0: off.")
+@click.option("--epochs", type=int, default=10, help="Maximum epochs.")
+@click.option("--batch-size", type=int, default=20, help="Parallel streams per process.")
+@click.option("--eval-batch-size", type=int, default=10, help="Parallel streams for validation.")
+@click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default="sgd",
+              help="SGD (annealed on valid loss) or Adam (with --warmup) for Transformers.")
+@click.option("--lr", type=float, default=None,
+              help=f"Initial learning rate [default: {DEFAULT_LR} by optimizer].")
+@click.option("--warmup", type=int, default=0, help="Linear learning-rate warm-up steps.")
+@click.option("--anneal", type=float, default=4.0, help="Learning-rate divisor when valid loss stalls.")
+@click.option("--max-anneals", type=int, default=3, help="Early stop after this many stalls.")
+@click.option("--clip", type=float, default=0.25, help="Gradient-norm clipping (0: none).")
+@click.option("--max-vocab", type=int, default=None,
+              help="Keep the most frequent training words (counting <eos>, <unk>) [default: all].")
+@click.option("--epoch-batches", type=int, default=None,
+              help="Batches per epoch (cycling through the text) [default: the whole text].")
+@click.option("--seed", type=int, default=1, help="Random seed.")
+@click.option("--device", default="auto", help="auto, cpu, cuda, cuda:N.")
+@click.option("--threads", type=int, default=0, help="CPU threads per process (0: torch default).")
+@click.option("--resume", is_flag=True, help="Continue from OUT_DIR/last.pt.")
+@verbose_option
+def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, layers, dropout,
+         n_heads, context, positions, ff_mult, coverage_weight, epochs, batch_size,
+         eval_batch_size, optimizer, lr, warmup, anneal, max_anneals, clip, max_vocab,
+         epoch_batches, seed, device, threads, resume, verbose):
+    """Train a word LM on TRAIN (concatenated sentences, BPTT chunks) and keep the best
+    model on VALID as OUT_DIR/model.pt. Runs under torchrun for several processes."""
+    setup_logging(verbose)
+    from rescore.models import ModelConfig
+    from rescore.train import TrainOptions, train_lm
+
+    config = ModelConfig(arch=arch, head=head, hidden=hidden, layers=layers, dropout=dropout,
+                         history=history or bptt, memory_aug=memory_aug, n_heads=n_heads,
+                         context=context or bptt, positions=positions, ff_mult=ff_mult,
+                         coverage=coverage_weight > 0, coverage_weight=coverage_weight)
+    opts = TrainOptions(train=train, valid=valid, out_dir=out_dir, epochs=epochs,
+                        batch_size=batch_size, eval_batch_size=eval_batch_size, bptt=bptt,
+                        optimizer=optimizer, lr=DEFAULT_LR[optimizer] if lr is None else lr,
+                        warmup=warmup, anneal=anneal, max_anneals=max_anneals, clip=clip,
+                        max_vocab=max_vocab, epoch_batches=epoch_batches, seed=seed,
+                        device=device, threads=threads, resume=resume)
+    try:
+        with errors_to_exit():
+            summary = train_lm(config, opts)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    logging.getLogger("rescore.train").info("done: %s", summary)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,665 @@
+"""The rescoring engine: NN LM costs of every N-best hypothesis, with state carried across a
+conversation (design §6).
+
+Each hypothesis ``w1 .. wn`` is scored as inputs ``<eos> w1 .. wn`` -> targets ``w1 .. wn <eos>``
+(rescore.models.base conventions). Its NN cost is the list of per-token costs
+``-ln P(target)``, end of sentence last: the lines of Kaldi's ``lmwt.nn``.
+
+State carry (``state_carry``):
+
+* ``none``        every utterance starts from ``model.initial_state`` (empty history);
+* ``first-pass``  utterance k starts from the state after the last word of the first-pass best
+                  (rank 1, the first hypothesis given) of utterance k-1 — what Kaldi's
+                  ``steps/pytorchnn`` does, without its padding bug;
+* ``rescored``    ... of the best hypothesis by the final interpolated cost
+                  ``fixed + weight * sum(costs)`` (the default).
+
+The state is reset at the start of every conversation. The pointer history lives in the
+``LMState`` and is carried the same way, so the decoded history is the best hypotheses of earlier
+utterances plus the current prefix.
+
+Three engines give the same costs (the tests hold them to 1e-4 per hypothesis):
+
+* ``naive``   one hypothesis at a time from its utterance's start state, explicit state passing.
+              The reference.
+* ``padded``  one padded batch per utterance, no prefix sharing, one conversation at a time (the
+              way of Kaldi's pytorchnn scorer); the carried state is recomputed from the best
+              hypothesis alone, so padding never enters it.
+* ``fast``    a prefix trie per utterance, each distinct prefix computed once, with utterance
+              k of all conversations (of a block of ``conv_batch``) side by side in the same
+              calls. The tries are cut into segments (chains without a branch) run as
+              multi-token rows, segments of equal length in one call (see ``_Forest``).
+
+              Micro-batches: the hypotheses of a wave are cut into groups of at most
+              ``max_tokens`` hypotheses (a big N-best list into parts), which bounds every
+              forward call and every level's states by ``max_tokens`` rows.
+
+On CUDA the forward runs under autocast (bf16 where supported, else fp16) and a CUDA
+out-of-memory error halves the rows per call and retries; costs are always accumulated in fp32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from rescore.errors import RescoreError
+from rescore.models.base import HeadOutput, LanguageModel, LMState
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("fast", "padded", "naive")
+STATE_CARRY = ("none", "first-pass", "rescored")
+
+Costs = List[float]  # per-token costs of one hypothesis, end of sentence last
+
+
+@dataclass
+class UttInput:
+    """One utterance as the engine needs it.
+
+    hyps:  hypotheses' word lists, in first-pass rank order (index 0 = rank 1).
+    fixed: each hypothesis' fixed cost (``rescore.combine.fixed_cost``); the final interpolated
+           cost is ``fixed + weight * sum(nn costs)``. Only used to pick the best hypothesis for
+           ``state_carry="rescored"``.
+    """
+
+    hyps: List[List[str]]
+    fixed: List[float]
+
+    def __post_init__(self):
+        if len(self.hyps) != len(self.fixed):
+            raise ValueError(f"{len(self.hyps)} hypotheses but {len(self.fixed)} fixed costs")
+
+
+@dataclass
+class EngineStats:
+    """What an engine run computed (for logs and benchmarks)."""
+
+    hyps: int = 0            # hypotheses scored
+    tokens: int = 0          # scored tokens (words + end of sentence), the useful work
+    rows: int = 0            # token positions the model computed (padding and trie included)
+    calls: int = 0           # forward calls
+    oom_backoffs: int = 0    # times the rows per call were halved after an out-of-memory error
+
+
+# --------------------------------------------------------------------------------------------
+# Device and precision
+
+
+def resolve_device(spec: str = "auto") -> torch.device:
+    """``auto`` -> cuda when available else cpu; ``cpu``; ``cuda`` (fails clearly without one)."""
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if spec == "cuda" and not torch.cuda.is_available():
+        raise RescoreError("a CUDA device (--device cuda)", got="torch.cuda.is_available() False")
+    if spec not in ("cpu", "cuda") and not spec.startswith("cuda:"):
+        raise RescoreError("--device auto, cpu or cuda", got=spec)
+    return torch.device(spec)
+
+
+def autocast_for(device: torch.device):
+    """Autocast on CUDA (bf16 where the GPU has it, else fp16); nothing on the CPU, where lower
+    precision would move costs by more than the engines' 1e-4 agreement for little speed."""
+    if device.type == "cuda":
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.autocast("cuda", dtype=dtype)
+    return contextlib.nullcontext()
+
+
+def _is_oom(err: BaseException) -> bool:
+    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err)
+
+
+class _Forward:
+    """Calls the model on row chunks of at most ``max_tokens`` token positions (at least one
+    row); halves the budget and retries on an out-of-memory error.
+
+    Rows are independent, so chunking changes nothing but memory and speed.
+    """
+
+    def __init__(self, model: LanguageModel, device: torch.device, max_tokens: int,
+                 stats: EngineStats):
+        self.model = model
+        self.device = device
+        self.max_tokens = max(1, max_tokens)
+        self.stats = stats
+
+    def __call__(self, ids: Tensor, ident: Tensor, state: LMState, rows: Tensor,
+                 reduce: Callable[[HeadOutput, int, int], None]) -> LMState:
+        """Consume ``ids``/``ident`` ((B, T) int64) from ``state.select(rows)`` ((B,) int64).
+
+        ``reduce(out, start, stop)`` consumes each chunk's HeadOutput (rows start..stop-1), which
+        is freed afterwards: the (B, T, V) output never exists at once. Returns the (B,) states
+        after the last position.
+        """
+        B, T = ids.shape
+        states: List[LMState] = []
+        start = 0
+        while start < B:
+            n = max(1, self.max_tokens // T)
+            stop = min(B, start + n)
+            try:
+                with autocast_for(self.device):
+                    out, st = self.model(ids[start:stop], ident[start:stop],
+                                         state.select(rows[start:stop]))
+                reduce(out, start, stop)
+            except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError
+                if not _is_oom(err) or n == 1:
+                    raise
+                del err
+                self.max_tokens = max(1, (n // 2) * T)
+                self.stats.oom_backoffs += 1
+                log.warning("out of memory on %d x %d tokens; going on with %d tokens per call",
+                            stop - start, T, self.max_tokens)
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                continue
+            self.stats.calls += 1
+            self.stats.rows += (stop - start) * T
+            states.append(st)
+            start = stop
+        return states[0] if len(states) == 1 else LMState.cat(states)
+
+
+def target_log_prob(out: HeadOutput, b: Tensor, t: Tensor, tid: Tensor, tident: Tensor,
+                    oov: Tensor, oov_penalty: float) -> Tensor:
+    """log P of targets at chosen positions, with the OOV penalty on the vocabulary part.
+
+    b, t: (E,) int64 row and position in ``out``; tid, tident: (E,) target ids / identities;
+    oov: (E,) bool, target outside the vocabulary. Returns (E,) float32.
+    An OOV target scores as ``P(<unk>) * exp(-oov_penalty)`` plus the copy mass of the history
+    slots holding the same identity (design §4.2): the mixture of ``HeadOutput.log_prob``.
+    """
+    lv = out.log_vocab[b, t, tid].float()  # (E,)
+    if oov_penalty:
+        lv = lv - oov_penalty * oov.to(lv.dtype)
+    if out.log_slot is None:
+        return lv
+    E = b.shape[0]
+    gathered = HeadOutput(
+        log_vocab=lv.view(E, 1, 1),
+        log_slot=out.log_slot[b, t].float().unsqueeze(1),      # (E, 1, L)
+        slot_ident=out.slot_ident[b, t].unsqueeze(1),          # (E, 1, L)
+    )
+    return gathered.log_prob(torch.zeros(E, 1, dtype=torch.long, device=b.device),
+                             tident.view(E, 1)).view(E)
+
+
+# --------------------------------------------------------------------------------------------
+# Encoding
+
+
+@dataclass
+class _Hyp:
+    ids: List[int]      # vocabulary ids of w1..wn
+    ident: List[int]    # identities of w1..wn
+    words: Tuple[str, ...] = ()  # the words (a sort key that does not depend on OOV numbering)
+
+
+def _encode(vocab, conversations: Sequence[Sequence[UttInput]]) -> List[List[List[_Hyp]]]:
+    """Encode every hypothesis with the one Vocabulary object, in input order (OOV identities
+    are then deterministic for a given input)."""
+    out = []
+    for conv in conversations:
+        out.append([[_Hyp(*map(list, vocab.encode(list(h))), tuple(h)) for h in utt.hyps]
+                    for utt in conv])
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Public entry point
+
+
+def score_nbest(
+    model: LanguageModel,
+    conversations: Sequence[Sequence[UttInput]],
+    *,
+    weight: float,
+    state_carry: str = "rescored",
+    device: str | torch.device = "auto",
+    max_tokens: int = 2048,
+    engine: str = "fast",
+    oov_penalty: float = 0.0,
+    conv_batch: int = 16,
+    stats: Optional[EngineStats] = None,
+    progress: bool = True,
+) -> List[List[List[Costs]]]:
+    """NN LM costs of every hypothesis: ``result[c][u][h]`` is the per-token cost list
+    (natural-log, negated; ``len(words) + 1`` values, end of sentence last) of hypothesis h of
+    utterance u of conversation c.
+
+    conversations: in order, each a list of utterances in order (one recording/article).
+    weight: NN LM weight w of ``total = fixed + w * sum(costs)`` (best hypothesis for carry).
+    state_carry: none | first-pass | rescored (module docstring).
+    device: auto | cpu | cuda[:n] or a torch.device; the model is moved there.
+    max_tokens: most token positions in one forward call (and hypotheses in one fast group).
+    engine: fast | padded | naive (module docstring); they agree to float rounding.
+    oov_penalty: extra cost per out-of-vocabulary word, on its ``<unk>`` part.
+    conv_batch: conversations the fast engine scores side by side. Blocks of conv_batch
+        conversations are scored independently, so a job of ``split_slice(..., block=
+        conv_batch)`` computes exactly what one process computes for them (same batches, same
+        floats).
+    """
+    if engine not in ENGINES:
+        raise RescoreError(f"engine one of {ENGINES}", got=engine)
+    if state_carry not in STATE_CARRY:
+        raise RescoreError(f"state carry one of {STATE_CARRY}", got=state_carry)
+    if conv_batch < 1:
+        raise RescoreError("conv_batch >= 1", got=str(conv_batch))
+    if max_tokens < 1:
+        raise RescoreError("max_tokens >= 1", got=str(max_tokens))
+    dev = device if isinstance(device, torch.device) else resolve_device(device)
+    stats = stats if stats is not None else EngineStats()
+    vocab = model.vocab
+    encoded = _encode(vocab, conversations)
+    fixed = [[list(u.fixed) for u in conv] for conv in conversations]
+    ctx = _Context(model=model.to(dev).eval(), device=dev, weight=weight, state_carry=state_carry,
+                   eos=vocab.eos_id, n_vocab=len(vocab), oov_penalty=oov_penalty,
+                   forward=_Forward(model, dev, max_tokens, stats), stats=stats,
+                   max_tokens=max_tokens, conv_batch=conv_batch, progress=progress)
+    n_hyps = sum(len(u) for conv in encoded for u in conv)
+    log.info("scoring %d hypotheses of %d utterances in %d conversations (engine %s, carry %s, "
+             "device %s)", n_hyps, sum(len(c) for c in encoded), len(encoded), engine,
+             state_carry, dev)
+    run = {"fast": _run_fast, "padded": _run_padded, "naive": _run_naive}[engine]
+    with torch.inference_mode():
+        result = run(ctx, encoded, fixed)
+    log.info("%d hypotheses, %d tokens: %d rows computed in %d forward calls", stats.hyps,
+             stats.tokens, stats.rows, stats.calls)
+    return result
+
+
+@dataclass
+class _Context:
+    model: LanguageModel
+    device: torch.device
+    weight: float
+    state_carry: str
+    eos: int
+    n_vocab: int
+    oov_penalty: float
+    forward: _Forward
+    stats: EngineStats
+    max_tokens: int
+    conv_batch: int
+    progress: bool
+
+    def best(self, costs: List[Costs], fixed: List[float]) -> int:
+        """Index of the hypothesis whose end state the next utterance starts from."""
+        if self.state_carry == "first-pass":
+            return 0
+        totals = [f + self.weight * sum(c) for f, c in zip(fixed, costs)]
+        return min(range(len(totals)), key=totals.__getitem__)
+
+    def tensor(self, x) -> Tensor:
+        return torch.as_tensor(x, dtype=torch.long, device=self.device)
+
+    def io(self, hyp: _Hyp) -> Tuple[List[int], List[int], List[int], List[int]]:
+        """Inputs ``<eos> w1..wn`` and targets ``w1..wn <eos>`` (ids, identities)."""
+        return ([self.eos] + hyp.ids, [self.eos] + hyp.ident,
+                hyp.ids + [self.eos], hyp.ident + [self.eos])
+
+    def end_states(self, roots: LMState, root_rows: List[int], hyps: List[_Hyp]) -> LMState:
+        """States after ``<eos> w1..wn`` of each hypothesis from its root row, without padding:
+        hypotheses of equal length go together in one multi-token forward call."""
+        out: Dict[int, LMState] = {}
+        by_len: Dict[int, List[int]] = {}
+        for i, h in enumerate(hyps):
+            by_len.setdefault(len(h.ids), []).append(i)
+        for n, idx in by_len.items():
+            ids = self.tensor([[self.eos] + hyps[i].ids for i in idx])
+            ident = self.tensor([[self.eos] + hyps[i].ident for i in idx])
+            st = self.forward(ids, ident, roots, self.tensor([root_rows[i] for i in idx]),
+                              lambda *a: None)
+            for j, i in enumerate(idx):
+                out[i] = st.select(self.tensor([j]))
+        return LMState.cat([out[i] for i in range(len(hyps))])
+
+    def count(self, hyps: List[_Hyp]):
+        self.stats.hyps += len(hyps)
+        self.stats.tokens += sum(len(h.ids) + 1 for h in hyps)
+
+
+def _progress(ctx: _Context, total: int, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="hyp", disable=None if ctx.progress else True)
+
+
+# --------------------------------------------------------------------------------------------
+# naive: the reference
+
+
+def _run_naive(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
+    result = []
+    bar = _progress(ctx, sum(len(u) for c in encoded for u in c), "naive")
+    for conv, conv_fixed in zip(encoded, fixed):
+        start = ctx.model.initial_state(1, ctx.device)
+        conv_costs = []
+        for hyps, fx in zip(conv, conv_fixed):
+            costs, ends = [], []
+            for h in hyps:
+                inp, inp_ident, tgt, tgt_ident = ctx.io(h)
+                T = len(inp)
+                got: List[Tensor] = []
+
+                def reduce(out, s, e, tgt=tgt, tgt_ident=tgt_ident, T=T):
+                    z = ctx.tensor([0] * T)
+                    got.append(target_log_prob(
+                        out, z, ctx.tensor(range(T)), ctx.tensor(tgt), ctx.tensor(tgt_ident),
+                        ctx.tensor(tgt_ident) >= ctx.n_vocab, ctx.oov_penalty))
+
+                ends.append(ctx.forward(ctx.tensor([inp]), ctx.tensor([inp_ident]), start,
+                                        ctx.tensor([0]), reduce))
+                costs.append((-got[0]).double().tolist())
+                bar.update()
+            ctx.count(hyps)
+            conv_costs.append(costs)
+            if ctx.state_carry == "none":
+                start = ctx.model.initial_state(1, ctx.device)
+            elif hyps:
+                start = ends[ctx.best(costs, fx)]
+        result.append(conv_costs)
+    bar.close()
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# padded: one padded batch per utterance (Kaldi pytorchnn's way, with a correct carry)
+
+
+def _run_padded(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
+    result = []
+    bar = _progress(ctx, sum(len(u) for c in encoded for u in c), "padded")
+    for conv, conv_fixed in zip(encoded, fixed):
+        start = ctx.model.initial_state(1, ctx.device)
+        conv_costs = []
+        for hyps, fx in zip(conv, conv_fixed):
+            if not hyps:
+                conv_costs.append([])
+                continue
+            T = max(len(h.ids) for h in hyps) + 1
+            pad = lambda seq: seq + [ctx.eos] * (T - len(seq))  # noqa: E731
+            ios = [ctx.io(h) for h in hyps]
+            ids = ctx.tensor([pad(x[0]) for x in ios])
+            ident = ctx.tensor([pad(x[1]) for x in ios])
+            tid = ctx.tensor([pad(x[2]) for x in ios])
+            tident = ctx.tensor([pad(x[3]) for x in ios])
+            lp = torch.empty(len(hyps), T, device=ctx.device)
+
+            def reduce(out, s, e):
+                B = e - s
+                b = torch.arange(B, device=ctx.device).repeat_interleave(T)
+                t = torch.arange(T, device=ctx.device).repeat(B)
+                ti, tn = tid[s:e].reshape(-1), tident[s:e].reshape(-1)
+                lp[s:e] = target_log_prob(out, b, t, ti, tn, tn >= ctx.n_vocab,
+                                          ctx.oov_penalty).view(B, T)
+
+            ctx.forward(ids, ident, start, ctx.tensor([0] * len(hyps)), reduce)
+            lp_rows = (-lp).double().tolist()
+            costs = [row[: len(h.ids) + 1] for row, h in zip(lp_rows, hyps)]
+            ctx.count(hyps)
+            bar.update(len(hyps))
+            conv_costs.append(costs)
+            if ctx.state_carry == "none":
+                continue
+            # The batch's end state of a shorter hypothesis has consumed padding: recompute the
+            # carried state from the best hypothesis alone.
+            best = ctx.best(costs, fx)
+            start = ctx.end_states(start, [0], [hyps[best]])
+        result.append(conv_costs)
+    bar.close()
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# fast: prefix tries cut into segments, conversations side by side
+
+
+class _Forest:
+    """The prefix tries of one micro-batch (parts of utterances of one wave), as segments.
+
+    A node is a distinct consumed prefix ``<eos> w1 .. wd`` of one utterance; its model output
+    gives the log-probabilities of its edges (the distinct next targets: words or ``<eos>``).
+    A segment is a maximal chain of nodes in which every node but the last has exactly one
+    child; it runs as one multi-token forward call row from the state of the node before it::
+
+        <eos> it is | a  cat          segments: [<eos> it is] [a cat] [was a cat] [the end]
+                    \\ was a cat        calls:    round 0: T=3 x1 (roots of every utterance)
+                                                 round 1: T=2 x1, T=3 x1 (by exact length)
+
+    so every distinct prefix is computed once, no padding enters any row, and the model state
+    is copied once per segment rather than once per token (a Transformer's KV cache is big).
+    """
+
+    def __init__(self):
+        self.tok_id: List[int] = []       # node -> input token id
+        self.tok_ident: List[int] = []    # node -> input identity
+        self.children: List[List[int]] = []
+        self.root_row: Dict[int, int] = {}  # root node -> row of the start states
+        self.roots: List[int] = []
+        self.node_edges: List[List[int]] = []  # node -> its edges
+        self.e_id: List[int] = []         # edge -> target id
+        self.e_ident: List[int] = []      # edge -> target identity
+        self.hyp_edges: List[List[int]] = []  # hypothesis -> its edges, end of sentence last
+        self._child: Dict[Tuple[int, int], int] = {}
+        self._edge: Dict[Tuple[int, int], int] = {}
+
+    def _node(self, parent: int, tok_id: int, tok_ident: int, root_row: int = -1) -> int:
+        key = (parent, tok_ident) if parent >= 0 else (-1 - root_row, tok_ident)
+        n = self._child.get(key)
+        if n is None:
+            n = self._child[key] = len(self.tok_id)
+            self.tok_id.append(tok_id)
+            self.tok_ident.append(tok_ident)
+            self.children.append([])
+            self.node_edges.append([])
+            if parent >= 0:
+                self.children[parent].append(n)
+            else:
+                self.root_row[n] = root_row
+                self.roots.append(n)
+        return n
+
+    def _edge_of(self, node: int, tok_id: int, tok_ident: int) -> int:
+        e = self._edge.get((node, tok_ident))
+        if e is None:
+            e = self._edge[(node, tok_ident)] = len(self.e_id)
+            self.e_id.append(tok_id)
+            self.e_ident.append(tok_ident)
+            self.node_edges[node].append(e)
+        return e
+
+    def add(self, root_row: int, hyps: List[_Hyp], eos: int) -> None:
+        """Add one utterance (part) starting from row ``root_row`` of the start states."""
+        for h in hyps:
+            node = self._node(-1, eos, eos, root_row)
+            path = []
+            for w_id, w_ident in zip(h.ids, h.ident):
+                path.append(self._edge_of(node, w_id, w_ident))
+                node = self._node(node, w_id, w_ident)
+            path.append(self._edge_of(node, eos, eos))
+            self.hyp_edges.append(path)
+
+    def segment(self, start: int) -> List[int]:
+        """The chain of nodes from ``start`` while each node has exactly one child."""
+        seg = [start]
+        while len(self.children[seg[-1]]) == 1:
+            seg.append(self.children[seg[-1]][0])
+        return seg
+
+
+def _run_fast(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
+    bar = _progress(ctx, sum(len(u) for c in encoded for u in c), "fast")
+    result: List[List[List[Costs]]] = []
+    for b in range(0, len(encoded), ctx.conv_batch):
+        block = slice(b, b + ctx.conv_batch)
+        result += _run_fast_block(ctx, encoded[block], fixed[block], bar)
+    bar.close()
+    return result
+
+
+def _run_fast_block(ctx: _Context, encoded, fixed, bar) -> List[List[List[Costs]]]:
+    """Conversations side by side: wave k = utterance k of every conversation of the block."""
+    result: List[List[List[Costs]]] = [[[] for _ in conv] for conv in encoded]
+    n_waves = max((len(c) for c in encoded), default=0)
+    # The state each conversation's next utterance starts from: one row per conversation.
+    starts = ctx.model.initial_state(len(encoded), ctx.device)
+    for k in range(n_waves):
+        convs = [c for c in range(len(encoded)) if k < len(encoded[c])]
+        # Micro-batches: whole utterances while they fit in max_tokens hypotheses; a bigger
+        # N-best list is cut into parts of sorted hypotheses (neighbours share most prefixes).
+        items: List[Tuple[int, List[int]]] = []  # (conversation, hypothesis indexes)
+        for c in convs:
+            hyps = encoded[c][k]
+            order = list(range(len(hyps)))
+            if len(hyps) > ctx.max_tokens:
+                order.sort(key=lambda i: hyps[i].words)
+            for s in range(0, len(order), ctx.max_tokens):
+                items.append((c, order[s:s + ctx.max_tokens]))
+        groups: List[List[Tuple[int, List[int]]]] = [[]]
+        size = 0
+        for it in items:
+            if size + len(it[1]) > ctx.max_tokens and groups[-1]:
+                groups.append([])
+                size = 0
+            groups[-1].append(it)
+            size += len(it[1])
+        wave_costs: Dict[int, List[Optional[Costs]]] = {c: [None] * len(encoded[c][k]) for c in convs}
+        for group in groups:
+            _score_group(ctx, encoded, k, group, starts, wave_costs)
+            bar.update(sum(len(ix) for _, ix in group))
+        for c in convs:
+            result[c][k] = wave_costs[c]
+            ctx.count(encoded[c][k])
+        if ctx.state_carry == "none":
+            continue
+        # Carry: the state after the best hypothesis of each conversation, from its start row.
+        carried = [c for c in convs if encoded[c][k]]
+        if carried:
+            best = [encoded[c][k][ctx.best(result[c][k], fixed[c][k])] for c in carried]
+            ends = ctx.end_states(starts, carried, best)
+            idx = ctx.tensor(carried)
+            for key, v in starts.tensors.items():
+                v = v.clone()
+                v.index_copy_(0, idx, ends.tensors[key])
+                starts.tensors[key] = v
+    return result
+
+
+def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
+                 wave_costs: Dict[int, List[Optional[Costs]]]) -> None:
+    """Score one micro-batch: its tries' segments, round by round (a segment is ready once the
+    node before it is computed), segments of equal length together in one forward call."""
+    forest = _Forest()
+    owners: List[Tuple[int, int]] = []  # (conversation, hypothesis index) per forest hypothesis
+    for c, idx in group:
+        hyps = encoded[c][k]
+        forest.add(c, [hyps[i] for i in idx], ctx.eos)
+        owners.extend((c, i) for i in idx)
+    edge_lp = torch.empty(len(forest.e_id), device=ctx.device)
+    e_id_all, e_ident_all = ctx.tensor(forest.e_id), ctx.tensor(forest.e_ident)
+    # ready: (first node of a segment, row of its start state in `states`)
+    ready = [(n, forest.root_row[n]) for n in forest.roots]
+    states = starts
+    while ready:
+        by_len: Dict[int, List[Tuple[List[int], int]]] = {}
+        for start, row in ready:
+            seg = forest.segment(start)
+            by_len.setdefault(len(seg), []).append((seg, row))
+        next_ready, next_states = [], []
+        n_next = 0
+        for T in sorted(by_len):
+            segs = by_len[T]
+            ids = ctx.tensor([[forest.tok_id[n] for n in seg] for seg, _ in segs])  # (G, T)
+            ident = ctx.tensor([[forest.tok_ident[n] for n in seg] for seg, _ in segs])
+            # the edges of every node of these segments: (segment, position, edge)
+            eb, et, ee = [], [], []
+            for g, (seg, _) in enumerate(segs):
+                for t, n in enumerate(seg):
+                    for e in forest.node_edges[n]:
+                        eb.append(g)
+                        et.append(t)
+                        ee.append(e)
+            eb_t, et_t, ee_t = ctx.tensor(eb), ctx.tensor(et), ctx.tensor(ee)
+
+            def reduce(out, s, e, eb_t=eb_t, et_t=et_t, ee_t=ee_t):
+                sel = ((eb_t >= s) & (eb_t < e)).nonzero().squeeze(1)
+                tid, tident = e_id_all[ee_t[sel]], e_ident_all[ee_t[sel]]
+                edge_lp[ee_t[sel]] = target_log_prob(out, eb_t[sel] - s, et_t[sel], tid, tident,
+                                                     tident >= ctx.n_vocab, ctx.oov_penalty)
+
+            end = ctx.forward(ids, ident, states, ctx.tensor([row for _, row in segs]), reduce)
+            # keep the end states of segments whose last node branches
+            keep = [g for g, (seg, _) in enumerate(segs) if forest.children[seg[-1]]]
+            if keep:
+                next_states.append(end.select(ctx.tensor(keep)))
+                for j, g in enumerate(keep):
+                    next_ready += [(ch, n_next + j) for ch in forest.children[segs[g][0][-1]]]
+                n_next += len(keep)
+        ready = next_ready
+        if next_states:
+            states = LMState.cat(next_states) if len(next_states) > 1 else next_states[0]
+    flat = [e for path in forest.hyp_edges for e in path]
+    costs = (-edge_lp[ctx.tensor(flat)]).double().tolist()
+    pos = 0
+    for (c, i), path in zip(owners, forest.hyp_edges):
+        wave_costs[c][i] = costs[pos:pos + len(path)]
+        pos += len(path)
+
+
+# --------------------------------------------------------------------------------------------
+# Job splitting (Kaldi's $cmd JOB=1:$nj)
+
+
+def parse_split(spec: str) -> Tuple[int, int]:
+    """``"K/N"`` -> (K, N) with 1 <= K <= N (Kaldi's JOB numbering starts at 1)."""
+    try:
+        k, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise RescoreError("--split K/N with integers, e.g. 2/8", got=spec) from None
+    if not 1 <= k <= n:
+        raise RescoreError("--split K/N with 1 <= K <= N", got=spec)
+    return k, n
+
+
+def split_slice(n_items: int, k: int, n_jobs: int, block: int = 1) -> slice:
+    """Job k of n_jobs (1-based): a contiguous run of whole blocks of ``block`` items, block
+    counts differing by at most one, earlier jobs first. Concatenating the outputs of jobs
+    1..N in order (``cat``) gives the lines of one process in the same order; with
+    ``block = conv_batch`` the fast engine's batches, hence its floats, are the same too."""
+    n_blocks = -(-n_items // block)
+    base, extra = divmod(n_blocks, n_jobs)
+    start = (k - 1) * base + min(k - 1, extra)
+    stop = start + base + (1 if k <= extra else 0)
+    return slice(min(n_items, start * block), min(n_items, stop * block))
+
+
+# --------------------------------------------------------------------------------------------
+# N-best sets (rescore.nbest) in, Kaldi lmwt.nn costs out
+
+
+def score_nbest_set(model: LanguageModel, nbest, params, **options) -> Dict[str, Costs]:
+    """Per-token NN costs of every hypothesis of a loaded N-best set (``rescore.nbest.NbestSet``),
+    keyed by hypothesis key, in the set's order (conversations, utterances, ranks): the lines of
+    ``lmwt.nn``. ``params`` (``rescore.combine.Params``) gives the fixed costs and the weight
+    that pick the carried best hypothesis; ``options`` go to ``score_nbest``."""
+    from rescore.combine import fixed_cost
+
+    conversations = [[UttInput([h.words for h in u.hyps],
+                               [fixed_cost(h, params.weight, params.inv_acwt, params.wip)
+                                for h in u.hyps])
+                      for u in c.utterances] for c in nbest.conversations]
+    costs = score_nbest(model, conversations, weight=params.weight, **options)
+    out: Dict[str, Costs] = {}
+    for conv, conv_costs in zip(nbest.conversations, costs):
+        for utt, utt_costs in zip(conv.utterances, conv_costs):
+            for hyp, c in zip(utt.hyps, utt_costs):
+                out[hyp.key] = c
+    return out

@@ -1,0 +1,105 @@
+"""Language models: registry of bodies and heads, ``build_model`` and checkpoints.
+
+A checkpoint is a ``torch.save`` dict of plain data only (loaded with ``weights_only=True``, so
+loading never executes code):
+
+    {"format": "rescore-lm", "version": 1,
+     "config": ModelConfig as a dict, "vocab": list of words (index = id),
+     "state_dict": model weights, ...extra (epoch, optimizer state, best valid loss...)}
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Union
+
+import torch
+
+from rescore.errors import RescoreError
+from rescore.models.base import EMPTY, HeadOutput, LanguageModel, LMState
+from rescore.models.bodies import BODIES
+from rescore.models.config import ModelConfig
+from rescore.models.heads import HEADS, register_head
+from rescore.models.lm import NeuralLM
+
+# Heads of issue 5 register themselves in HEADS when their module is imported; import them here.
+from rescore.models import baselines  # noqa: E402,F401  (psmm, pointer-generator)
+
+FORMAT = "rescore-lm"
+VERSION = 1
+
+__all__ = ["BODIES", "EMPTY", "HEADS", "HeadOutput", "LanguageModel", "LMState", "ModelConfig",
+           "NeuralLM", "build_model", "load_checkpoint", "read_checkpoint", "register_head",
+           "save_checkpoint"]
+
+
+def build_model(config: ModelConfig, vocab) -> NeuralLM:
+    """A freshly initialised model for ``vocab``; sets ``config.vocab_size`` = len(vocab)."""
+    config.vocab_size = len(vocab)
+    return NeuralLM(config, vocab)
+
+
+def save_checkpoint(model: LanguageModel, path: Union[str, Path], **extra: Any) -> None:
+    """Write weights, config and vocabulary (and ``extra`` plain data) atomically to ``path``."""
+    model = getattr(model, "module", model)  # unwrap DistributedDataParallel
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"format": FORMAT, "version": VERSION, "config": model.config.to_dict(),
+               "vocab": list(model.vocab.words),
+               "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}}
+    payload.update(extra)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        torch.save(payload, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def read_checkpoint(path: Union[str, Path], device="cpu") -> Dict[str, Any]:
+    """The checkpoint dict, checked to be a rescore LM checkpoint (no code is executed)."""
+    path = Path(path)
+    if not path.is_file():
+        raise RescoreError("an existing checkpoint file", path=path)
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except Exception as e:  # corrupt file, or a pickle with code weights_only refuses
+        raise RescoreError("a rescore checkpoint (torch.save file of plain data)", path=path,
+                           got=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+    if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
+        raise RescoreError(f"a checkpoint with format {FORMAT!r}", path=path,
+                           got="a foreign file" if not isinstance(ckpt, dict)
+                           else f"format {ckpt.get('format')!r}")
+    if ckpt.get("version") != VERSION:
+        raise RescoreError(f"checkpoint version {VERSION}", path=path, got=str(ckpt.get("version")))
+    for key in ("config", "vocab", "state_dict"):
+        if key not in ckpt:
+            raise RescoreError(f"a checkpoint with {key!r}", path=path)
+    return ckpt
+
+
+def model_from_checkpoint(ckpt: Dict[str, Any], path=None, device="cpu") -> NeuralLM:
+    """Rebuild the model of a checkpoint dict (from ``read_checkpoint``)."""
+    from rescore.vocab import Vocabulary
+
+    config = ModelConfig.from_dict(ckpt["config"], path=path)
+    vocab = Vocabulary(ckpt["vocab"])
+    if len(vocab) != config.vocab_size:
+        raise RescoreError(f"a vocabulary of {config.vocab_size} words", path=path,
+                           got=str(len(vocab)))
+    try:
+        model = NeuralLM(config, vocab)
+        model.load_state_dict(ckpt["state_dict"])
+    except (RuntimeError, ValueError) as e:
+        raise RescoreError("weights that fit the checkpoint's config", path=path,
+                           got=str(e).splitlines()[0][:200]) from None
+    return model.to(device).eval()
+
+
+def load_checkpoint(path: Union[str, Path], device="cpu") -> NeuralLM:
+    """The model saved at ``path``, on ``device``, in eval mode."""
+    return model_from_checkpoint(read_checkpoint(path, device), path=path, device=device)

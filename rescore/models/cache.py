@@ -1,0 +1,215 @@
+"""Neural cache (Grave, Joulin, Usunier 2017) as a test-time wrapper around any LanguageModel.
+
+The cache stores pairs (h_i, x_{i+1}): the body output that predicted a word and the word that
+came (Grave et al. 2017, §3, eq. 2),
+
+    P_cache(w | h_t) ∝ sum_{i < t, x_{i+1} = w} exp(theta h_t . h_i),
+
+over the last L pairs, and the model's distribution becomes (eq. 4)
+
+    P(w) = (1 - lambda) P_model(w) + lambda P_cache(w).
+
+Pairing h_i with the word that followed it (rather than with the word it consumed) is the paper's
+definition: the cache proposes "what came after a context like this one". The pair completed
+by input x_t is (h_{t-1}, x_t), so the cache window of position t is the L inputs ending at t,
+each with the hidden state of the position before it; the last hidden state of a call waits in
+the state for the next call's first input.
+
+P_model is the wrapped model's whole mixture (softmax, or the implicit pointer's V + L output,
+or any other head), so the wrapper only rescales the wrapped ``HeadOutput`` by (1 - lambda) and
+appends its L cache slots, weighted lambda P_cache, to ``log_slot``/``slot_ident``: training
+code, perplexity and the rescoring engine need no special case. At a position whose cache is
+still empty (start of a conversation) the model's distribution is used alone.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Dict, List, Sequence
+
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+from rescore.models.base import EMPTY, HeadOutput, LanguageModel, LMState
+
+PREFIX = "ncache_"  # the wrapper's keys in LMState; the wrapped model keeps its own
+
+
+class NeuralCacheLM(LanguageModel):
+    """A LanguageModel that adds a neural cache of window L to another LanguageModel.
+
+    inner:  a trained model whose forward returns ``HeadOutput.hidden`` (B, T, H), the query.
+    window: L, number of (hidden state, next word) pairs kept.
+    theta:  flatness of the cache distribution (Grave et al. 2017, eq. 2).
+    lam:    interpolation weight lambda in [0, 1) of the cache (eq. 4).
+    State keys added: ``ncache_h`` (B, L, H) keys h_i, ``ncache_ident`` (B, L) identities of
+    x_{i+1} (EMPTY = no pair), ``ncache_last_h`` (B, H) hidden state of the last position,
+    ``ncache_last_ok`` (B,) bool: whether ``ncache_last_h`` belongs to a real position.
+    """
+
+    def __init__(self, inner: LanguageModel, window: int, theta: float, lam: float):
+        super().__init__()
+        if window < 1:
+            raise ValueError(f"neural cache window must be >= 1, got {window}")
+        if not 0.0 <= lam < 1.0:
+            raise ValueError(f"neural cache lambda must be in [0, 1), got {lam}")
+        self.inner = inner
+        self.window = int(window)
+        self.theta = float(theta)
+        self.lam = float(lam)
+        self.config = inner.config
+        self.vocab = inner.vocab
+
+    def initial_state(self, batch_size: int, device=None) -> LMState:
+        state = self.inner.initial_state(batch_size, device)
+        for k in state.tensors:
+            if k.startswith(PREFIX):
+                raise ValueError(f"state key {k!r} of the wrapped model clashes with the cache")
+        H = self._hidden_size()
+        L = self.window
+        dtype = next(self.inner.parameters()).dtype
+        state.tensors.update({
+            PREFIX + "h": torch.zeros(batch_size, L, H, dtype=dtype, device=device),
+            PREFIX + "ident": torch.full((batch_size, L), EMPTY, dtype=torch.long, device=device),
+            PREFIX + "last_h": torch.zeros(batch_size, H, dtype=dtype, device=device),
+            PREFIX + "last_ok": torch.zeros(batch_size, dtype=torch.bool, device=device),
+        })
+        return state
+
+    def _hidden_size(self) -> int:
+        for name in ("hidden", "hidden_size", "d_model"):
+            if hasattr(self.config, name):
+                return int(getattr(self.config, name))
+        raise ValueError("cannot tell the hidden size of the wrapped model from its config")
+
+    def forward(self, ids: Tensor, ident: Tensor, state: LMState) -> tuple[HeadOutput, LMState]:
+        """ids, ident (B, T) int64 -> the cached mixture at each position and the next state."""
+        own = {k: v for k, v in state.tensors.items() if k.startswith(PREFIX)}
+        inner_state = LMState({k: v for k, v in state.tensors.items() if not k.startswith(PREFIX)})
+        out, inner_next = self.inner(ids, ident, inner_state)
+        if out.hidden is None:
+            raise ValueError("the wrapped model gives no HeadOutput.hidden; the cache needs it")
+        hidden = out.hidden  # (B, T, H)
+        B, T, H = hidden.shape
+        L = self.window
+
+        # Pair completed by input t: key h_{t-1} (the carried last hidden state for t = 0).
+        prev_h = torch.cat([own[PREFIX + "last_h"].to(hidden.dtype).unsqueeze(1),
+                            hidden[:, :-1]], dim=1)  # (B, T, H)
+        prev_ok = torch.cat([own[PREFIX + "last_ok"].unsqueeze(1),
+                             prev_h.new_ones(B, T - 1, dtype=torch.bool)], dim=1)  # (B, T)
+        new_ident = ident.masked_fill(~prev_ok, EMPTY)
+        full_h = torch.cat([own[PREFIX + "h"].to(hidden.dtype), prev_h], dim=1)  # (B, L+T, H)
+        full_ident = torch.cat([own[PREFIX + "ident"], new_ident], dim=1)  # (B, L+T)
+        slot_ident = full_ident.unfold(1, L, 1)[:, 1:]  # (B, T, L)
+
+        scores_full = self.theta * (hidden @ full_h.transpose(1, 2))  # (B, T, L+T)
+        idx = (torch.arange(T, device=hidden.device).unsqueeze(1) + 1
+               + torch.arange(L, device=hidden.device).unsqueeze(0)).expand(B, T, L)
+        scores = scores_full.gather(2, idx)  # (B, T, L): theta h_t . h_i
+        empty = slot_ident == EMPTY
+        any_pair = ~empty.all(-1, keepdim=True)  # (B, T, 1)
+        # A finite fill keeps log_softmax finite (and its gradient NaN-free) on empty rows.
+        log_cache = torch.log_softmax(scores.masked_fill(empty, torch.finfo(scores.dtype).min),
+                                      dim=-1)
+        log_cache = log_cache.masked_fill(empty, float("-inf"))
+        log_lam = torch.where(any_pair, hidden.new_tensor(math.log(self.lam) if self.lam > 0
+                                                          else float("-inf")),
+                              hidden.new_tensor(float("-inf")))  # (B, T, 1)
+        log_keep = torch.where(any_pair, hidden.new_tensor(math.log1p(-self.lam)),
+                               hidden.new_tensor(0.0))
+
+        log_slot = [log_lam + log_cache]
+        slot_ids = [slot_ident]
+        if out.log_slot is not None:
+            log_slot.insert(0, log_keep + out.log_slot)
+            slot_ids.insert(0, out.slot_ident)
+        mixed = HeadOutput(log_vocab=log_keep + out.log_vocab,
+                           log_slot=torch.cat(log_slot, dim=-1),
+                           slot_ident=torch.cat(slot_ids, dim=-1),
+                           hidden=hidden, aux_loss=out.aux_loss)
+        next_tensors = dict(inner_next.tensors)
+        next_tensors.update({
+            PREFIX + "h": full_h[:, -L:].to(own[PREFIX + "h"].dtype),  # the state's dtype
+            PREFIX + "ident": full_ident[:, -L:],
+            PREFIX + "last_h": hidden[:, -1].to(own[PREFIX + "last_h"].dtype),
+            PREFIX + "last_ok": torch.ones_like(own[PREFIX + "last_ok"]),
+        })
+        return mixed, LMState(next_tensors)
+
+
+def with_cache(model: LanguageModel, window: int, theta: float, lam: float) -> LanguageModel:
+    """``model`` with a neural cache of ``window`` pairs, or ``model`` itself when window is 0."""
+    if window <= 0:
+        return model
+    return NeuralCacheLM(model, window, theta, lam)
+
+
+@torch.no_grad()
+def tune_cache(model: LanguageModel, streams, bptt: int, windows: Sequence[int],
+               thetas: Sequence[float], lambdas: Sequence[float], device="cpu",
+               progress: bool = True) -> List[Dict[str, float]]:
+    """Cross-entropy of ``model`` with a neural cache, for every (window, theta, lambda).
+
+    ``streams`` (rescore.data.Streams) are scored once, as ``rescore.ppl`` scores them (side by
+    side, state carried over BPTT chunks of ``bptt`` columns); the cache mixture of each grid
+    point is then computed from the kept log P_model and hidden states, so a grid costs one pass
+    of the model. Each result equals what ``NeuralCacheLM`` gives (the tests check it).
+    Returns [{"window", "theta", "lambda", "cross_entropy", "ppl"}...] in grid order.
+    """
+    was_training = model.training
+    model.eval()
+    state = model.initial_state(streams.ids.shape[0], device)
+    lps, hs = [], []
+    for x, xi, y, yi, _ in tqdm(streams.chunks(bptt), total=streams.n_chunks(bptt),
+                                desc="scoring", unit="chunk", disable=None if progress else True,
+                                leave=False):
+        out, state = model(x.to(device), xi.to(device), state)
+        if out.hidden is None:
+            raise ValueError("the model gives no HeadOutput.hidden; the cache needs it")
+        lps.append(out.log_prob(y.to(device), yi.to(device)).double().cpu())
+        hs.append(out.hidden.double().cpu())
+    model.train(was_training)
+    lp_model = torch.cat(lps, 1)  # (B, N)
+    hidden = torch.cat(hs, 1)  # (B, N, H)
+    x_ident, y_ident, mask = streams.ident, streams.target_ident, streams.mask  # (B, N)
+    B, N = x_ident.shape
+    n_targets = int(mask.sum())
+    results = []
+    for W in windows:
+        # Cache log-probabilities of every target, for every theta: (n_theta, B, N).
+        log_cache = torch.full((len(thetas), B, N), float("-inf"), dtype=torch.float64)
+        has_pair = torch.zeros(B, N, dtype=torch.bool)
+        # W leading blanks: pair i = (h_i, x_{i+1}) sits at column i + W; no pair for i < 0.
+        hp = torch.cat([hidden.new_zeros(B, W, hidden.shape[2]), hidden], 1)  # (B, W+N, H)
+        xp = torch.cat([x_ident.new_full((B, W), EMPTY), x_ident], 1)  # (B, W+N)
+        okp = torch.cat([torch.zeros(B, W, dtype=torch.bool),
+                         torch.ones(B, N, dtype=torch.bool)], 1)  # (B, W+N): a real h_i
+        block = 512
+        for t0 in range(0, N, block):
+            t1 = min(N, t0 + block)
+            n = t1 - t0
+            band = (torch.arange(n).unsqueeze(1) + torch.arange(W).unsqueeze(0)).expand(B, n, W)
+            scores = (hidden[:, t0:t1] @ hp[:, t0:t1 + W - 1].transpose(1, 2)).gather(2, band)
+            valid = okp[:, t0:t1 + W - 1].unsqueeze(1).expand(B, n, -1).gather(2, band)
+            nxt = xp[:, t0 + 1:t1 + W].unsqueeze(1).expand(B, n, -1).gather(2, band)
+            match = valid & (nxt == y_ident[:, t0:t1].unsqueeze(-1))  # (B, n, W)
+            any_valid = valid.any(-1)
+            has_pair[:, t0:t1] = any_valid
+            for k, theta in enumerate(thetas):
+                s = (theta * scores).masked_fill(~valid, float("-inf"))
+                hit = torch.logsumexp(s.masked_fill(~match, float("-inf")), -1)
+                norm = torch.logsumexp(s.masked_fill(~any_valid.unsqueeze(-1), 0.0), -1)
+                log_cache[k, :, t0:t1] = torch.where(any_valid, hit - norm,
+                                                     hit.new_tensor(float("-inf")))
+        for k, theta in enumerate(thetas):
+            for lam in lambdas:
+                mixed = torch.logaddexp(math.log1p(-lam) + lp_model,
+                                        (math.log(lam) if lam > 0 else float("-inf"))
+                                        + log_cache[k])
+                lp = torch.where(has_pair, mixed, lp_model)
+                ce = float(-lp[mask].sum()) / n_targets
+                results.append({"window": int(W), "theta": float(theta), "lambda": float(lam),
+                                "cross_entropy": ce, "ppl": math.exp(ce)})
+    return results

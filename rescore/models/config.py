@@ -1,0 +1,39 @@
+"""The one configuration of every rescore language model, saved in its checkpoint."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Dict
+
+from rescore.errors import RescoreError
+
+
+@dataclass
+class ModelConfig:
+    arch: str = "lstm"  # body: "lstm" or "transformer"
+    head: str = "softmax"  # output head: a name in rescore.models.HEADS (softmax, pointer, ...)
+    vocab_size: int = 0  # V, filled in from the vocabulary by build_model
+    hidden: int = 256  # H: hidden size = embedding size (input and output embeddings are tied)
+    layers: int = 2  # LSTM layers or Transformer blocks
+    dropout: float = 0.2  # dropout on embeddings, between layers and on the body output
+    history: int = 100  # L: history slots of pointer/cache heads (the last L tokens)
+    memory_aug: bool = False  # pointer: add m_k = v . h_k to the logit of the slot holding x_k
+    n_heads: int = 4  # Transformer: attention heads (H must be divisible by it)
+    context: int = 100  # Transformer: attention window W = KV-cache capacity, in tokens
+    positions: str = "learned"  # Transformer: "learned" (relative bias), "sinusoidal" or "none"
+    ff_mult: int = 4  # Transformer: feed-forward width = ff_mult * H
+    cache_theta: float = 0.3  # neural cache: flatness theta of exp(theta h_t . h_i)
+    cache_lambda: float = 0.1  # neural cache: interpolation weight lambda of the cache
+    coverage: bool = False  # pointer-generator: coverage vector c_i fed to the attention
+    coverage_weight: float = 1.0  # pointer-generator: lambda of the coverage loss term
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any], path=None) -> "ModelConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise RescoreError("a model config with known fields", path=path, got=", ".join(unknown))
+        return cls(**d)

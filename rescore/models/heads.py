@@ -1,0 +1,139 @@
+"""Output heads: from the body output to the mixture of rescore.models.base.HeadOutput.
+
+A head is an ``nn.Module`` registered in ``HEADS`` under its name and built as
+``HeadClass(config, decoder)``, where ``decoder`` is the output ``nn.Linear`` (V x H, weight tied
+with the input embedding). It offers
+
+* ``init_state(batch_size, device) -> dict[str, Tensor]``: its carried history, batch-first
+  (e.g. ``hist_ident`` (B, L) int64 filled with EMPTY);
+* ``forward(hidden (B, T, H), emb (B, T, E), ident (B, T), state) -> (HeadOutput, new state)``,
+  where ``state`` is the model's whole state dict and the head reads and returns only its keys.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from rescore.models.base import EMPTY, HeadOutput
+from rescore.models.history import slide
+
+HEADS: Dict[str, type] = {}
+
+
+def register_head(name: str) -> Callable[[type], type]:
+    """Class decorator: make a head available as ``ModelConfig.head = name``."""
+
+    def add(cls: type) -> type:
+        HEADS[name] = cls
+        return cls
+
+    return add
+
+
+@register_head("softmax")
+class SoftmaxHead(nn.Module):
+    """y_t = softmax(W h_t + b): no history, no state."""
+
+    def __init__(self, config, decoder: nn.Linear):
+        super().__init__()
+        self.decoder = decoder
+
+    def init_state(self, batch_size: int, device=None) -> Dict[str, Tensor]:
+        return {}
+
+    def forward(self, hidden: Tensor, emb: Tensor, ident: Tensor,
+                state: Dict[str, Tensor]) -> Tuple[HeadOutput, Dict[str, Tensor]]:
+        log_vocab = F.log_softmax(self.decoder(hidden), dim=-1)  # (B, T, V)
+        return HeadOutput(log_vocab, hidden=hidden), {}
+
+
+class JointLogSoftmax(torch.autograd.Function):
+    """log_softmax over the concatenation [a ; b] of (..., V) and (..., L), returned as two parts.
+
+    Same values and gradients as ``log_softmax(cat([a, b], -1))`` split in two, without building
+    the (..., V + L) tensor: with V ~ 10^4 the copy of the largest tensor and of its gradient
+    cost ~20 % of an LSTM training step. ``b`` may hold -inf (masked slots); ``a`` is finite.
+    """
+
+    @staticmethod
+    def forward(ctx, a: Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
+        if a.dtype in (torch.float16, torch.bfloat16):  # autocast: normalise in float32
+            a, b = a.float(), b.float()
+        log_q = F.log_softmax(a, dim=-1)  # fused kernel, one pass over the large part
+        # logsumexp(a) = a[k] - log_q[k] for any k; at the argmax both are O(1): exact to rounding
+        k = a.argmax(dim=-1, keepdim=True)
+        lse_a = a.gather(-1, k) - log_q.gather(-1, k)  # (..., 1)
+        log_z = torch.logaddexp(lse_a, torch.logsumexp(b, dim=-1, keepdim=True))  # (..., 1)
+        out_a = log_q.add_(lse_a - log_z)
+        out_b = b - log_z
+        ctx.save_for_backward(out_a, out_b)
+        return out_a, out_b
+
+    @staticmethod
+    def backward(ctx, g_a: Tensor, g_b: Tensor) -> Tuple[Tensor, Tensor]:
+        out_a, out_b = ctx.saved_tensors
+        if g_a is None:
+            g_a = torch.zeros_like(out_a)
+        if g_b is None:
+            g_b = torch.zeros_like(out_b)
+        # d log_softmax over both parts: g - y * (sum g_a + sum g_b). The fused kernel of
+        # log_softmax's backward gives g_a - y_a * sum(g_a'); putting sum(g_b) into one entry j
+        # of g_a' (and taking it out of the result) adds the slots' share without another
+        # pass of exp over V.
+        s_b = g_b.sum(-1, keepdim=True)  # (..., 1)
+        j = torch.zeros_like(s_b, dtype=torch.long)
+        g = g_a.clone()
+        g.scatter_add_(-1, j, s_b)
+        grad_a = torch._log_softmax_backward_data(g, out_a, -1, out_a.dtype)
+        grad_a.scatter_add_(-1, j, -s_b)
+        total = g_a.sum(-1, keepdim=True) + s_b
+        grad_b = torch.addcmul(g_b, out_b.exp(), total, value=-1.0)
+        return grad_a, grad_b
+
+
+@register_head("pointer")
+class PointerHead(nn.Module):
+    """The implicit cache pointer of Li, Povey and Khudanpur (Interspeech 2020), design §4.2.
+
+    z_t = [W h_t + b ; W_p h_t + m_hist] over V + L, y_t = softmax(z_t); slot i of position t holds
+    x_{t-L+1+i}. With memory augmentation, m_k = v . h_k is computed at every position k, carried
+    in the history (``hist_mem``) and added to the logit of the slot holding x_k. Empty slots are
+    masked out. Extra parameters: W_p (L x H) and v (H): (L + 1) * H.
+    """
+
+    def __init__(self, config, decoder: nn.Linear):
+        super().__init__()
+        if config.history < 1:
+            raise ValueError("the pointer head needs history >= 1")
+        self.decoder = decoder
+        self.history = config.history
+        self.memory_aug = config.memory_aug
+        self.pointer = nn.Linear(config.hidden, config.history, bias=False)  # W_p
+        self.memory = nn.Linear(config.hidden, 1, bias=False) if config.memory_aug else None  # v
+
+    def init_state(self, batch_size: int, device=None) -> Dict[str, Tensor]:
+        L = self.history
+        state = {"hist_ident": torch.full((batch_size, L), EMPTY, dtype=torch.long, device=device)}
+        if self.memory_aug:
+            state["hist_mem"] = torch.zeros(batch_size, L, device=device)
+        return state
+
+    def forward(self, hidden: Tensor, emb: Tensor, ident: Tensor,
+                state: Dict[str, Tensor]) -> Tuple[HeadOutput, Dict[str, Tensor]]:
+        slot_ident, new_ident = slide(state["hist_ident"], ident)  # (B, T, L), (B, L)
+        new_state = {"hist_ident": new_ident}
+        p = self.pointer(hidden)  # (B, T, L)
+        if self.memory_aug:
+            m = self.memory(hidden).squeeze(-1)  # (B, T): m_k = v . h_k
+            slot_mem, new_mem = slide(state["hist_mem"].to(m.dtype), m)  # (B, T, L), (B, L)
+            p = p + slot_mem
+            new_state["hist_mem"] = new_mem
+        empty = slot_ident == EMPTY
+        p = p.masked_fill(empty, float("-inf"))
+        log_vocab, log_slot = JointLogSoftmax.apply(self.decoder(hidden), p)  # (B,T,V), (B,T,L)
+        out = HeadOutput(log_vocab, log_slot, slot_ident, hidden)
+        return out, new_state

@@ -1,0 +1,51 @@
+"""NeuralLM: tied embedding -> body (LSTM or Transformer) -> head, behind LanguageModel."""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+from torch import Tensor, nn
+
+from rescore.models.base import HeadOutput, LanguageModel, LMState
+from rescore.models.bodies import BODIES
+from rescore.models.config import ModelConfig
+from rescore.models.heads import HEADS
+
+
+class NeuralLM(LanguageModel):
+    """A word LM: embedding (V x H, tied with the output layer), a body and a head.
+
+    The state is the union of the body's state (``h``/``c`` or the KV cache) and the head's
+    (``hist_ident``, ``hist_mem``, ...), all batch-first.
+    """
+
+    def __init__(self, config: ModelConfig, vocab):
+        super().__init__()
+        if config.arch not in BODIES:
+            raise ValueError(f"unknown arch {config.arch!r}; known: {sorted(BODIES)}")
+        if config.head not in HEADS:
+            raise ValueError(f"unknown head {config.head!r}; known: {sorted(HEADS)}")
+        self.config = config
+        self.vocab = vocab
+        V, H = config.vocab_size, config.hidden
+        self.embedding = nn.Embedding(V, H)
+        self.decoder = nn.Linear(H, V)
+        self.decoder.weight = self.embedding.weight  # tied (Press & Wolf 2017; Inan et al. 2017)
+        nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
+        nn.init.zeros_(self.decoder.bias)
+        self.drop = nn.Dropout(config.dropout)
+        self.body = BODIES[config.arch](config)
+        self.head = HEADS[config.head](config, self.decoder)
+
+    def initial_state(self, batch_size: int, device=None) -> LMState:
+        body = self.body.init_state(batch_size, device)
+        head = self.head.init_state(batch_size, device)
+        assert not set(body) & set(head), "body and head state names must differ"
+        return LMState({**body, **head})
+
+    def forward(self, ids: Tensor, ident: Tensor, state: LMState) -> Tuple[HeadOutput, LMState]:
+        emb = self.drop(self.embedding(ids))  # (B, T, H)
+        hidden, body_state = self.body(emb, state.tensors)  # (B, T, H)
+        hidden = self.drop(hidden)
+        out, head_state = self.head(hidden, emb, ident, state.tensors)
+        return out, LMState({**body_state, **head_state})

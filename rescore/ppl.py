@@ -1,0 +1,186 @@
+"""Perplexity and per-rare-word-bucket cross-entropy of a trained LM on a text.
+
+Boundary convention (the one of training and of rescore.models.base): the text is read as one
+stream ``<eos> s1 <eos> s2 ... sN <eos>``; every word and every sentence end is predicted once
+(a sentence of n words contributes n + 1 targets), the first ``<eos>`` is context only. An
+out-of-vocabulary word scores as ``<unk>`` (plus, for pointer heads, the copy mass of the
+history slots holding the same word), so perplexities compare only between equal vocabularies.
+The text is cut into ``batch_size`` contiguous streams scored side by side (each starts from an
+empty state); within a stream the state is carried across BPTT chunks.
+
+Per-bucket cross-entropy (design §7, Li et al. 2020 Figure 2): word targets (not ``<eos>``) are
+grouped into rare-word buckets by training-text frequency, 0 = rarest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+from rescore.data import Streams, encode_corpus, make_streams
+from rescore.vocab import EOS, read_sentences
+
+PathLike = Union[str, Path]
+
+CONVENTION = ("each sentence is '<eos> w1 .. wn' -> 'w1 .. wn <eos>' on the concatenated text: "
+              "n+1 targets per sentence (words and sentence end); OOV words score as <unk>")
+
+
+@torch.no_grad()
+def token_costs(model, streams: Streams, bptt: int, device, progress: bool = False) -> Tensor:
+    """Cost (-ln P) of every target: (B, n) float64, 0 where ``streams.mask`` is False."""
+    was_training = model.training
+    model.eval()
+    state = model.initial_state(streams.ids.shape[0], device)
+    costs = []
+    for x, xi, y, yi, m in tqdm(streams.chunks(bptt), total=streams.n_chunks(bptt),
+                                desc="scoring", unit="chunk", disable=None if progress else True,
+                                leave=False):
+        lp, state = model.score(x.to(device), xi.to(device), y.to(device), yi.to(device), state)
+        costs.append(torch.where(m.to(device), -lp.double(), torch.zeros((), dtype=torch.float64,
+                                                                          device=device)))
+    model.train(was_training)
+    return torch.cat(costs, dim=1).cpu()
+
+
+def stream_loss(model, streams: Streams, bptt: int, device) -> Tuple[float, int]:
+    """(sum of target costs, number of targets) over the masked streams."""
+    c = token_costs(model, streams, bptt, device)
+    return float(c.sum()), streams.n_targets
+
+
+def score_text(model, sentences: List[List[str]], batch_size: int, bptt: int, device,
+               progress: bool = True) -> List[float]:
+    """Cost of each target of the text in order (see the module docstring), as a list of floats."""
+    ids, ident = encode_corpus(sentences, model.vocab)
+    streams = make_streams(ids, ident, batch_size, pad=True)
+    costs = token_costs(model, streams, bptt, device, progress)
+    return costs[streams.mask].tolist()  # row-major = text order
+
+
+def target_words(sentences: List[List[str]]) -> List[str]:
+    """The targets of the text in scoring order: each sentence's words, then ``<eos>``."""
+    out = []
+    for s in sentences:
+        out.extend(s)
+        out.append(EOS)
+    return out
+
+
+def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optional[PathLike] = None,
+                      compare: Optional[PathLike] = None, batch_size: int = 10, bptt: int = 100,
+                      n_buckets: int = 10, device: str = "cpu", cache_window: int = 0,
+                      cache_theta: float = 0.3, cache_lambda: float = 0.1) -> Dict[str, Any]:
+    """Perplexity of ``checkpoint`` (and ``compare``) on ``text``; per-bucket cross-entropy when
+    ``train_text`` gives the word frequencies. ``cache_window`` > 0 adds a neural cache
+    (rescore.models.cache, Grave et al. 2017) to ``checkpoint`` (not to ``compare``).
+    Returns the JSON-ready report:
+
+    {"text", "convention", "targets", "ppl", "cross_entropy", "checkpoint",
+     "buckets": [{"bucket", "tokens", "ce"}...] or None,
+     "compare": {"checkpoint", "ppl", "cross_entropy", "buckets", "difference": [{"bucket",
+                 "tokens", "ce_diff"}...] (ce(checkpoint) - ce(compare); < 0: checkpoint better)}}
+    """
+    from rescore.models import load_checkpoint
+    from rescore.models.cache import with_cache
+
+    sentences = read_sentences(text)
+    targets = target_words(sentences)
+    buckets = None
+    if train_text is not None:
+        from rescore.metrics import rare_word_buckets
+
+        counts: Counter = Counter()
+        for s in read_sentences(train_text):
+            counts.update(s)
+        buckets = rare_word_buckets(counts, [w for w in targets if w != EOS], n=n_buckets)
+
+    def one(path: PathLike, cache_window: int = 0) -> Dict[str, Any]:
+        model = with_cache(load_checkpoint(path, device), cache_window, cache_theta, cache_lambda)
+        costs = score_text(model, sentences, batch_size, bptt, device)
+        assert len(costs) == len(targets)
+        ce = sum(costs) / len(costs)
+        res: Dict[str, Any] = {"checkpoint": str(path), "ppl": math.exp(ce), "cross_entropy": ce,
+                               "buckets": None}
+        if buckets is not None:
+            from rescore.metrics import bucket_cross_entropy
+
+            words = [(w, c) for w, c in zip(targets, costs) if w != EOS]
+            res["buckets"] = bucket_cross_entropy([w for w, _ in words], [c for _, c in words], buckets)
+            for row, rng in zip(res["buckets"], buckets.ranges):
+                row["train_count_range"] = list(rng) if rng else None
+        return res
+
+    main = one(checkpoint, cache_window)
+    report = {"text": str(text), "convention": CONVENTION, "targets": len(targets),
+              "batch_size": batch_size, **main, "compare": None,
+              "cache": {"window": cache_window, "theta": cache_theta, "lambda": cache_lambda}
+              if cache_window > 0 else None}
+    if compare is not None:
+        other = one(compare)
+        if buckets is not None:
+            from rescore.metrics import bucket_ce_difference
+
+            other["difference"] = bucket_ce_difference(main["buckets"], other["buckets"])
+        report["compare"] = other
+    return report
+
+
+def format_report(report: Dict[str, Any]) -> str:
+    """A readable summary: perplexities and the per-bucket table."""
+    cache = report.get("cache")
+    lines = [f"# {report['text']}: {report['targets']} targets ({report['convention']})",
+             f"ppl {report['ppl']:.2f}  ce {report['cross_entropy']:.4f}  {report['checkpoint']}"
+             + (f" + neural cache (window {cache['window']}, theta {cache['theta']}, "
+                f"lambda {cache['lambda']})" if cache else "")]
+    cmp_ = report.get("compare")
+    if cmp_:
+        lines.append(f"ppl {cmp_['ppl']:.2f}  ce {cmp_['cross_entropy']:.4f}  {cmp_['checkpoint']}"
+                     " (--compare)")
+    if report.get("buckets"):
+        head = f"{'bucket':>6} {'train count':>13} {'tokens':>7} {'ce':>7}"
+        if cmp_:
+            head += f" {'ce cmp':>7} {'diff':>7}"
+        lines.append(head)
+        for i, row in enumerate(report["buckets"]):
+            rng = row.get("train_count_range")
+            line = (f"{row['bucket']:>6} {(f'{rng[0]}-{rng[1]}' if rng else '-'):>13} "
+                    f"{row['tokens']:>7} {row['ce']:>7.3f}")
+            if cmp_:
+                line += f" {cmp_['buckets'][i]['ce']:>7.3f} {cmp_['difference'][i]['ce_diff']:>+7.3f}"
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def plot_report(report: Dict[str, Any], path: PathLike) -> None:
+    """Bar chart: the per-bucket ce difference with --compare, else the per-bucket ce."""
+    from rescore.metrics import plot_buckets
+
+    if not report.get("buckets"):
+        from rescore.errors import RescoreError
+        raise RescoreError("--train-text for a per-bucket plot")
+    cmp_ = report.get("compare")
+    if cmp_:
+        plot_buckets(cmp_["difference"], path, value="ce_diff",
+                     labels=[f"{Path(report['checkpoint']).parent.name} - "
+                             f"{Path(cmp_['checkpoint']).parent.name}"],
+                     title="per-bucket cross-entropy difference (< 0: first model better)")
+    else:
+        plot_buckets(report["buckets"], path, value="ce",
+                     labels=[Path(report["checkpoint"]).parent.name])
+
+
+def write_json(obj: Any, path: PathLike) -> None:
+    """Write atomically (temporary name in the same directory, then rename)."""
+    from rescore.io.kaldi import atomic_output
+
+    with atomic_output(path, "w") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")

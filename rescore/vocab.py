@@ -1,0 +1,140 @@
+"""Word vocabulary: the most frequent training words (or a Kaldi ``words.txt``) plus ``<eos>``/``<unk>``.
+
+``encode`` also gives word *identities* (see rescore.models.base): in-vocabulary words have their
+vocabulary id as identity, and every distinct out-of-vocabulary word gets its own identity
+``len(vocab) + k`` (k-th distinct OOV word this object has seen), so a pointer head can copy an
+OOV word that occurs in its history.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Tuple, Union
+
+from rescore.errors import RescoreError
+
+EOS = "<eos>"  # the one sentence-boundary symbol: first input and last target of a sentence
+UNK = "<unk>"  # every out-of-vocabulary word has this vocabulary id
+
+# Kaldi symbols that are not words of a sentence: epsilon, sentence boundaries, disambiguation.
+_KALDI_NON_WORDS = {"<eps>", "<s>", "</s>"}
+
+
+def read_sentences(path: Union[str, Path]) -> List[List[str]]:
+    """One sentence per line, words separated by whitespace; empty lines are skipped.
+
+    ``<s>``/``</s>`` around a line are dropped: the boundary is modelled by ``<eos>`` alone.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise RescoreError("an existing text file, one sentence per line", path=path)
+    sentences = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            words = line.split()
+            if words and words[0] == "<s>":
+                words = words[1:]
+            if words and words[-1] == "</s>":
+                words = words[:-1]
+            if words:
+                sentences.append(words)
+    return sentences
+
+
+class Vocabulary:
+    """Words <-> ids. Id 0 is ``<eos>``, id 1 is ``<unk>``, then the words.
+
+    >>> v = Vocabulary(["<eos>", "<unk>", "the", "cat"])
+    >>> v.encode(["the", "dog", "cat", "dog", "<unk>"])
+    ([2, 1, 3, 1, 1], [2, 4, 3, 4, 1])
+    """
+
+    def __init__(self, words: Iterable[str]):
+        self.words: List[str] = list(words)
+        self.index: Dict[str, int] = {}
+        for i, w in enumerate(self.words):
+            if w in self.index:
+                raise RescoreError("distinct vocabulary words", got=w)
+            self.index[w] = i
+        for special in (EOS, UNK):
+            if special not in self.index:
+                raise RescoreError(f"the symbol {special} in the vocabulary")
+        self.eos_id = self.index[EOS]
+        self.unk_id = self.index[UNK]
+        self._oov: Dict[str, int] = {}  # OOV word -> identity, grows in order of first sight
+
+    @classmethod
+    def from_text(cls, path: Union[str, Path], max_size: Optional[int] = None) -> "Vocabulary":
+        """The ``max_size`` most frequent words of a training text (all words if None).
+
+        ``max_size`` counts ``<eos>`` and ``<unk>``. Ties are broken alphabetically so the result
+        does not depend on anything but the counts.
+        """
+        counts = count_words(read_sentences(path))
+        counts.pop(EOS, None)
+        counts.pop(UNK, None)
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        words = [w for w, _ in ranked]
+        if max_size is not None:
+            if max_size < 3:
+                raise RescoreError("a vocabulary size of at least 3", got=str(max_size))
+            words = words[: max_size - 2]
+        return cls([EOS, UNK] + words)
+
+    @classmethod
+    def from_words_txt(cls, path: Union[str, Path], unk: str = UNK) -> "Vocabulary":
+        """Kaldi ``words.txt`` (``word id`` per line): its words in id order.
+
+        ``<eps>``, ``<s>``, ``</s>`` and disambiguation symbols (``#0``...) are left out; the
+        recipe's OOV symbol ``unk`` becomes our ``<unk>``.
+        """
+        path = Path(path)
+        if not path.is_file():
+            raise RescoreError("an existing Kaldi words.txt", path=path)
+        entries = []
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                parts = line.split()
+                if not parts:
+                    continue
+                if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
+                    raise RescoreError("'word id'", path=path, line=n, got=line.rstrip("\n"))
+                entries.append((int(parts[1]), parts[0]))
+        words = []
+        for _, w in sorted(entries):
+            if w in _KALDI_NON_WORDS or w.startswith("#") or w in (EOS, UNK, unk):
+                continue
+            words.append(w)
+        return cls([EOS, UNK] + words)
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def __contains__(self, word: str) -> bool:
+        return word in self.index
+
+    def encode(self, words: List[str]) -> Tuple[List[int], List[int]]:
+        """(vocabulary ids, identities) of ``words``; see the module docstring."""
+        ids, ident = [], []
+        unk = self.unk_id
+        for w in words:
+            i = self.index.get(w)
+            if i is not None:
+                ids.append(i)
+                ident.append(i)
+            else:
+                ids.append(unk)
+                k = self._oov.get(w)
+                if k is None:
+                    k = self._oov[w] = len(self.words) + len(self._oov)
+                ident.append(k)
+        return ids, ident
+
+
+def count_words(sentences: Iterable[List[str]]) -> Counter:
+    """Word counts of tokenized sentences."""
+    c: Counter = Counter()
+    for s in sentences:
+        c.update(s)
+    return c

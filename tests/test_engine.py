@@ -1,0 +1,411 @@
+"""The rescoring engine: fast == padded == naive for every model, carry mode and edge case."""
+
+from __future__ import annotations
+
+import math
+import random
+import zlib
+
+import pytest
+import torch
+
+from rescore import engine as E
+from rescore.engine import EngineStats, UttInput, score_nbest, split_slice
+from rescore.errors import RescoreError
+
+from engine_toys import ToyAttention, ToyLSTM, ToyPointer, ToyVocab
+
+WORDS = list("abcdefghijklmnop")
+OOV = ["zyx", "qqq"]
+
+
+def make_conversations(seed=0, n_conv=3, n_utt=(1, 4), n_hyp=(1, 9)):
+    """Random N-best conversations: hypotheses are edits of a base sentence (shared prefixes),
+    OOV words appear, some utterances have an empty hypothesis. In even utterances the
+    shortest hypothesis is rank 1 and has by far the lowest fixed cost, so every carry mode
+    carries the shortest one (where padding would show)."""
+    rng = random.Random(seed)
+    convs = []
+    for _ in range(n_conv):
+        utts = []
+        for u in range(rng.randint(*n_utt)):
+            base = [rng.choice(WORDS + OOV) for _ in range(rng.randint(3, 7))]
+            hyps = {tuple(base)}
+            for _ in range(rng.randint(*n_hyp) * 3):
+                if len(hyps) >= n_hyp[1]:
+                    break
+                h = list(base)
+                i = rng.randrange(len(h))
+                op = rng.random()
+                if op < 0.4:
+                    h[i] = rng.choice(WORDS + OOV)
+                elif op < 0.7:
+                    del h[i:]
+                else:
+                    h.insert(i, rng.choice(WORDS))
+                hyps.add(tuple(h))
+            hyps = [list(h) for h in hyps]
+            rng.shuffle(hyps)
+            fixed = [rng.uniform(0, 10) for _ in hyps]
+            if u % 2 == 0:
+                s = min(range(len(hyps)), key=lambda i: len(hyps[i]))
+                hyps.insert(0, hyps.pop(s))
+                fixed[0] = -1000.0
+            utts.append(UttInput(hyps, fixed))
+        convs.append(utts)
+    return convs
+
+
+def models():
+    v = ToyVocab(WORDS)
+    return {
+        "lstm": ToyLSTM(v),
+        "pointer": ToyPointer(v, memory=False),
+        "pointer+mem": ToyPointer(v, memory=True),
+        "attention": ToyAttention(v),
+    }
+
+
+def assert_close(a, b, tol=1e-4):
+    assert len(a) == len(b)
+    for ca, cb in zip(a, b):
+        assert len(ca) == len(cb)
+        for ua, ub in zip(ca, cb):
+            assert len(ua) == len(ub)
+            for ha, hb in zip(ua, ub):
+                assert len(ha) == len(hb)
+                assert abs(sum(ha) - sum(hb)) <= tol, (ha, hb)
+                assert max((abs(x - y) for x, y in zip(ha, hb)), default=0.0) <= tol
+
+
+def test_toys_chunking_equals_steps():
+    """The toys keep the base contract: T tokens at once == T one-token calls."""
+    for name, m in models().items():
+        ids = torch.tensor([[0, 3, 4, 1, 5, 3]])
+        ident = torch.tensor([[0, 3, 4, 30, 5, 3]])
+        st = m.initial_state(1)
+        whole, _ = m.score(ids[:, :-1], ident[:, :-1], ids[:, 1:], ident[:, 1:], st)
+        parts = []
+        for t in range(5):
+            lp, st = m.score(ids[:, t:t + 1], ident[:, t:t + 1], ids[:, t + 1:t + 2],
+                             ident[:, t + 1:t + 2], st)
+            parts.append(lp)
+        assert torch.allclose(whole, torch.cat(parts, 1), atol=1e-5), name
+
+
+@pytest.mark.parametrize("name", ["lstm", "pointer", "pointer+mem", "attention"])
+@pytest.mark.parametrize("carry", ["none", "first-pass", "rescored"])
+def test_engines_agree(name, carry):
+    model = models()[name]
+    convs = make_conversations(seed=zlib.crc32(f"{name}{carry}".encode()) % 1000)
+    runs = {eng: score_nbest(model, convs, weight=0.7, state_carry=carry, device="cpu",
+                             engine=eng, progress=False)
+            for eng in ("naive", "padded", "fast")}
+    assert_close(runs["fast"], runs["naive"])
+    assert_close(runs["padded"], runs["naive"])
+    # every hypothesis has len(words) + 1 costs, all positive (costs = -log P)
+    for conv, out in zip(convs, runs["fast"]):
+        for utt, costs in zip(conv, out):
+            assert [len(c) for c in costs] == [len(h) + 1 for h in utt.hyps]
+            assert all(x >= 0 for c in costs for x in c)
+
+
+def test_carry_modes_differ_and_reset_per_conversation():
+    model = models()["pointer+mem"]
+    convs = make_conversations(seed=5, n_conv=2, n_utt=(3, 3))
+    out = {c: score_nbest(model, convs, weight=1.0, state_carry=c, device="cpu",
+                          progress=False) for c in E.STATE_CARRY}
+    # utterance 0 of every conversation starts from the initial state in every mode (reset)
+    for conv in range(2):
+        for c in E.STATE_CARRY:
+            assert_close([[out[c][conv][0]]], [[out["none"][conv][0]]], tol=1e-6)
+    # later utterances see the carried state
+    assert abs(sum(out["none"][0][1][0]) - sum(out["rescored"][0][1][0])) > 1e-3
+    # conversation 1 scored alone == conversation 1 scored after conversation 0
+    alone = score_nbest(model, convs[1:], weight=1.0, device="cpu", progress=False)
+    assert_close(alone, out["rescored"][1:], tol=1e-5)
+
+
+def test_shortest_best_padding_would_show():
+    """The best hypothesis is the shortest: the padded batch's end state for it has consumed
+    padding and differs from its true end state, yet the padded engine agrees with naive."""
+    model = models()["lstm"]
+    v = model.vocab
+    long_h, short_h = ["a", "b", "c", "d", "e"], ["a", "b"]
+    convs = [[UttInput([long_h, short_h], [5.0, -100.0]), UttInput([["f", "g"], ["h"]], [0, 0])]]
+    # the contaminated state really is different (so this test can fail)
+    ids = torch.tensor([[v.eos_id] + v.encode(short_h)[0] + [v.eos_id] * 3])
+    with torch.no_grad():
+        _, padded_state = model(ids, ids, model.initial_state(1))
+        _, true_state = model(ids[:, :3], ids[:, :3], model.initial_state(1))
+    assert not torch.allclose(padded_state.tensors["h"], true_state.tensors["h"], atol=1e-3)
+    runs = [score_nbest(model, convs, weight=1.0, device="cpu", engine=e, progress=False)
+            for e in ("naive", "padded", "fast")]
+    assert_close(runs[1], runs[0])
+    assert_close(runs[2], runs[0])
+
+
+def test_oov_copied_from_history():
+    """An OOV word of the carried best hypothesis gets copy mass in the next utterance; without
+    carry (or with a softmax head) it scores as <unk>; --oov-penalty moves the <unk> part."""
+    pointer = models()["pointer+mem"]
+    convs = [[UttInput([["a", "zyx", "b"]], [0.0]),
+              UttInput([["zyx", "c"], ["c", "zyx"]], [0.0, 1.0])]]
+    out = {c: {e: score_nbest(pointer, convs, weight=1.0, state_carry=c, device="cpu",
+                              engine=e, progress=False) for e in E.ENGINES}
+           for c in ("none", "rescored")}
+    for c in out:
+        assert_close(out[c]["fast"], out[c]["naive"])
+        assert_close(out[c]["padded"], out[c]["naive"])
+    # "zyx" first in utterance 1 vs "qqq" (also OOV, never seen): the same <unk> id and state,
+    # so any difference is the copy mass of the carried "zyx" slot
+    other = [[convs[0][0], UttInput([["qqq", "c"], ["c", "qqq"]], [0.0, 1.0])]]
+    q = {c: score_nbest(pointer, other, weight=1.0, state_carry=c, device="cpu",
+                        progress=False)[0][1][0][0] for c in ("none", "rescored")}
+    carried, fresh = out["rescored"]["naive"][0][1][0][0], out["none"]["naive"][0][1][0][0]
+    assert carried < q["rescored"] - 1e-3
+    assert math.isclose(fresh, q["none"], abs_tol=1e-6)
+    # the same number with the penalty on the <unk> part only: copy mass is not penalised
+    pen = score_nbest(pointer, convs, weight=1.0, device="cpu", oov_penalty=5.0,
+                      engine="fast", progress=False)[0][1][0][0]
+    assert fresh < pen
+    # softmax head: an OOV word costs exactly -log P(<unk>) + penalty
+    lstm = models()["lstm"]
+    c0 = score_nbest(lstm, convs, weight=1.0, device="cpu", progress=False)
+    c5 = score_nbest(lstm, convs, weight=1.0, device="cpu", oov_penalty=5.0, progress=False)
+    assert math.isclose(c5[0][0][0][1] - c0[0][0][0][1], 5.0, abs_tol=1e-4)
+    assert math.isclose(c5[0][0][0][0], c0[0][0][0][0], abs_tol=1e-6)
+
+
+@pytest.mark.parametrize("max_tokens", [1, 3, 7])
+def test_small_token_budget_splits_lists(max_tokens):
+    """A budget smaller than an N-best list cuts it into parts: same costs."""
+    model = models()["pointer"]
+    convs = make_conversations(seed=11, n_hyp=(6, 9))
+    ref = score_nbest(model, convs, weight=0.5, device="cpu", engine="naive", progress=False)
+    for eng in ("fast", "padded"):
+        stats = EngineStats()
+        got = score_nbest(model, convs, weight=0.5, device="cpu", engine=eng,
+                          max_tokens=max_tokens, stats=stats, progress=False)
+        assert_close(got, ref)
+        assert stats.rows <= stats.calls * max(max_tokens, 8)
+
+
+def test_fast_computes_fewer_rows():
+    model = models()["lstm"]
+    convs = make_conversations(seed=3, n_hyp=(8, 9))
+    st = {e: EngineStats() for e in ("fast", "padded")}
+    for e in st:
+        score_nbest(model, convs, weight=0.5, device="cpu", engine=e, stats=st[e], progress=False)
+    assert st["fast"].tokens == st["padded"].tokens
+    assert st["fast"].rows < st["fast"].tokens < st["padded"].rows
+
+
+class OomOnBigBatches(torch.nn.Module):
+    """Wraps a model and raises CUDA's out-of-memory error on more than `limit` token rows."""
+
+    def __init__(self, model, limit):
+        super().__init__()
+        self.inner, self.limit, self.raised = model, limit, 0
+        self.vocab = model.vocab
+
+    def initial_state(self, b, device=None):
+        return self.inner.initial_state(b, device)
+
+    def forward(self, ids, ident, state):
+        if ids.numel() > self.limit:
+            self.raised += 1
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return self.inner(ids, ident, state)
+
+
+@pytest.mark.parametrize("engine", ["fast", "padded"])
+def test_oom_backoff(engine):
+    model = models()["pointer+mem"]
+    convs = make_conversations(seed=4, n_hyp=(6, 9))
+    ref = score_nbest(model, convs, weight=0.5, device="cpu", engine="naive", progress=False)
+    wrapped = OomOnBigBatches(model, limit=10)  # one row (<= 9 tokens) always fits
+    stats = EngineStats()
+    got = score_nbest(wrapped, convs, weight=0.5, device="cpu", engine=engine,
+                      max_tokens=200, stats=stats, progress=False)
+    assert wrapped.raised > 0 and stats.oom_backoffs > 0
+    assert_close(got, ref)
+
+
+def test_other_errors_are_not_swallowed():
+    class Broken(OomOnBigBatches):
+        def forward(self, ids, ident, state):
+            raise RuntimeError("shape mismatch")
+
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        score_nbest(Broken(models()["lstm"], 0), make_conversations(), weight=0.5,
+                    device="cpu", progress=False)
+
+
+@pytest.mark.filterwarnings("ignore:CUDA is not available")
+def test_device_selection():
+    assert E.resolve_device("cpu") == torch.device("cpu")
+    auto = E.resolve_device("auto")
+    assert auto.type == ("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(RescoreError, match="CUDA"):
+            E.resolve_device("cuda")
+    with pytest.raises(RescoreError):
+        E.resolve_device("tpu")
+    with E.autocast_for(torch.device("cpu")):
+        assert not torch.is_autocast_enabled("cpu")
+        assert not torch.is_autocast_enabled("cuda")
+    ctx = E.autocast_for(torch.device("cuda"))
+    assert isinstance(ctx, torch.autocast) and ctx.device == "cuda"
+
+
+def test_split_merges_into_one_process_output():
+    """Jobs take whole blocks of conv_batch conversations: their outputs, in job order, are
+    exactly (not only nearly) what one process computes."""
+    model = models()["pointer+mem"]
+    convs = make_conversations(seed=8, n_conv=7)
+    for eng in E.ENGINES:
+        whole = score_nbest(model, convs, weight=0.5, device="cpu", engine=eng, conv_batch=2,
+                            max_tokens=8, progress=False)
+        for n_jobs in (1, 3, 4, 9):
+            slices = [split_slice(len(convs), k, n_jobs, block=2) for k in range(1, n_jobs + 1)]
+            assert [i for s in slices for i in range(len(convs))[s]] == list(range(len(convs)))
+            assert all(s.start % 2 == 0 for s in slices if s.start < s.stop)
+            merged = [c for s in slices for c in
+                      score_nbest(model, convs[s], weight=0.5, device="cpu", engine=eng,
+                                  conv_batch=2, max_tokens=8, progress=False)]
+            assert merged == whole
+    assert E.parse_split("2/8") == (2, 8)
+    for bad in ("0/3", "4/3", "x", "1/2/3"):
+        with pytest.raises(RescoreError):
+            E.parse_split(bad)
+
+
+def test_bad_options():
+    with pytest.raises(RescoreError):
+        score_nbest(models()["lstm"], [], weight=1, engine="turbo")
+    with pytest.raises(RescoreError):
+        score_nbest(models()["lstm"], [], weight=1, state_carry="always")
+
+
+# --------------------------------------------------------------------------------------------
+# The project's real models (rescore.models): every body x every registered head
+
+
+def real_variants():
+    from rescore.models import HEADS
+
+    heads = [(h, {}) for h in sorted(HEADS)] + [("pointer", {"memory_aug": True})]
+    out = []
+    for arch, extra in (("lstm", {}), ("transformer", {"positions": "learned"}),
+                        ("transformer", {"positions": "sinusoidal"})):
+        for head, hkw in heads:
+            name = f"{arch}{'-' + extra['positions'] if extra else ''}-{head}" \
+                   f"{'+mem' if hkw else ''}"
+            out.append(pytest.param(dict(arch=arch, head=head, **extra, **hkw), id=name))
+    # the neural cache (Grave et al. 2017), a test-time wrapper around any model
+    out.append(pytest.param(dict(arch="lstm", head="softmax", ncache=True), id="lstm-ncache"))
+    out.append(pytest.param(dict(arch="lstm", head="pointer", memory_aug=True, ncache=True),
+                            id="lstm-pointer+mem-ncache"))
+    return out
+
+
+def real_model(kw):
+    from rescore.models import ModelConfig, build_model
+    from rescore.vocab import Vocabulary
+
+    torch.manual_seed(0)
+    kw = dict(kw)
+    ncache = kw.pop("ncache", False)
+    cfg = ModelConfig(hidden=16, layers=2, history=6, context=8, n_heads=2, dropout=0.0, **kw)
+    model = build_model(cfg, Vocabulary(["<eos>", "<unk>"] + WORDS))
+    with torch.no_grad():  # spread the output distribution beyond the small init
+        model.embedding.weight.mul_(20.0)
+    if ncache:
+        from rescore.models.cache import NeuralCacheLM
+
+        model = NeuralCacheLM(model, window=7, theta=0.5, lam=0.3)
+    return model.eval()
+
+
+@pytest.mark.parametrize("kw", real_variants())
+def test_real_models_engines_agree(kw):
+    model = real_model(kw)
+    convs = make_conversations(seed=21, n_conv=2, n_utt=(2, 3), n_hyp=(2, 6))
+    runs = {e: score_nbest(model, convs, weight=0.7, device="cpu", engine=e, max_tokens=64,
+                           conv_batch=2, progress=False) for e in E.ENGINES}
+    assert_close(runs["fast"], runs["naive"])
+    assert_close(runs["padded"], runs["naive"])
+
+
+@pytest.mark.parametrize("carry", ["none", "first-pass"])
+def test_real_model_other_carry_modes(carry):
+    model = real_model(dict(arch="transformer", head="pointer", memory_aug=True,
+                            positions="learned"))
+    convs = make_conversations(seed=22, n_conv=2, n_utt=(2, 3), n_hyp=(2, 6))
+    runs = {e: score_nbest(model, convs, weight=0.7, state_carry=carry, device="cpu", engine=e,
+                           progress=False) for e in E.ENGINES}
+    assert_close(runs["fast"], runs["naive"])
+    assert_close(runs["padded"], runs["naive"])
+
+
+# --------------------------------------------------------------------------------------------
+# rescore-nbest --model
+
+
+FIXTURE = __import__("pathlib").Path(__file__).parent / "fixtures" / "nbest-small"
+
+
+def test_cli_option_names_match_engine():
+    from rescore.cli import engine_options
+
+    assert engine_options.ENGINES == E.ENGINES and engine_options.STATE_CARRY == E.STATE_CARRY
+
+
+def test_cli_model_writes_lmwt_nn_and_split_merges(tmp_path):
+    from click.testing import CliRunner
+
+    from rescore.cli.nbest import main
+    from rescore.combine import Params
+    from rescore.engine import score_nbest_set
+    from rescore.io.kaldi import read_nn_costs
+    from rescore.models import ModelConfig, build_model, save_checkpoint
+    from rescore.nbest import load_nbest_dir
+    from rescore.vocab import Vocabulary
+
+    nbest = load_nbest_dir(FIXTURE, FIXTURE / "data")
+    words = sorted({w for u in nbest.utterances() for h in u.hyps for w in h.words})
+    torch.manual_seed(0)
+    cfg = ModelConfig(head="pointer", memory_aug=True, hidden=16, layers=1, history=8, dropout=0.0)
+    # leave two words out of the vocabulary: OOV words go through <unk> and the pointer
+    model = build_model(cfg, Vocabulary(["<eos>", "<unk>"] + words[2:]))
+    ckpt = tmp_path / "model.pt"
+    save_checkpoint(model, ckpt)
+    common = [str(FIXTURE), "--data-dir", str(FIXTURE / "data"), "--model", str(ckpt),
+              "--weight", "0.5", "--inv-acwt", "10", "--device", "cpu", "--conv-batch", "1"]
+    run = CliRunner().invoke(main, [common[0], str(tmp_path / "all")] + common[1:])
+    assert run.exit_code == 0, run.output
+    got = read_nn_costs(tmp_path / "all" / "lmwt.nn")
+    expect = score_nbest_set(model.eval(), nbest, Params(0.5, 10.0, 0.0), device="cpu",
+                             engine="naive", progress=False)
+    assert list(got) == list(expect)
+    for k in expect:
+        assert len(got[k]) == len(expect[k])
+        assert max(abs(a - b) for a, b in zip(got[k], expect[k])) < 1e-4
+    assert (tmp_path / "all" / "lmwt.interp").is_file() and (tmp_path / "all" / "text").is_file()
+    # two jobs: cat of their lmwt.nn in job order == the one-process lmwt.nn
+    parts = []
+    for k in (1, 2):
+        out = tmp_path / f"job{k}"
+        run = CliRunner().invoke(main, [common[0], str(out)] + common[1:] + ["--split", f"{k}/2"])
+        assert run.exit_code == 0, run.output
+        parts.append((out / "lmwt.nn").read_text())
+    whole = (tmp_path / "all" / "lmwt.nn").read_text()
+    assert parts[0] and parts[1]
+    assert "".join(parts) == whole
+    # bad option combinations fail with a message, not a traceback
+    bad = CliRunner().invoke(main, [common[0], str(tmp_path / "x")] + common[1:] +
+                             ["--nn-costs", str(tmp_path / "all" / "lmwt.nn")])
+    assert bad.exit_code != 0 and "exclude" in bad.output
+    bad = CliRunner().invoke(main, [common[0], str(tmp_path / "x")] + common[1:] + ["--split", "3/2"])
+    assert bad.exit_code == 1 and "error:" in bad.output.lower()

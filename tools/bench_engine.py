@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""Benchmark the rescoring engines (fast / padded / naive) on an N-best dir, in one run.
+
+Each engine runs in its own subprocess (so its peak resident memory can be read on its own),
+on the same model file and the same conversations; the parent checks that every engine's
+per-hypothesis costs equal the naive reference and prints hypotheses/s, tokens/s, rows computed,
+the speed-up over padded and the peak memory, as a table and JSON.
+
+    PYTHONPATH=. python tools/bench_engine.py --convs 20 --utts 3            # random 2x256 LSTM
+    PYTHONPATH=. python tools/bench_engine.py --model /work/exp/lm/lstm/model.pt --convs 60
+
+Without --model a randomly initialised model (--arch/--head/--hidden/--layers, vocabulary of
+--vocab-text) is saved to a temporary checkpoint: speed does not depend on the weights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO.parent / "shared" / "data"
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nbest-dir", default=str(DATA / "tts-wikitext2-dev" / "nbest"))
+    p.add_argument("--data-dir", default=str(DATA / "tts-wikitext2-dev" / "data"))
+    p.add_argument("--model", help="checkpoint; without it a random model of the options below")
+    p.add_argument("--arch", default="lstm", help="random model: lstm or transformer")
+    p.add_argument("--head", default="softmax", help="random model: softmax or pointer")
+    p.add_argument("--memory-aug", action="store_true", help="random model: pointer memory")
+    p.add_argument("--hidden", type=int, default=256, help="random model: hidden size")
+    p.add_argument("--layers", type=int, default=2, help="random model: layers")
+    p.add_argument("--history", type=int, default=100, help="random model: pointer history L")
+    p.add_argument("--context", type=int, default=100, help="random model: Transformer window")
+    p.add_argument("--vocab-text", default=str(DATA / "wikitext2-asr" / "train.txt"),
+                   help="random model: vocabulary = the most frequent words of this text")
+    p.add_argument("--max-vocab", type=int, default=10000,
+                   help="random model: vocabulary size (the LM helper's models use 10000)")
+    p.add_argument("--convs", type=int, default=20, help="first N conversations of the set")
+    p.add_argument("--utts", type=int, default=3, help="first M utterances of each conversation")
+    p.add_argument("--engines", default="fast,padded,naive")
+    p.add_argument("--repeat", type=int, default=1, help="runs per engine (median reported)")
+    p.add_argument("--state-carry", default="rescored")
+    p.add_argument("--weight", type=float, default=0.5)
+    p.add_argument("--inv-acwt", type=float, default=9.5)
+    p.add_argument("--max-tokens", type=int, default=2048)
+    p.add_argument("--conv-batch", type=int, default=16)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads per worker (2 threads on a loaded 2-core machine spin in "
+                        "OpenMP barriers: small ops get 1000x slower)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", help="write the results here")
+    p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one engine
+    p.add_argument("--costs-out", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def load_subset(args):
+    from rescore.nbest import load_nbest_dir
+
+    nbest = load_nbest_dir(args.nbest_dir, args.data_dir)
+    keep = [u.id for c in nbest.conversations[:args.convs] for u in c.utterances[:args.utts]]
+    return nbest.subset_utts(keep)
+
+
+def worker(args) -> None:
+    """Score the subset with one engine; print one JSON line of measurements."""
+    import torch
+
+    from rescore.combine import Params
+    from rescore.engine import EngineStats, score_nbest_set
+    from rescore.models import load_checkpoint
+
+    torch.set_num_threads(args.threads)
+    nbest = load_subset(args)
+    model = load_checkpoint(args.model, args.device)
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    stats = EngineStats()
+    t0, c0 = time.perf_counter(), time.process_time()
+    costs = score_nbest_set(model, nbest, Params(args.weight, args.inv_acwt, 0.0),
+                            state_carry=args.state_carry, device=args.device,
+                            max_tokens=args.max_tokens, engine=args.worker,
+                            conv_batch=args.conv_batch, stats=stats, progress=False)
+    if args.device.startswith("cuda"):
+        torch.cuda.synchronize()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    with open(args.costs_out, "w") as f:
+        json.dump(costs, f)
+    print(json.dumps({
+        "engine": args.worker, "wall_s": wall, "cpu_s": cpu, "hyps": stats.hyps,
+        "tokens": stats.tokens, "rows": stats.rows, "calls": stats.calls,
+        "rss_before_mib": rss_before,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "cuda_peak_mib": (torch.cuda.max_memory_allocated() / 2**20
+                          if args.device.startswith("cuda") else None),
+    }))
+
+
+def random_checkpoint(args, path: Path) -> None:
+    import torch
+
+    from rescore.models import ModelConfig, build_model, save_checkpoint
+    from rescore.vocab import Vocabulary
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(arch=args.arch, head=args.head, memory_aug=args.memory_aug,
+                      hidden=args.hidden, layers=args.layers, history=args.history,
+                      context=args.context)
+    save_checkpoint(build_model(cfg, Vocabulary.from_text(args.vocab_text, args.max_vocab)),
+                    path)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.worker:
+        return worker(args)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_engine."))
+    model = args.model
+    if model is None:
+        model = str(tmp / "random.pt")
+        random_checkpoint(args, Path(model))
+    passthrough = [a for a in (argv if argv is not None else sys.argv[1:])]
+    engines = args.engines.split(",")
+    runs, costs = {e: [] for e in engines}, {}
+    for r in range(args.repeat):
+        for e in engines:  # interleaved, so load changes hit every engine alike
+            if e == "naive" and r > 0:
+                continue  # the reference is slow; one run
+            out = tmp / f"{e}.json"
+            cmd = [sys.executable, __file__, *passthrough, "--model", model, "--worker", e,
+                   "--costs-out", str(out)]
+            env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
+            res = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+            runs[e].append(json.loads(res.stdout.strip().splitlines()[-1]))
+            costs[e] = json.loads(out.read_text())
+            print(f"run {r + 1} {e}: {runs[e][-1]['wall_s']:.1f} s", file=sys.stderr)
+    ref = costs.get("naive") or costs[engines[0]]
+    summary = {"model": args.model or f"random {args.arch}-{args.head}"
+               f"{'+mem' if args.memory_aug else ''} {args.layers}x{args.hidden} "
+               f"V={args.max_vocab}",
+               "convs": args.convs, "utts": args.utts, "threads": args.threads,
+               "load_avg_1min": os.getloadavg()[0], "engines": {}}
+    for e in engines:
+        r = runs[e]
+        wall = statistics.median(x["wall_s"] for x in r)
+        cpu = statistics.median(x["cpu_s"] for x in r)
+        d_tok = max(abs(a - b) for k in ref for a, b in zip(ref[k], costs[e][k]))
+        d_hyp = max(abs(sum(ref[k]) - sum(costs[e][k])) for k in ref)
+        summary["engines"][e] = {
+            "wall_s": wall, "cpu_s": cpu, "runs": [x["wall_s"] for x in r],
+            "cpu_runs": [x["cpu_s"] for x in r], "hyps": r[0]["hyps"],
+            "tokens": r[0]["tokens"], "rows": r[0]["rows"], "calls": r[0]["calls"],
+            "hyps_per_s": r[0]["hyps"] / wall, "tokens_per_s": r[0]["tokens"] / wall,
+            "hyps_per_cpu_s": r[0]["hyps"] / cpu, "tokens_per_cpu_s": r[0]["tokens"] / cpu,
+            "peak_rss_mib": max(x["peak_rss_mib"] for x in r),
+            "rss_before_mib": r[0]["rss_before_mib"], "cuda_peak_mib": r[0]["cuda_peak_mib"],
+            "max_diff_token": d_tok, "max_diff_hyp": d_hyp,
+        }
+    base = summary["engines"].get("padded")
+    print(f"model {summary['model']}; {args.convs} conversations x {args.utts} utterances; "
+          f"{args.threads} threads; load {summary['load_avg_1min']:.1f}")
+    print("medians; wall = elapsed seconds, cpu = this process's CPU seconds (less sensitive to "
+          "the machine's load); ratios against padded; peak = peak resident memory of the "
+          "worker, +MiB = its rise while scoring")
+    print(f"{'engine':8} {'wall s':>7} {'cpu s':>7} {'hyps/s':>7} {'tok/s':>7} {'tok/cpu-s':>9} "
+          f"{'rows':>8} {'calls':>6} {'x wall':>6} {'x cpu':>6} {'peak MiB':>8} {'+MiB':>5} "
+          f"{'max|d|hyp':>9}")
+    for e, s in summary["engines"].items():
+        s["speedup_vs_padded"] = base["wall_s"] / s["wall_s"] if base else None
+        s["cpu_speedup_vs_padded"] = base["cpu_s"] / s["cpu_s"] if base else None
+        print(f"{e:8} {s['wall_s']:7.1f} {s['cpu_s']:7.1f} {s['hyps_per_s']:7.1f} "
+              f"{s['tokens_per_s']:7.0f} {s['tokens_per_cpu_s']:9.0f} {s['rows']:8d} "
+              f"{s['calls']:6d} {s['speedup_vs_padded'] or 0:6.2f} "
+              f"{s['cpu_speedup_vs_padded'] or 0:6.2f} {s['peak_rss_mib']:8.0f} "
+              f"{s['peak_rss_mib'] - s['rss_before_mib']:5.0f} "
+              f"{s['max_diff_hyp']:9.1e}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
