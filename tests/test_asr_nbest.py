@@ -7,7 +7,6 @@ flite (Debian) and skip with the install command where either is missing.
 
 from __future__ import annotations
 
-import itertools
 import random
 import shutil
 import subprocess

@@ -30,7 +30,8 @@ with ``inv_acwt = bestpathlw`` ranks exactly as PocketSphinx does, with word pen
 * ``lmwt.nolm``: the part of ``lmwt.withlm`` that is not the n-gram LM:
   ``(filler penalties + n_terms * lwf * -ln(wip)) / bestpathlw`` (in nats), ``n_terms`` = decoder
   words + 1 (the end of sentence), so ``lmwt.withlm - lmwt.nolm = -ln P_3gram(words </s>)`` up
-  to PocketSphinx's integer rounding (under 1e-3 nats a word).
+  to PocketSphinx's integer rounding (under 0.016 nats a word: one score unit, ``lwf`` times,
+  over ``bestpathlw``).
 
 Two entries with equal integer scores are an exact tie (PocketSphinx's own pick among them is
 an accident of its traversal order); the archives' 4-decimal rounding can then order their
@@ -56,7 +57,7 @@ import re
 import subprocess
 import tempfile
 import wave
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
