@@ -1,0 +1,184 @@
+"""Text to speech: a text file of sentences to a Kaldi data dir of 16 kHz mono recordings.
+
+Uses Debian's ``flite`` (``apt-get install flite``), whose built-in voices rms, awb, slt and kal16
+speak 16 kHz 16-bit mono: no resampling needed.  These four gave the lowest PocketSphinx WER
+in the ../shared/data/tts-wikitext2-dev benchmark (espeak-ng was far worse), so they are the
+default voice cycle.
+
+One document is one recording (its sentences in order, ``gap`` seconds of silence between
+them) spoken by one voice, voices cycling across documents: ``segments`` then groups the
+utterances of a document into one conversation, which is what state carry needs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import tempfile
+import wave
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from rescore.errors import RescoreError
+
+log = logging.getLogger(__name__)
+
+SAMPLE_RATE = 16000
+DEFAULT_VOICES = ("rms", "awb", "slt", "kal16")
+
+
+@dataclass
+class Document:
+    """A document id and its sentences (lists of words)."""
+
+    doc_id: str
+    sentences: List[List[str]]
+
+
+def read_documents(text: Path, docids: Optional[Path] = None) -> List[Document]:
+    """Sentences of ``text`` (one a line) grouped into documents.
+
+    With ``docids`` (one document id a line, as ``wikitext2-asr/*.docids``) lines with equal
+    ids form a document; without it, blank lines separate documents.
+    """
+    lines = Path(text).read_text(encoding="utf-8").splitlines()
+    docs: List[Document] = []
+    if docids is not None:
+        ids = Path(docids).read_text().split()
+        if len(ids) != len(lines):
+            raise RescoreError(f"{len(lines)} document ids (one per line of {text})", path=docids, got=str(len(ids)))
+        for line, d in zip(lines, ids):
+            if not line.strip():
+                continue
+            if not docs or docs[-1].doc_id != d:
+                docs.append(Document(d, []))
+            docs[-1].sentences.append(line.split())
+    else:
+        cur: List[List[str]] = []
+        for line in lines + [""]:
+            if line.strip():
+                cur.append(line.split())
+            elif cur:
+                docs.append(Document(f"{len(docs):04d}", cur))
+                cur = []
+    if not docs:
+        raise RescoreError("at least one sentence", path=text)
+    return docs
+
+
+def check_flite() -> str:
+    """Path of the flite binary, or a clear error naming the install command."""
+    exe = shutil.which("flite")
+    if exe is None:
+        raise RescoreError("the flite text-to-speech program (Debian: apt-get install -y flite)", path="flite")
+    return exe
+
+
+def synthesize(sentence: str, voice: str, flite: str = "flite") -> np.ndarray:
+    """Speak one sentence with a flite voice: (T,) int16 samples at 16 kHz."""
+    with tempfile.TemporaryDirectory() as tmp:
+        txt, wav = os.path.join(tmp, "s.txt"), os.path.join(tmp, "s.wav")
+        Path(txt).write_text(sentence + "\n")
+        subprocess.run([flite, "-voice", voice, "-f", txt, "-o", wav], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        with wave.open(wav, "rb") as w:
+            if w.getframerate() != SAMPLE_RATE or w.getnchannels() != 1 or w.getsampwidth() != 2:
+                raise RescoreError(f"a 16 kHz 16-bit mono voice (flite voice {voice})", path=wav,
+                                   got=f"{w.getframerate()} Hz, {w.getnchannels()} ch")
+            return np.frombuffer(w.readframes(w.getnframes()), dtype="<i2").copy()
+
+
+def _write_wav(path: Path, samples: np.ndarray) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with wave.open(str(tmp), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(SAMPLE_RATE)
+        w.writeframes(samples.astype("<i2").tobytes())
+    os.replace(tmp, path)
+
+
+def _write_table(path: Path, rows: Sequence[str]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(r + "\n" for r in rows))
+    os.replace(tmp, path)
+
+
+def make_tts_data_dir(
+    text: Path,
+    out_dir: Path,
+    docids: Optional[Path] = None,
+    voices: Sequence[str] = DEFAULT_VOICES,
+    gap: float = 0.3,
+    prefix: str = "",
+    nj: int = 2,
+) -> Dict[str, int]:
+    """Synthesize every sentence of ``text`` and write a Kaldi data dir to ``out_dir``.
+
+    Writes ``wav/<reco>.wav`` (one recording per document), ``wav.scp`` (absolute paths),
+    ``segments``, ``text``, ``utt2spk``, ``spk2utt``, ``utt2dur`` and ``reco2voice``.
+    Recording ids are ``<prefix><doc>``, speakers ``<prefix><doc>-<voice>`` and utterances
+    ``<speaker>-<k>`` (k from 000), so sorted utterance ids follow speakers as Kaldi wants.
+    Returns counts (documents, utterances, seconds of audio).
+    """
+    from tqdm import tqdm
+
+    flite = check_flite()
+    if not voices:
+        raise RescoreError("at least one voice", path="--voices")
+    docs = read_documents(text, docids)
+    out_dir = Path(out_dir)
+    (out_dir / "wav").mkdir(parents=True, exist_ok=True)
+    jobs: List[Tuple[int, int, str, str]] = []
+    for di, doc in enumerate(docs):
+        voice = voices[di % len(voices)]
+        for si, words in enumerate(doc.sentences):
+            jobs.append((di, si, " ".join(words), voice))
+    log.info("synthesizing %d sentences of %d documents with flite voices %s", len(jobs), len(docs), ",".join(voices))
+    with ThreadPoolExecutor(max(1, nj)) as ex:
+        audio = list(tqdm(ex.map(lambda j: synthesize(j[2], j[3], flite), jobs), total=len(jobs),
+                          desc="tts", disable=None))
+    silence = np.zeros(int(round(gap * SAMPLE_RATE)), dtype=np.int16)
+    wav_scp, segments, text_rows, utt2spk, utt2dur, reco2voice = [], [], [], [], [], []
+    k = 0
+    total = 0.0
+    for di, doc in enumerate(docs):
+        voice = voices[di % len(voices)]
+        reco = f"{prefix}{doc.doc_id}"
+        spk = f"{reco}-{voice}"
+        pieces, t = [silence], gap
+        for si, words in enumerate(doc.sentences):
+            a = audio[k]
+            k += 1
+            utt = f"{spk}-{si:03d}"
+            start, end = t, t + len(a) / SAMPLE_RATE
+            segments.append(f"{utt} {reco} {start:.3f} {end:.3f}")
+            text_rows.append(" ".join([utt] + words))
+            utt2spk.append(f"{utt} {spk}")
+            utt2dur.append(f"{utt} {end - start:.3f}")
+            pieces += [a, silence]
+            t = end + gap
+        path = (out_dir / "wav" / f"{reco}.wav").resolve()
+        _write_wav(path, np.concatenate(pieces))
+        wav_scp.append(f"{reco} {path}")
+        reco2voice.append(f"{reco} flite-{voice}")
+        total += t
+    _write_table(out_dir / "wav.scp", sorted(wav_scp))
+    _write_table(out_dir / "segments", sorted(segments))
+    _write_table(out_dir / "text", sorted(text_rows))
+    _write_table(out_dir / "utt2spk", sorted(utt2spk))
+    _write_table(out_dir / "utt2dur", sorted(utt2dur))
+    _write_table(out_dir / "reco2voice", sorted(reco2voice))
+    spk2utt: Dict[str, List[str]] = {}
+    for row in sorted(utt2spk):
+        u, s = row.split()
+        spk2utt.setdefault(s, []).append(u)
+    _write_table(out_dir / "spk2utt", [" ".join([s] + us) for s, us in sorted(spk2utt.items())])
+    log.info("wrote %s: %d utterances, %.1f s of audio", out_dir, len(jobs), total)
+    return {"documents": len(docs), "utterances": len(jobs), "seconds": int(round(total))}

@@ -1,0 +1,50 @@
+"""rescore-make-nbest: decode a Kaldi data dir with PocketSphinx into a Kaldi-style N-best dir."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+
+log = logging.getLogger("rescore-make-nbest")
+
+
+@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+@click.argument("data_dir", type=click.Path(file_okay=False, exists=True))
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option("--nbest", "-n", type=click.IntRange(1, 10000), default=100, help="Distinct word sequences per utterance (at most).")
+@click.option("--nj", type=click.IntRange(1), default=2, help="Decoding processes.")
+@click.option("--lw", type=float, default=6.5, help="PocketSphinx fwdtree LM weight.")
+@click.option("--fwdflatlw", type=float, default=8.5, help="PocketSphinx fwdflat LM weight.")
+@click.option("--bestpathlw", type=float, default=9.5, help="LM weight of the lattice search; the N-best's inv_acwt.")
+@click.option("--wip", type=float, default=0.65, help="PocketSphinx word insertion probability.")
+@click.option("--maxhmmpf", type=int, default=10000, help="PocketSphinx's cap on active HMMs per frame (speed).")
+@click.option("--hmm", type=click.Path(file_okay=False, exists=True), help="Acoustic model dir (default: PocketSphinx's en-us).")
+@click.option("--dict", "dict_", type=click.Path(dir_okay=False, exists=True), help="Pronunciation dictionary (default: cmudict-en-us.dict).")
+@click.option("--lm", type=click.Path(dir_okay=False, exists=True), help="First-pass n-gram LM (default: en-us.lm.bin).")
+@verbose_option
+def main(data_dir, out_dir, nbest, nj, lw, fwdflatlw, bestpathlw, wip, maxhmmpf, hmm, dict_, lm, verbose):
+    """Decode DATA_DIR (wav.scp of 16 kHz 16-bit mono WAVs, + segments) with PocketSphinx and
+    write OUT_DIR: words_text, words, acwt, lmwt.withlm, lmwt.nolm, words.txt (Kaldi text
+    archives, keys <utt>-<rank>), ps_1best.txt and decode.json.  Costs are natural-log
+    costs; cost = acwt / bestpathlw + lmwt.withlm ranks the entries as PocketSphinx does
+    (so rescore with --inv-acwt BESTPATHLW --wip 0).  Words of DATA_DIR/text join words.txt."""
+    setup_logging(verbose)
+    from pathlib import Path
+
+    from rescore.asr.pocketsphinx_nbest import DecoderSettings, decode_data_dir
+
+    with errors_to_exit():
+        settings = DecoderSettings(lw=lw, fwdflatlw=fwdflatlw, bestpathlw=bestpathlw, wip=wip,
+                                   maxhmmpf=maxhmmpf, hmm=hmm, dict=dict_, lm=lm)
+        text = Path(data_dir) / "text"
+        extra = [w for line in text.read_text().splitlines() for w in line.split()[1:]] if text.exists() else None
+        info = decode_data_dir(Path(data_dir), Path(out_dir), settings, nbest=nbest, nj=nj, extra_words=extra)
+    click.echo(f"{info['num_utts']} utterances, {info['num_hyps']} hypotheses; rank 1 equals "
+               f"PocketSphinx's 1-best for {info['rank1_equals_pocketsphinx']}; inv_acwt {info['inv_acwt']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""rescore-tts-data: speak a text file of sentences into a Kaldi data dir (flite voices)."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+
+log = logging.getLogger("rescore-tts-data")
+
+
+@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+@click.argument("text", type=click.Path(dir_okay=False, exists=True))
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option("--docids", type=click.Path(dir_okay=False, exists=True), help="Document id per line of TEXT; without it blank lines separate documents.")
+@click.option("--voices", default="rms,awb,slt,kal16", help="flite voices, cycled over documents.")
+@click.option("--gap", type=float, default=0.3, help="Seconds of silence between sentences of a recording.")
+@click.option("--prefix", default="", help="Prefix of recording, speaker and utterance ids.")
+@click.option("--nj", type=click.IntRange(1), default=2, help="Parallel flite processes.")
+@verbose_option
+def main(text, out_dir, docids, voices, gap, prefix, nj, verbose):
+    """Synthesize TEXT (one sentence a line) with flite into OUT_DIR: wav/ (one 16 kHz 16-bit
+    mono recording per document), wav.scp, segments, text, utt2spk, spk2utt, utt2dur."""
+    setup_logging(verbose)
+    from pathlib import Path
+
+    from rescore.asr.tts import make_tts_data_dir
+
+    with errors_to_exit():
+        counts = make_tts_data_dir(Path(text), Path(out_dir), Path(docids) if docids else None,
+                                   [v for v in voices.split(",") if v], gap=gap, prefix=prefix, nj=nj)
+    click.echo(f"{counts['utterances']} utterances of {counts['documents']} documents, {counts['seconds']} s")
+
+
+if __name__ == "__main__":
+    main()
