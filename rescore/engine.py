@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -667,6 +668,18 @@ def split_slice(n_items: int, k: int, n_jobs: int, block: int = 1) -> slice:
 
 # --------------------------------------------------------------------------------------------
 # N-best sets (rescore.nbest) in, Kaldi lmwt.nn costs out
+
+
+def auto_oov_penalty(vocab, train_counts) -> float:
+    """ln(number of training word types outside ``vocab``): the cost that spreads the ``<unk>``
+    probability evenly over the words it stands for, so that the NN LM does not favour hypotheses
+    with words it never saw (found on the mini recipe and the dev benchmark: docs/benchmarks.md).
+
+    vocab: a Vocabulary (``.words``); train_counts: Counter of the LM training text's words.
+    """
+    known = set(vocab.words)
+    oov_types = sum(1 for w in train_counts if w not in known and w != "<unk>")
+    return math.log(max(1, oov_types))
 
 
 def score_nbest_set(model: LanguageModel, nbest, params, **options) -> Dict[str, Costs]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import random
 import zlib
+from collections import Counter
 
 import pytest
 import torch
@@ -418,3 +419,45 @@ def test_cli_model_writes_lmwt_nn_and_split_merges(tmp_path):
     assert bad.exit_code != 0 and "exclude" in bad.output
     bad = CliRunner().invoke(main, [common[0], str(tmp_path / "x")] + common[1:] + ["--split", "3/2"])
     assert bad.exit_code == 1 and "error:" in bad.output.lower()
+
+
+def test_cli_oov_penalty_auto(tmp_path):
+    """'auto' = ln(training word types outside the vocabulary), applied like the same number."""
+    from click.testing import CliRunner
+
+    from rescore.cli.nbest import main
+    from rescore.engine import auto_oov_penalty
+    from rescore.io.kaldi import read_nn_costs
+    from rescore.models import ModelConfig, build_model, save_checkpoint
+    from rescore.nbest import load_nbest_dir
+    from rescore.vocab import Vocabulary
+
+    nbest = load_nbest_dir(FIXTURE, FIXTURE / "data")
+    words = sorted({w for u in nbest.utterances() for h in u.hyps for w in h.words})
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(hidden=16, layers=1, dropout=0.0),
+                        Vocabulary(["<eos>", "<unk>"] + words[3:]))  # 3 fixture words are OOV
+    ckpt = tmp_path / "model.pt"
+    save_checkpoint(model, ckpt)
+    # training text: the vocabulary, the 3 OOV fixture words, 4 more OOV types, a literal <unk>
+    train = tmp_path / "train.txt"
+    train.write_text(" ".join(words) + "\nzz1 zz2 zz3 zz4 <unk>\n")
+    assert auto_oov_penalty(model.vocab, Counter(train.read_text().split())) == pytest.approx(math.log(7))
+
+    common = [str(FIXTURE), "--data-dir", str(FIXTURE / "data"), "--model", str(ckpt),
+              "--weight", "0.5", "--device", "cpu", "--train-text", str(train)]
+    costs = {}
+    for name, pen in (("auto", "auto"), ("num", repr(math.log(7))), ("zero", "0")):
+        run = CliRunner().invoke(main, [common[0], str(tmp_path / name)] + common[1:] + ["--oov-penalty", pen])
+        assert run.exit_code == 0, run.output
+        costs[name] = read_nn_costs(tmp_path / name / "lmwt.nn")
+    assert costs["auto"] == costs["num"]
+    oov_keys = [h.key for u in nbest.utterances() for h in u.hyps if set(h.words) & set(words[:3])]
+    assert oov_keys, "the fixture must have hypotheses with the OOV words"
+    assert all(sum(costs["auto"][k]) > sum(costs["zero"][k]) for k in oov_keys)
+
+    no_text = [c for c in common if c not in ("--train-text", str(train))]
+    bad = CliRunner().invoke(main, [no_text[0], str(tmp_path / "x")] + no_text[1:] + ["--oov-penalty", "auto"])
+    assert bad.exit_code == 2 and "--train-text" in bad.output
+    bad = CliRunner().invoke(main, [common[0], str(tmp_path / "y")] + common[1:] + ["--oov-penalty", "lots"])
+    assert bad.exit_code == 2 and "number or 'auto'" in bad.output

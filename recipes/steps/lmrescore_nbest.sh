@@ -42,6 +42,7 @@ state_carry=rescored  # none | first-pass | rescored: whose best hypothesis star
 device=auto           # auto | cpu | cuda, for rescore-nbest
 max_tokens=           # tokens per batch of rescore-nbest; empty: its default
 train_text=           # LM training text: adds rare-word bucket WERs to each job's report
+oov_penalty=0         # nats per word outside the LM vocabulary; auto: ln(OOV word types of --train-text)
 keep_ali=true         # false: drop the alignments from the N-best (smaller archives)
 skip_scoring=false    # true: do not run local/score.sh
 scoring_opts=         # extra options for local/score.sh
@@ -75,6 +76,7 @@ if [ $# != 5 ]; then
   echo "  --state-carry <none|first-pass|rescored>"
   echo "  --device <auto|cpu|cuda>"
   echo "  --train-text <file>                   # LM training text: rare-word buckets in the reports"
+  echo "  --oov-penalty <nats|auto>             # cost per OOV word (auto needs --train-text; default $oov_penalty)"
   echo "  --stage <stage>                       # first stage to run"
   echo "  --skip-scoring <true|false>"
   exit 1
@@ -112,6 +114,7 @@ for f in utils/int2sym.pl utils/split_data.sh; do
   [ ! -x "$f" ] && echo "$0: expected $f (run from a Kaldi recipe directory)" && exit 1
 done
 [ -n "$train_text" ] && [ ! -f "$train_text" ] && echo "$0: expected file $train_text to exist" && exit 1
+[ "$oov_penalty" = auto ] && [ -z "$train_text" ] && echo "$0: --oov-penalty auto needs --train-text" && exit 1
 case "$state_carry" in none|first-pass|rescored) ;;
   *) echo "$0: --state-carry must be none, first-pass or rescored, got '$state_carry'"; exit 1 ;;
 esac
@@ -232,7 +235,7 @@ if [ "$stage" -le 5 ]; then
     rescore-nbest "$adir.JOB" "$adir.JOB" \
       --data-dir "$sdata/JOB" --allow-missing --words-txt "$oldlang/words.txt" --model "$model" \
       --weight "$weight" --inv-acwt "$inv_acwt" --wip "$wip" \
-      --state-carry "$state_carry" --device "$device" $extra_opts || exit 1
+      --state-carry "$state_carry" --device "$device" --oov-penalty "$oov_penalty" $extra_opts || exit 1
   for n in $(seq "$nj"); do
     [ ! -s "$adir.$n/lmwt.interp" ] && echo "$0: rescore-nbest wrote no $adir.$n/lmwt.interp" && exit 1
   done

@@ -17,6 +17,20 @@ STATE_CARRY = ("none", "first-pass", "rescored")
 
 log = logging.getLogger("rescore-nbest")
 
+
+class OovPenalty(click.ParamType):
+    """A float, or 'auto' (resolved once the model and the training text are loaded)."""
+
+    name = "NATS|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, float) or value == "auto":
+            return value
+        try:
+            return float(value)
+        except ValueError:
+            self.fail(f"expected a number or 'auto', got {value!r}", param, ctx)
+
 _OPTIONS = [
     click.option("--model", type=click.Path(dir_okay=False),
                  help="LM checkpoint (rescore-train-lm): score every hypothesis with it and write "
@@ -32,8 +46,10 @@ _OPTIONS = [
     click.option("--engine", type=click.Choice(ENGINES), default="fast",
                  help="fast: prefix trie, conversations side by side; padded: one padded batch "
                       "per utterance (Kaldi's way); naive: one hypothesis at a time (reference)."),
-    click.option("--oov-penalty", type=float, default=0.0,
-                 help="Extra cost per out-of-vocabulary word, on its <unk> probability."),
+    click.option("--oov-penalty", type=OovPenalty(), default="0",
+                 help="Extra cost per out-of-vocabulary word, on its <unk> probability: a number "
+                      "of nats, or 'auto' = ln(number of --train-text word types outside the "
+                      "model's vocabulary), recommended when the vocabulary is capped."),
     click.option("--conv-batch", type=int, default=16,
                  help="Conversations the fast engine scores side by side (one block at a time)."),
     click.option("--split", "split_spec", metavar="K/N",
@@ -58,7 +74,7 @@ def engine_options(f):
 
 def apply_engine_options(nbest, params, out_dir, nn_costs, *, model, state_carry, device,
                          max_tokens, engine, oov_penalty, conv_batch, split_spec,
-                         cache_window=0, cache_theta=0.3, cache_lambda=0.1):
+                         cache_window=0, cache_theta=0.3, cache_lambda=0.1, train_counts=None):
     """(N-best set to rescore, NN costs or None, their source path) after --split and --model."""
     from rescore.engine import parse_split, score_nbest_set, split_slice
 
@@ -87,6 +103,13 @@ def apply_engine_options(nbest, params, out_dir, nn_costs, *, model, state_carry
         lm = with_cache(lm, cache_window, cache_theta, cache_lambda)
         log.info("neural cache: window %d, theta %g, lambda %g", cache_window, cache_theta,
                  cache_lambda)
+    if oov_penalty == "auto":
+        if train_counts is None:
+            raise click.UsageError("--oov-penalty auto needs --train-text (the LM training text)")
+        from rescore.engine import auto_oov_penalty
+
+        oov_penalty = auto_oov_penalty(lm.vocab, train_counts)
+        log.info("OOV penalty (auto): %.3f nats per out-of-vocabulary word", oov_penalty)
     costs = score_nbest_set(lm, nbest, params, state_carry=state_carry, device=dev,
                             max_tokens=max_tokens, engine=engine, oov_penalty=oov_penalty,
                             conv_batch=conv_batch)

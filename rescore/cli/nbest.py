@@ -49,10 +49,11 @@ def main(ctx, nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, we
                 setattr(params, name, value)
         nbest = load_nbest_dir(nbest_dir, data_dir, words_txt, allow_missing=allow_missing)
         # --split and --model (issue 4): score with the NN LM, lmwt.nn into OUT_DIR
-        nbest, costs, nn_costs = apply_engine_options(nbest, params, out_dir, nn_costs, **engine_kw)
+        train_counts = count_words(train_text) if train_text else None
+        nbest, costs, nn_costs = apply_engine_options(nbest, params, out_dir, nn_costs,
+                                                      train_counts=train_counts, **engine_kw)
         if costs is None:
             costs = read_nn_costs(nn_costs) if nn_costs else None
-        train_counts = count_words(train_text) if train_text else None
         report = rescore_nbest(nbest, out_dir, params=params, nn_costs=costs, nn_source=nn_costs,
                                train_counts=train_counts, num_buckets=num_buckets)
     if report is not None:
