@@ -176,7 +176,7 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   done
   # Noise and laughter marks and <unk> are not words to score (Kaldi's sclite scoring of
   # eval2000 drops them too; its figures, printed last, stay the reference).
-  local/wer_table.sh --models "$models" --drop-words '^(\[[a-z_-]+\]|<unk>)$' \
+  "$rescore_steps/wer_table.sh" --models "$models" --drop-words '^(\[[a-z_-]+\]|<unk>)$' \
     "$lmdata/train.txt" exp/rescore/wer "${sets[@]}"
 fi
 

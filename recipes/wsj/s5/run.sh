@@ -172,7 +172,7 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   for set in $decode_sets; do
     sets+=("$set:$kaldi_dir/data/test_$set/text:$kaldi_dir/$ac_model_dir/${decode_dir_pattern/SET/$set}")
   done
-  local/wer_table.sh --models "$models" \
+  "$rescore_steps/wer_table.sh" --models "$models" \
     "$lmdata/train.txt" exp/rescore/wer "${sets[@]}"
 fi
 

@@ -23,7 +23,8 @@ set -u
 if [ $# -lt 3 ]; then
   echo "Usage: $0 [options] <lm-train-text> <out-dir> <set>:<ref-text>:<decode-dir> [<set>:<ref-text>:<decode-dir> ...]"
   echo " e.g.: $0 data/rescore/train.txt exp/rescore/wer \\"
-  echo "         eval92:../s5/data/test_eval92/text:../s5/exp/chain/tdnn1g_sp/decode_bd_tgpr_eval92_fg"
+  echo "         eval2000:../s5c/data/eval2000/text:../s5c/exp/chain/tdnn7q_sp/decode_eval2000_sw1_fsh_fg"
+  echo "  (run from a recipe directory: recipes/swbd/s5 or recipes/wsj/s5; shared by both)"
   echo "Options: --models '<model> ...', --suffix <suffix>, --drop-words <awk-regex>"
   exit 1
 fi
@@ -90,7 +91,7 @@ for spec in "$@"; do
   IFS=: read -r set ref decode <<< "$spec"
   for model in $models; do
     dir=$decode$suffix$model
-    # Sets scored with sclite leave *.ctm.filt.sys, those scored with compute-wer wer_*.
+    # Sets scored with sclite (SWBD's eval2000) leave *.ctm.filt.sys, those scored with compute-wer wer_*.
     if ls "$dir"/score_*/*.ctm.filt.sys >/dev/null 2>&1; then
       grep -h Sum "$dir"/score_*/*.ctm.filt.sys | utils/best_wer.sh
     elif ls "$dir"/wer_* >/dev/null 2>&1; then
