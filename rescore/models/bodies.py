@@ -79,28 +79,30 @@ class Block(nn.Module):
 
     def forward(self, x: Tensor, cache_k: Tensor, cache_v: Tensor, allowed: Tensor,
                 dist: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-        """x (B, T, H); cache_k/v (B, W, H); allowed (B, T, W + T) bool; dist (T, W + T) int64.
+        """x (B, T, H); cache_k/v (B, nh, W, d); allowed (B, T, W + T) bool; dist (T, W + T).
 
-        Returns the new x and the keys/values of all W + T positions (B, W + T, H).
+        Returns the new x and the keys/values of the T new positions (B, nh, T, d). The scores
+        over the cache and over the new keys are computed apart, so [cache ; new] is never
+        copied, and the head-major cache goes into the batched matmuls as it is.
         """
         B, T, H = x.shape
+        W = cache_k.shape[2]
         nh, d = self.n_heads, H // self.n_heads
         q, k, v = self.qkv(self.ln1(x)).split(H, dim=-1)  # (B, T, H) each
-        K = torch.cat([cache_k.to(k.dtype), k], dim=1)  # (B, S, H), S = W + T
-        Vv = torch.cat([cache_v.to(v.dtype), v], dim=1)
-        S = K.shape[1]
-        qh = q.view(B, T, nh, d).transpose(1, 2)  # (B, nh, T, d)
-        kh = K.view(B, S, nh, d).transpose(1, 2)  # (B, nh, S, d)
-        vh = Vv.view(B, S, nh, d).transpose(1, 2)
-        att = qh @ kh.transpose(-1, -2) / math.sqrt(d)  # (B, nh, T, S)
-        if self.rel_bias is not None:
+        heads = lambda z: z.reshape(B, T, nh, d).transpose(1, 2)  # noqa: E731
+        qh = heads(q) / math.sqrt(d)  # (B, nh, T, d)
+        ck, cv = cache_k.to(q.dtype), cache_v.to(q.dtype)  # (B, nh, W, d)
+        kh, vh = heads(k), heads(v)  # (B, nh, T, d)
+        att = torch.cat([qh @ ck.transpose(-1, -2), qh @ kh.transpose(-1, -2)], dim=-1)
+        if self.rel_bias is not None:  # (B, nh, T, S), S = W + T
             att = att + self.rel_bias[:, dist.clamp(0, self.rel_bias.shape[1] - 1)]  # (nh, T, S)
         att = att.masked_fill(~allowed.unsqueeze(1), float("-inf"))
         att = self.drop(F.softmax(att, dim=-1))
-        y = (att @ vh).transpose(1, 2).reshape(B, T, H)  # (B, T, H)
+        y = att[..., :W] @ cv + att[..., W:] @ vh  # (B, nh, T, d)
+        y = y.transpose(1, 2).reshape(B, T, H)
         x = x + self.drop(self.proj(y))
         x = x + self.drop(self.mlp(self.ln2(x)))
-        return x, K, Vv
+        return x, kh, vh
 
 
 @register_body("transformer")
@@ -109,7 +111,8 @@ class TransformerBody(nn.Module):
 
     Each token attends to itself and the W - 1 tokens before it (a sliding window), so the
     result does not depend on how the stream is cut into calls. State:
-    ``kv_k``/``kv_v`` (B, layers, W, H), ``kv_valid`` (B, W) bool, and for sinusoidal
+    ``kv_k<i>``/``kv_v<i>`` (B, n_heads, W, H / n_heads) for layer i (head-major: the layout
+    attention reads), ``kv_valid`` (B, W) bool, and for sinusoidal
     positions ``pos`` (B,) int64, the stream position of the next token.
     """
 
@@ -123,9 +126,11 @@ class TransformerBody(nn.Module):
 
     def init_state(self, batch_size: int, device=None) -> Dict[str, Tensor]:
         c = self.config
-        kv = torch.zeros(batch_size, c.layers, c.context, c.hidden, device=device)
-        state = {"kv_k": kv, "kv_v": kv.clone(),
-                 "kv_valid": torch.zeros(batch_size, c.context, dtype=torch.bool, device=device)}
+        shape = (batch_size, c.n_heads, c.context, c.hidden // c.n_heads)
+        state = {"kv_valid": torch.zeros(batch_size, c.context, dtype=torch.bool, device=device)}
+        for i in range(c.layers):
+            state[f"kv_k{i}"] = torch.zeros(shape, device=device)
+            state[f"kv_v{i}"] = torch.zeros(shape, device=device)
         if c.positions == "sinusoidal":
             state["pos"] = torch.zeros(batch_size, dtype=torch.long, device=device)
         return state
@@ -147,12 +152,15 @@ class TransformerBody(nn.Module):
         valid = torch.cat([state["kv_valid"],
                            torch.ones(B, T, dtype=torch.bool, device=x.device)], dim=1)  # (B, S)
         allowed = window.unsqueeze(0) & valid.unsqueeze(1)  # (B, T, S)
-        ks, vs = [], []
+        keep = max(W - T, 0)  # old positions still in the window
         for i, block in enumerate(self.blocks):
-            x, K, Vv = block(x, state["kv_k"][:, i], state["kv_v"][:, i], allowed, dist)
-            ks.append(K[:, -W:])
-            vs.append(Vv[:, -W:])
-        new_state["kv_k"] = torch.stack(ks, dim=1)  # (B, layers, W, H)
-        new_state["kv_v"] = torch.stack(vs, dim=1)
+            old_k, old_v = state[f"kv_k{i}"], state[f"kv_v{i}"]
+            x, k, v = block(x, old_k, old_v, allowed, dist)
+            # the new cache: the last W of [old cache ; T new], written once into its place
+            for name, old, cur in ((f"kv_k{i}", old_k, k), (f"kv_v{i}", old_v, v)):
+                new = cur.new_empty(old.shape)
+                new[:, :, :keep] = old[:, :, W - keep:]
+                new[:, :, keep:] = cur[:, :, T - (W - keep):]
+                new_state[name] = new
         new_state["kv_valid"] = valid[:, -W:]
         return self.ln_f(x), new_state
