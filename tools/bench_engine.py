@@ -8,6 +8,13 @@ the speed-up over padded and the peak memory, as a table and JSON.
 
     PYTHONPATH=. python tools/bench_engine.py --convs 20 --utts 3            # random 2x256 LSTM
     PYTHONPATH=. python tools/bench_engine.py --model /work/exp/lm/lstm/model.pt --convs 60
+    PYTHONPATH=. python tools/bench_engine.py --bound --convs 1000 --utts 1000   # no model
+
+--bound runs no model: it counts, for the first K hypotheses of every utterance (K from
+--bound-k), the token rows of one padded batch per utterance and the distinct prefixes of the
+utterance's trie. An exact engine computes the output layer (its V x H product and the V-way
+normaliser) once per distinct prefix at least, so padded rows / distinct prefixes bounds its
+speed-up over padded where the output layer dominates the time per row.
 
 Without --model a randomly initialised model (--arch/--head/--hidden/--layers, vocabulary of
 --vocab-text) is saved to a temporary checkpoint: speed does not depend on the weights.
@@ -60,6 +67,10 @@ def parse_args(argv=None):
                         "OpenMP barriers: small ops get 1000x slower)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--json", help="write the results here")
+    p.add_argument("--bound", action="store_true",
+                   help="only count rows: padded vs distinct prefixes, by N-best depth")
+    p.add_argument("--bound-k", default="1,5,10,25,50,100,1000",
+                   help="--bound: N-best depths to count (first K hypotheses per utterance)")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one engine
     p.add_argument("--costs-out", help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -71,6 +82,41 @@ def load_subset(args):
     nbest = load_nbest_dir(args.nbest_dir, args.data_dir)
     keep = [u.id for c in nbest.conversations[:args.convs] for u in c.utterances[:args.utts]]
     return nbest.subset_utts(keep)
+
+
+def sharing_bound(nbest, depths):
+    """Per depth K: hypotheses, scored tokens, padded rows, distinct prefixes (trie rows)."""
+    rows = []
+    for k in depths:
+        hyps = tokens = padded = prefixes = 0
+        for conv in nbest.conversations:
+            for utt in conv.utterances:
+                words = [tuple(h.words) for h in utt.hyps[:k]]
+                if not words:
+                    continue
+                hyps += len(words)
+                tokens += sum(len(w) + 1 for w in words)
+                padded += len(words) * (max(len(w) for w in words) + 1)
+                # node = consumed prefix <eos> w1..wi, i = 0..n: each needs its own output row
+                prefixes += len({w[:i] for w in words for i in range(len(w) + 1)})
+        rows.append({"k": k, "hyps": hyps, "tokens": tokens, "padded_rows": padded,
+                     "trie_rows": prefixes, "bound": padded / prefixes})
+    return rows
+
+
+def bound_main(args) -> None:
+    nbest = load_subset(args)
+    depths = [int(k) for k in args.bound_k.split(",")]
+    result = sharing_bound(nbest, depths)
+    print(f"{args.nbest_dir}: {len(nbest.conversations)} conversations; rows of the output "
+          "layer by N-best depth K (first K hypotheses of each utterance)")
+    print(f"{'K':>5} {'hyps':>8} {'tokens':>9} {'padded rows':>11} {'trie rows':>9} "
+          f"{'padded/trie':>11} {'tokens/trie':>11}")
+    for r in result:
+        print(f"{r['k']:5d} {r['hyps']:8d} {r['tokens']:9d} {r['padded_rows']:11d} "
+              f"{r['trie_rows']:9d} {r['bound']:11.2f} {r['tokens'] / r['trie_rows']:11.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
 
 
 def worker(args) -> None:
@@ -124,6 +170,8 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     if args.worker:
         return worker(args)
+    if args.bound:
+        return bound_main(args)
     tmp = Path(tempfile.mkdtemp(prefix="bench_engine."))
     model = args.model
     if model is None:
