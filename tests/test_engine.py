@@ -205,6 +205,25 @@ def test_fast_computes_fewer_rows():
     assert st["fast"].rows < st["fast"].tokens < st["padded"].rows
 
 
+@pytest.mark.parametrize("schedule", ["levels", "segments"])
+def test_fast_computes_each_distinct_prefix_once(schedule):
+    """Without carry the fast engine's rows are exactly the tries' nodes (the fewest an exact
+    engine can compute) and padded's one row per position of each utterance's padded batch."""
+    convs = make_conversations(seed=5, n_hyp=(6, 9))
+    trie = padded = 0
+    for conv in convs:
+        for u in conv:
+            if u.hyps:
+                trie += len({tuple(h[:i]) for h in u.hyps for i in range(len(h) + 1)})
+                padded += len(u.hyps) * (max(len(h) for h in u.hyps) + 1)
+    st = {e: EngineStats() for e in ("fast", "padded")}
+    for e in st:
+        score_nbest(models()["attention"], convs, weight=0.5, device="cpu", engine=e,
+                    state_carry="none", schedule=schedule, stats=st[e], progress=False)
+    assert (st["fast"].rows, st["padded"].rows) == (trie, padded)
+    assert trie < padded
+
+
 class OomOnBigBatches(torch.nn.Module):
     """Wraps a model and raises CUDA's out-of-memory error on more than `limit` token rows."""
 
