@@ -28,8 +28,11 @@ Three engines give the same costs (the tests hold them to 1e-4 per hypothesis):
 * ``fast``    a prefix trie per utterance, each distinct prefix computed once, with utterance
               k of all conversations (of a block of ``conv_batch``) side by side in the same
               calls. Schedules: level by level (one-token rows; small states such as an
-              LSTM's) or segments (branch-free chains as multi-token rows, equal lengths in
-              one call; big states such as a Transformer's KV cache). See ``_Forest``.
+              LSTM's), segments (branch-free chains as multi-token rows, equal lengths in
+              one call; big states such as a Transformer's KV cache) or tree (every node of
+              a trie in one row under a tree attention mask, sharing one copy of the carried
+              KV cache; models with ``supports_tree``: a Transformer with a softmax head).
+              See ``_Forest``.
 
               Micro-batches: the hypotheses of a wave are cut into groups of at most
               ``max_tokens`` hypotheses (a big N-best list into parts), which bounds every
@@ -133,12 +136,14 @@ class _Forward:
         self.stats = stats
 
     def __call__(self, ids: Tensor, ident: Tensor, state: LMState, rows: Tensor,
-                 reduce: Callable[[HeadOutput, int, int], None]) -> LMState:
+                 reduce: Callable[[HeadOutput, int, int], None],
+                 tree: Optional[Tuple[Tensor, Tensor]] = None) -> Optional[LMState]:
         """Consume ``ids``/``ident`` ((B, T) int64) from ``state.select(rows)`` ((B,) int64).
 
         ``reduce(out, start, stop)`` consumes each chunk's HeadOutput (rows start..stop-1), which
         is freed afterwards: the (B, T, V) output never exists at once. Returns the (B,) states
-        after the last position.
+        after the last position; with ``tree`` = (depth (B, T), ancestor (B, T, T)) each row is
+        a prefix tree (``model.forward_tree``) and nothing is returned.
         """
         B, T = ids.shape
         states: List[LMState] = []
@@ -148,8 +153,14 @@ class _Forward:
             stop = min(B, start + n)
             try:
                 with autocast_for(self.device):
-                    out, st = self.model(ids[start:stop], ident[start:stop],
-                                         state.select(rows[start:stop]))
+                    if tree is None:
+                        out, st = self.model(ids[start:stop], ident[start:stop],
+                                             state.select(rows[start:stop]))
+                    else:
+                        st = None
+                        out = self.model.forward_tree(
+                            ids[start:stop], ident[start:stop], tree[0][start:stop],
+                            tree[1][start:stop], state.select(rows[start:stop]))
                 reduce(out, start, stop)
             except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError
                 if not _is_oom(err) or n == 1:
@@ -166,6 +177,8 @@ class _Forward:
             self.stats.rows += (stop - start) * T
             states.append(st)
             start = stop
+        if tree is not None:
+            return None
         return states[0] if len(states) == 1 else LMState.cat(states)
 
 
@@ -249,8 +262,12 @@ def score_nbest(
         conv_batch)`` computes exactly what one process computes for them (same batches, same
         floats).
     schedule: fast engine's order of work, the same costs: ``levels`` (one-token rows, trie
-        level by level), ``segments`` (branch-free chains as multi-token rows) or ``auto``
-        (segments when the model state exceeds SEGMENT_STATE_BYTES per row).
+        level by level), ``segments`` (branch-free chains as multi-token rows), ``tree`` (each
+        trie of at most max_tokens nodes as one row under a tree mask, bigger ones by
+        segments; models with ``supports_tree``) or ``auto`` (segments when the model state
+        exceeds SEGMENT_STATE_BYTES per row, else levels). On the CPU ``tree`` lost to
+        ``segments`` (7.7 s vs 6.8 s, docs/benchmarks.md): its attention is quadratic in the
+        trie size; it makes 10x fewer calls, which should matter on a GPU (not yet measured).
     """
     if engine not in ENGINES:
         raise RescoreError(f"engine one of {ENGINES}", got=engine)
@@ -258,6 +275,9 @@ def score_nbest(
         raise RescoreError(f"state carry one of {STATE_CARRY}", got=state_carry)
     if schedule not in SCHEDULES:
         raise RescoreError(f"schedule one of {SCHEDULES}", got=schedule)
+    if schedule == "tree" and not getattr(model, "supports_tree", False):
+        raise RescoreError("a model with a tree forward for schedule 'tree' (a Transformer "
+                           "with a softmax head)", got=type(model).__name__)
     if conv_batch < 1:
         raise RescoreError("conv_batch >= 1", got=str(conv_batch))
     if max_tokens < 1:
@@ -452,6 +472,7 @@ class _Forest:
         self.tok_id: List[int] = []       # node -> input token id
         self.tok_ident: List[int] = []    # node -> input identity
         self.children: List[List[int]] = []
+        self.parent: List[int] = []       # node -> its parent, -1 for a root
         self.root_row: Dict[int, int] = {}  # root node -> row of the start states
         self.roots: List[int] = []
         self.node_edges: List[List[int]] = []  # node -> its edges
@@ -469,6 +490,7 @@ class _Forest:
             self.tok_id.append(tok_id)
             self.tok_ident.append(tok_ident)
             self.children.append([])
+            self.parent.append(parent)
             self.node_edges.append([])
             if parent >= 0:
                 self.children[parent].append(n)
@@ -565,7 +587,7 @@ def _run_fast_block(ctx: _Context, encoded, fixed, bar) -> List[List[List[Costs]
 
 
 SEGMENT_STATE_BYTES = 64 * 1024  # schedule "auto": segments above this state size per row
-SCHEDULES = ("auto", "levels", "segments")
+SCHEDULES = ("auto", "levels", "segments", "tree")
 
 
 def _state_bytes_per_row(state: LMState) -> int:
@@ -580,7 +602,8 @@ def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
     Two schedules of the same computation: ``chain`` (segments: one state copy per segment;
     best for big states such as a Transformer's KV cache) or levels (one-token rows: fewer,
     bigger calls; best for small states such as an LSTM's, where copies are cheap)."""
-    chain = ctx.schedule == "segments" or (
+    tree = ctx.schedule == "tree"
+    chain = tree or ctx.schedule == "segments" or (
         ctx.schedule == "auto" and _state_bytes_per_row(starts) > SEGMENT_STATE_BYTES)
     forest = _Forest()
     owners: List[Tuple[int, int]] = []  # (conversation, hypothesis index) per forest hypothesis
@@ -590,8 +613,11 @@ def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
         owners.extend((c, i) for i in idx)
     edge_lp = torch.empty(len(forest.e_id), device=ctx.device)
     e_id_all, e_ident_all = ctx.tensor(forest.e_id), ctx.tensor(forest.e_ident)
+    roots = forest.roots
+    if tree:
+        roots = _score_trees(ctx, forest, starts, edge_lp, e_id_all, e_ident_all)
     # ready: (first node of a segment, row of its start state in `states`)
-    ready = [(n, forest.root_row[n]) for n in forest.roots]
+    ready = [(n, forest.root_row[n]) for n in roots]
     states = starts
     while ready:
         by_len: Dict[int, List[Tuple[List[int], int]]] = {}
@@ -637,6 +663,66 @@ def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
     for (c, i), path in zip(owners, forest.hyp_edges):
         wave_costs[c][i] = costs[pos:pos + len(path)]
         pos += len(path)
+
+
+def _score_trees(ctx: _Context, forest: _Forest, starts: LMState, edge_lp: Tensor,
+                 e_id_all: Tensor, e_ident_all: Tensor) -> List[int]:
+    """Score every trie of at most ``max_tokens`` nodes whole: one row per trie under a tree
+    attention mask (``model.forward_tree``), tries of similar size side by side, rows padded
+    to the largest (a padding node sees only itself; its output is not read). Fills
+    ``edge_lp`` for their edges; returns the roots of the bigger tries, left to segments."""
+    members: Dict[int, List[int]] = {r: [] for r in forest.roots}
+    root_of: List[int] = []
+    for n, p in enumerate(forest.parent):  # parents come before children
+        root_of.append(n if p < 0 else root_of[p])
+        members[root_of[n]].append(n)
+    small = sorted((r for r in forest.roots if len(members[r]) <= ctx.max_tokens),
+                   key=lambda r: len(members[r]))
+    batches: List[List[int]] = []
+    for r in small:  # by size: rows of one call have similar sizes, little padding
+        if batches and len(members[r]) * (len(batches[-1]) + 1) <= ctx.max_tokens:
+            batches[-1].append(r)
+        else:
+            batches.append([r])
+    for batch in batches:
+        N = max(len(members[r]) for r in batch)
+        B = len(batch)
+        ids = [[ctx.eos] * N for _ in batch]
+        ident = [[ctx.eos] * N for _ in batch]
+        depth = [[0] * N for _ in batch]
+        parent = [[0] * N for _ in batch]  # local index; a root or padding node: itself
+        eb, et, ee = [], [], []
+        for b, r in enumerate(batch):
+            pos = {n: i for i, n in enumerate(members[r])}
+            for i, n in enumerate(members[r]):
+                ids[b][i], ident[b][i] = forest.tok_id[n], forest.tok_ident[n]
+                parent[b][i] = pos[forest.parent[n]] if n != r else i
+                depth[b][i] = depth[b][parent[b][i]] + (n != r)
+                for e in forest.node_edges[n]:
+                    eb.append(b)
+                    et.append(i)
+                    ee.append(e)
+            for i in range(len(members[r]), N):
+                parent[b][i] = i
+        eb_t, et_t, ee_t = ctx.tensor(eb), ctx.tensor(et), ctx.tensor(ee)
+        depth_t, parent_t = torch.tensor(depth), torch.tensor(parent)
+        # ancestor-or-self, one depth level at a time from the roots down
+        ancestor = torch.eye(N, dtype=torch.bool).repeat(B, 1, 1)
+        for d in range(1, int(depth_t.max()) + 1):
+            bi, ii = (depth_t == d).nonzero(as_tuple=True)
+            ancestor[bi, ii] |= ancestor[bi, parent_t[bi, ii]]
+
+        def reduce(out, s, e, eb_t=eb_t, et_t=et_t, ee_t=ee_t):
+            sel = ((eb_t >= s) & (eb_t < e)).nonzero().squeeze(1)
+            tid, tident = e_id_all[ee_t[sel]], e_ident_all[ee_t[sel]]
+            edge_lp[ee_t[sel]] = target_log_prob(out, eb_t[sel] - s, et_t[sel], tid, tident,
+                                                 tident >= ctx.n_vocab, ctx.oov_penalty)
+
+        ctx.forward(ctx.tensor(ids), ctx.tensor(ident), starts,
+                    ctx.tensor([forest.root_row[r] for r in batch]), reduce,
+                    tree=(depth_t.to(ctx.device), ancestor.to(ctx.device)))
+    done = set(small)
+    return [r for r in forest.roots if r not in done]
 
 
 # --------------------------------------------------------------------------------------------

@@ -362,9 +362,17 @@ def test_real_models_engines_agree(kw):
                            conv_batch=2, progress=False) for e in E.ENGINES}
     assert_close(runs["fast"], runs["naive"])
     assert_close(runs["padded"], runs["naive"])
-    for schedule in ("levels", "segments"):
+    for schedule in ("levels", "segments") + (("tree",) if model.supports_tree else ()):
         assert_close(score_nbest(model, convs, weight=0.7, device="cpu", max_tokens=64,
                                  schedule=schedule, progress=False), runs["naive"])
+    if model.supports_tree:
+        # max_tokens 15: the tries of 16 and 17 nodes go by segments, those of 14 and 15 as trees
+        st = EngineStats()
+        assert_close(score_nbest(model, convs, weight=0.7, device="cpu", max_tokens=15,
+                                 schedule="tree", stats=st, progress=False), runs["naive"])
+    else:
+        with pytest.raises(RescoreError, match="tree forward"):
+            score_nbest(model, convs, weight=0.7, device="cpu", schedule="tree", progress=False)
 
 
 @pytest.mark.parametrize("carry", ["none", "first-pass"])
@@ -389,6 +397,7 @@ def test_cli_option_names_match_engine():
     from rescore.cli import engine_options
 
     assert engine_options.ENGINES == E.ENGINES and engine_options.STATE_CARRY == E.STATE_CARRY
+    assert engine_options.SCHEDULES == E.SCHEDULES
 
 
 def test_cli_model_writes_lmwt_nn_and_split_merges(tmp_path):
@@ -438,6 +447,15 @@ def test_cli_model_writes_lmwt_nn_and_split_merges(tmp_path):
     assert bad.exit_code != 0 and "exclude" in bad.output
     bad = CliRunner().invoke(main, [common[0], str(tmp_path / "x")] + common[1:] + ["--split", "3/2"])
     assert bad.exit_code == 1 and "error:" in bad.output.lower()
+    # --schedule tree needs a model with a tree forward: a clear error for this LSTM + pointer
+    bad = CliRunner().invoke(main, [common[0], str(tmp_path / "x")] + common[1:] +
+                             ["--schedule", "tree"])
+    assert bad.exit_code == 1 and "tree forward" in bad.output
+    run = CliRunner().invoke(main, [common[0], str(tmp_path / "seg")] + common[1:] +
+                             ["--schedule", "segments"])
+    assert run.exit_code == 0, run.output
+    seg = read_nn_costs(tmp_path / "seg" / "lmwt.nn")
+    assert max(abs(a - b) for k in expect for a, b in zip(seg[k], expect[k])) < 1e-4
 
 
 def test_cli_oov_penalty_auto(tmp_path):

@@ -57,6 +57,36 @@ def test_forward_equals_token_by_token(variant, head):
     assert torch.isfinite(lp_all).all() and (lp_all < 0).all()
 
 
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal", "none"])
+def test_forward_tree_equals_forward_on_each_path(positions):
+    """Two trees side by side (the second one padded), each node's output equals forward on
+    its path, from a start state whose cache is partly filled and slides (context 6)."""
+    model = tiny("transformer", "softmax", positions=positions)
+    assert model.supports_tree and not tiny("lstm", "softmax").supports_tree
+    # nodes in parent-before-child order; parent -1 = root. Tree 0 is 8 deep (past the window).
+    parents = [[-1, 0, 1, 2, 3, 4, 5, 6, 1, 8, 0], [-1, 0, 0, 2]]
+    g = torch.Generator().manual_seed(5)
+    B, N = 2, max(len(p) for p in parents)
+    ids = torch.randint(0, len(VOCAB), (B, N), generator=g)
+    depth = torch.zeros(B, N, dtype=torch.long)
+    anc = torch.eye(N, dtype=torch.bool).repeat(B, 1, 1)  # padding nodes see themselves
+    for b, par in enumerate(parents):
+        for i, p in enumerate(par):
+            if p >= 0:
+                depth[b, i] = depth[b, p] + 1
+                anc[b, i] |= anc[b, p]
+    with torch.no_grad():
+        pre = torch.randint(0, len(VOCAB), (B, 3), generator=g)  # fill 3 of 6 cache slots
+        _, state = model(pre, pre, model.initial_state(B))
+        tree = model.forward_tree(ids, ids, depth, anc, state).log_vocab  # (B, N, V)
+        for b, par in enumerate(parents):
+            for i in range(len(par)):
+                path = [j for j in range(N) if anc[b, i, j]]  # ancestors by index = by depth
+                x = ids[b, path].unsqueeze(0)
+                out, _ = model(x, x, state.select(torch.tensor([b])))
+                assert torch.allclose(tree[b, i], out.log_vocab[0, -1], atol=1e-5), (b, i)
+
+
 def test_state_select_and_cat():
     model = tiny("transformer", "pointer", memory_aug=True)
     ids, ident = tokens()

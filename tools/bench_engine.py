@@ -62,6 +62,7 @@ def parse_args(argv=None):
     p.add_argument("--inv-acwt", type=float, default=9.5)
     p.add_argument("--max-tokens", type=int, default=2048)
     p.add_argument("--conv-batch", type=int, default=16)
+    p.add_argument("--schedule", default="auto", help="fast engine: auto, levels, segments, tree")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads per worker (2 threads on a loaded 2-core machine spin in "
                         "OpenMP barriers: small ops get 1000x slower)")
@@ -136,7 +137,8 @@ def worker(args) -> None:
     costs = score_nbest_set(model, nbest, Params(args.weight, args.inv_acwt, 0.0),
                             state_carry=args.state_carry, device=args.device,
                             max_tokens=args.max_tokens, engine=args.worker,
-                            conv_batch=args.conv_batch, stats=stats, progress=False)
+                            conv_batch=args.conv_batch, schedule=args.schedule, stats=stats,
+                            progress=False)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0

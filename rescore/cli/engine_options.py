@@ -14,6 +14,7 @@ import click
 # Copies of rescore.engine's names, so that `--help` does not import torch (a test checks them).
 ENGINES = ("fast", "padded", "naive")
 STATE_CARRY = ("none", "first-pass", "rescored")
+SCHEDULES = ("auto", "levels", "segments", "tree")
 
 log = logging.getLogger("rescore-nbest")
 
@@ -50,6 +51,11 @@ _OPTIONS = [
                  help="Extra cost per out-of-vocabulary word, on its <unk> probability: a number "
                       "of nats, or 'auto' = ln(number of --train-text word types outside the "
                       "model's vocabulary), recommended when the vocabulary is capped."),
+    click.option("--schedule", type=click.Choice(SCHEDULES), default="auto",
+                 help="Fast engine's order of work (same costs): levels (trie level by level, "
+                      "one-token rows), segments (branch-free chains as rows), tree (a whole "
+                      "trie per row under a tree mask; Transformer + softmax head only) or "
+                      "auto (segments for big states such as a KV cache, else levels)."),
     click.option("--conv-batch", type=int, default=16,
                  help="Conversations the fast engine scores side by side (one block at a time)."),
     click.option("--split", "split_spec", metavar="K/N",
@@ -74,7 +80,7 @@ def engine_options(f):
 
 def apply_engine_options(nbest, params, out_dir, nn_costs, *, model, state_carry, device,
                          max_tokens, engine, oov_penalty, conv_batch, split_spec,
-                         cache_window=0, cache_theta=0.3, cache_lambda=0.1, train_counts=None):
+                         schedule="auto", cache_window=0, cache_theta=0.3, cache_lambda=0.1, train_counts=None):
     """(N-best set to rescore, NN costs or None, their source path) after --split and --model."""
     from rescore.engine import parse_split, score_nbest_set, split_slice
 
@@ -112,7 +118,7 @@ def apply_engine_options(nbest, params, out_dir, nn_costs, *, model, state_carry
         log.info("OOV penalty (auto): %.3f nats per out-of-vocabulary word", oov_penalty)
     costs = score_nbest_set(lm, nbest, params, state_carry=state_carry, device=dev,
                             max_tokens=max_tokens, engine=engine, oov_penalty=oov_penalty,
-                            conv_batch=conv_batch)
+                            conv_batch=conv_batch, schedule=schedule)
     path = Path(out_dir) / "lmwt.nn"
     write_nn_costs(path, costs)
     log.info("wrote %s (%d hypotheses)", path, len(costs))

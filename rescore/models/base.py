@@ -131,6 +131,8 @@ class LanguageModel(nn.Module):
         """
         raise NotImplementedError
 
+    supports_tree = False  # ``forward_tree`` (all nodes of prefix trees in one call) works
+
     def score(self, ids: Tensor, ident: Tensor, target_ids: Tensor, target_ident: Tensor,
               state: LMState) -> tuple[Tensor, LMState]:
         """log P of each target ((B, T) float) and the state after the inputs."""

@@ -79,7 +79,8 @@ class Block(nn.Module):
 
     def forward(self, x: Tensor, cache_k: Tensor, cache_v: Tensor, allowed: Tensor,
                 dist: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-        """x (B, T, H); cache_k/v (B, nh, W, d); allowed (B, T, W + T) bool; dist (T, W + T).
+        """x (B, T, H); cache_k/v (B, nh, W, d); allowed (B, T, W + T) bool; dist (T, W + T)
+        or (B, T, W + T) int64, the distance of each key from each query.
 
         Returns the new x and the keys/values of the T new positions (B, nh, T, d). The scores
         over the cache and over the new keys are computed apart, so [cache ; new] is never
@@ -95,7 +96,8 @@ class Block(nn.Module):
         kh, vh = heads(k), heads(v)  # (B, nh, T, d)
         att = torch.cat([qh @ ck.transpose(-1, -2), qh @ kh.transpose(-1, -2)], dim=-1)
         if self.rel_bias is not None:  # (B, nh, T, S), S = W + T
-            att = att + self.rel_bias[:, dist.clamp(0, self.rel_bias.shape[1] - 1)]  # (nh, T, S)
+            bias = self.rel_bias[:, dist.clamp(0, self.rel_bias.shape[1] - 1)]  # (nh, [B,] T, S)
+            att = att + (bias.transpose(0, 1) if dist.dim() == 3 else bias)
         att = att.masked_fill(~allowed.unsqueeze(1), float("-inf"))
         att = self.drop(F.softmax(att, dim=-1))
         y = att[..., :W] @ cv + att[..., W:] @ vh  # (B, nh, T, d)
@@ -164,3 +166,27 @@ class TransformerBody(nn.Module):
                 new_state[name] = new
         new_state["kv_valid"] = valid[:, -W:]
         return self.ln_f(x), new_state
+
+    def forward_tree(self, x: Tensor, depth: Tensor, ancestor: Tensor,
+                     state: Dict[str, Tensor]) -> Tensor:
+        """Every node of a prefix tree at once: row b holds a tree of N nodes in any order.
+
+        x (B, N, H): the embedding of each node's input token; depth (B, N) int64: 0 for the
+        root (the first input after ``state``); ancestor (B, N, N) bool: [b, i, j] when node j
+        is node i or an ancestor of it. Node i attends to the cache and to its ancestors exactly
+        as the last token of its path would in ``forward`` on that path (same distances, same
+        window), so its output equals that path's. Returns the hidden states (B, N, H); the
+        states after the nodes are not formed (the tree shares one copy of ``state``'s cache).
+        """
+        B, N, H = x.shape
+        W = self.config.context
+        if "pos" in state:
+            x = x + sinusoidal(state["pos"].unsqueeze(1) + depth, H).to(x.dtype)
+        d_cache = depth.unsqueeze(-1) + W - torch.arange(W, device=x.device)  # (B, N, W)
+        d_tree = depth.unsqueeze(-1) - depth.unsqueeze(-2)  # (B, N, N)
+        dist = torch.cat([d_cache, d_tree], dim=-1)  # (B, N, W + N)
+        allowed = torch.cat([state["kv_valid"].unsqueeze(1) & (d_cache < W),
+                             ancestor & (d_tree < W)], dim=-1)
+        for i, block in enumerate(self.blocks):
+            x, _, _ = block(x, state[f"kv_k{i}"], state[f"kv_v{i}"], allowed, dist)
+        return self.ln_f(x)

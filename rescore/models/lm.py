@@ -9,7 +9,7 @@ from torch import Tensor, nn
 from rescore.models.base import HeadOutput, LanguageModel, LMState
 from rescore.models.bodies import BODIES
 from rescore.models.config import ModelConfig
-from rescore.models.heads import HEADS
+from rescore.models.heads import HEADS, SoftmaxHead
 
 
 class NeuralLM(LanguageModel):
@@ -49,3 +49,20 @@ class NeuralLM(LanguageModel):
         hidden = self.drop(hidden)
         out, head_state = self.head(hidden, emb, ident, state.tensors)
         return out, LMState({**body_state, **head_state})
+
+    @property
+    def supports_tree(self) -> bool:
+        """``forward_tree`` works: a body with a tree forward and a head without history."""
+        return hasattr(self.body, "forward_tree") and isinstance(self.head, SoftmaxHead)
+
+    def forward_tree(self, ids: Tensor, ident: Tensor, depth: Tensor, ancestor: Tensor,
+                     state: LMState) -> HeadOutput:
+        """The head output at every node of prefix trees (``TransformerBody.forward_tree``):
+        node i's output equals that of ``forward`` on the path from the root to node i."""
+        if not self.supports_tree:
+            raise ValueError(f"no tree forward for {self.config.arch} with a "
+                             f"{self.config.head} head")
+        emb = self.drop(self.embedding(ids))  # (B, N, H)
+        hidden = self.drop(self.body.forward_tree(emb, depth, ancestor, state.tensors))
+        out, _ = self.head(hidden, emb, ident, state.tensors)
+        return out
