@@ -108,13 +108,20 @@ def resolve_device(spec: str = "auto") -> torch.device:
     return torch.device(spec)
 
 
-def autocast_for(device: torch.device):
-    """Autocast on CUDA (bf16 where the GPU has it, else fp16); nothing on the CPU, where lower
-    precision would move costs by more than the engines' 1e-4 agreement for little speed."""
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def autocast_for(device: torch.device, precision: str = "auto"):
+    """The forward's autocast. ``auto``: on CUDA bf16 where the GPU has it, else fp16; on the
+    CPU none (fp32: the engines agree to 1e-4). ``fp32``: none. ``bf16``: bf16 matrix products
+    on either device (on a CPU with AVX512-BF16 or AMX about 3x the fp32 GEMM rate; costs move
+    by ~0.1 nat per hypothesis, docs/benchmarks.md). Normalisers and costs stay fp32."""
+    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
+        return contextlib.nullcontext()
     if device.type == "cuda":
-        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.autocast("cuda", dtype=dtype)
-    return contextlib.nullcontext()
+        bf16 = precision == "bf16" or torch.cuda.is_bf16_supported()
+        return torch.autocast("cuda", dtype=torch.bfloat16 if bf16 else torch.float16)
+    return torch.autocast(device.type, dtype=torch.bfloat16)
 
 
 def _is_oom(err: BaseException) -> bool:
@@ -129,9 +136,10 @@ class _Forward:
     """
 
     def __init__(self, model: LanguageModel, device: torch.device, max_tokens: int,
-                 stats: EngineStats):
+                 stats: EngineStats, precision: str = "auto"):
         self.model = model
         self.device = device
+        self.precision = precision
         self.max_tokens = max(1, max_tokens)
         self.stats = stats
 
@@ -152,7 +160,7 @@ class _Forward:
             n = max(1, self.max_tokens // T)
             stop = min(B, start + n)
             try:
-                with autocast_for(self.device):
+                with autocast_for(self.device, self.precision):
                     if tree is None:
                         out, st = self.model(ids[start:stop], ident[start:stop],
                                              state.select(rows[start:stop]))
@@ -243,6 +251,7 @@ def score_nbest(
     oov_penalty: float = 0.0,
     conv_batch: int = 16,
     schedule: str = "auto",
+    precision: str = "auto",
     stats: Optional[EngineStats] = None,
     progress: bool = True,
 ) -> List[List[List[Costs]]]:
@@ -268,6 +277,7 @@ def score_nbest(
         exceeds SEGMENT_STATE_BYTES per row, else levels). On the CPU ``tree`` lost to
         ``segments`` (7.7 s vs 6.8 s, docs/benchmarks.md): its attention is quadratic in the
         trie size; it makes 10x fewer calls, which should matter on a GPU (not yet measured).
+    precision: auto | fp32 | bf16, the forward's autocast (``autocast_for``).
     """
     if engine not in ENGINES:
         raise RescoreError(f"engine one of {ENGINES}", got=engine)
@@ -275,6 +285,8 @@ def score_nbest(
         raise RescoreError(f"state carry one of {STATE_CARRY}", got=state_carry)
     if schedule not in SCHEDULES:
         raise RescoreError(f"schedule one of {SCHEDULES}", got=schedule)
+    if precision not in PRECISIONS:
+        raise RescoreError(f"precision one of {PRECISIONS}", got=precision)
     if schedule == "tree" and not getattr(model, "supports_tree", False):
         raise RescoreError("a model with a tree forward for schedule 'tree' (a Transformer "
                            "with a softmax head)", got=type(model).__name__)
@@ -289,7 +301,7 @@ def score_nbest(
     fixed = [[list(u.fixed) for u in conv] for conv in conversations]
     ctx = _Context(model=model.to(dev).eval(), device=dev, weight=weight, state_carry=state_carry,
                    eos=vocab.eos_id, n_vocab=len(vocab), oov_penalty=oov_penalty,
-                   forward=_Forward(model, dev, max_tokens, stats), stats=stats,
+                   forward=_Forward(model, dev, max_tokens, stats, precision), stats=stats,
                    max_tokens=max_tokens, conv_batch=conv_batch, schedule=schedule,
                    progress=progress)
     n_hyps = sum(len(u) for conv in encoded for u in conv)
@@ -580,8 +592,8 @@ def _run_fast_block(ctx: _Context, encoded, fixed, bar) -> List[List[List[Costs]
             ends = ctx.end_states(starts, carried, best)
             idx = ctx.tensor(carried)
             for key, v in starts.tensors.items():
-                v = v.clone()
-                v.index_copy_(0, idx, ends.tensors[key])
+                v = v.clone()  # under autocast the end states may be in a lower precision
+                v.index_copy_(0, idx, ends.tensors[key].to(v.dtype))
                 starts.tensors[key] = v
     return result
 

@@ -280,6 +280,27 @@ def test_device_selection():
         assert not torch.is_autocast_enabled("cuda")
     ctx = E.autocast_for(torch.device("cuda"))
     assert isinstance(ctx, torch.autocast) and ctx.device == "cuda"
+    for precision, on in (("fp32", False), ("bf16", True)):
+        with E.autocast_for(torch.device("cpu"), precision):
+            assert torch.is_autocast_enabled("cpu") == on
+    assert not isinstance(E.autocast_for(torch.device("cuda"), "fp32"), torch.autocast)
+
+
+@pytest.mark.parametrize("name", ["lstm", "pointer+mem", "attention"])
+def test_bf16_autocast_runs_and_stays_close(name):
+    """The autocast path (CUDA's by default) run on the CPU in bf16: every engine finishes,
+    carries lower-precision states across utterances, and stays near the fp32 costs."""
+    model = models()[name]
+    convs = make_conversations(seed=9, n_conv=2, n_utt=(2, 4))
+    ref = score_nbest(model, convs, weight=0.5, device="cpu", engine="naive", progress=False)
+    for e in E.ENGINES:
+        got = score_nbest(model, convs, weight=0.5, device="cpu", engine=e, precision="bf16",
+                          progress=False)
+        rel = [abs(sum(a) - sum(b)) / max(1.0, abs(sum(a))) for ca, cb in zip(ref, got)
+               for ua, ub in zip(ca, cb) for a, b in zip(ua, ub)]
+        assert 0 < max(rel) < 0.02, (e, max(rel))  # bf16 did run, and stayed within 2 %
+    with pytest.raises(RescoreError, match="precision"):
+        score_nbest(model, convs, weight=0.5, device="cpu", precision="fp8", progress=False)
 
 
 def test_split_merges_into_one_process_output():
@@ -398,6 +419,7 @@ def test_cli_option_names_match_engine():
 
     assert engine_options.ENGINES == E.ENGINES and engine_options.STATE_CARRY == E.STATE_CARRY
     assert engine_options.SCHEDULES == E.SCHEDULES
+    assert engine_options.PRECISIONS == E.PRECISIONS
 
 
 def test_cli_model_writes_lmwt_nn_and_split_merges(tmp_path):

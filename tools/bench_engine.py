@@ -63,6 +63,7 @@ def parse_args(argv=None):
     p.add_argument("--max-tokens", type=int, default=2048)
     p.add_argument("--conv-batch", type=int, default=16)
     p.add_argument("--schedule", default="auto", help="fast engine: auto, levels, segments, tree")
+    p.add_argument("--precision", default="auto", help="auto, fp32 or bf16 (the engine's autocast)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads per worker (2 threads on a loaded 2-core machine spin in "
                         "OpenMP barriers: small ops get 1000x slower)")
@@ -83,6 +84,16 @@ def load_subset(args):
     nbest = load_nbest_dir(args.nbest_dir, args.data_dir)
     keep = [u.id for c in nbest.conversations[:args.convs] for u in c.utterances[:args.utts]]
     return nbest.subset_utts(keep)
+
+
+def matmul_flops_per_row(cfg) -> float:
+    """FLOPs of the matrix products of one scored token row (2 per multiply-add): the output
+    layer (H x V) and the body; small terms (pointer heads, LayerNorm, gates) left out.
+    A Transformer row attends to about its W = context cached keys."""
+    H, V, n = cfg.hidden, cfg.vocab_size, cfg.layers
+    body = (n * 2 * 4 * H * 2 * H if cfg.arch == "lstm"  # 4 gates from [x ; h]
+            else n * 2 * ((4 + 2 * cfg.ff_mult) * H * H + 2 * cfg.context * H))
+    return 2.0 * H * V + body
 
 
 def sharing_bound(nbest, depths):
@@ -131,13 +142,15 @@ def worker(args) -> None:
     torch.set_num_threads(args.threads)
     nbest = load_subset(args)
     model = load_checkpoint(args.model, args.device)
+    cfg = getattr(model, "config", None) or model.inner.config  # NeuralCacheLM wraps one
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     stats = EngineStats()
     t0, c0 = time.perf_counter(), time.process_time()
     costs = score_nbest_set(model, nbest, Params(args.weight, args.inv_acwt, 0.0),
                             state_carry=args.state_carry, device=args.device,
                             max_tokens=args.max_tokens, engine=args.worker,
-                            conv_batch=args.conv_batch, schedule=args.schedule, stats=stats,
+                            conv_batch=args.conv_batch, schedule=args.schedule,
+                            precision=args.precision, stats=stats,
                             progress=False)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -147,6 +160,7 @@ def worker(args) -> None:
     print(json.dumps({
         "engine": args.worker, "wall_s": wall, "cpu_s": cpu, "hyps": stats.hyps,
         "tokens": stats.tokens, "rows": stats.rows, "calls": stats.calls,
+        "gflop": stats.rows * matmul_flops_per_row(cfg) / 1e9,
         "rss_before_mib": rss_before,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "cuda_peak_mib": (torch.cuda.max_memory_allocated() / 2**20
@@ -210,6 +224,7 @@ def main(argv=None) -> None:
             "wall_s": wall, "cpu_s": cpu, "runs": [x["wall_s"] for x in r],
             "cpu_runs": [x["cpu_s"] for x in r], "hyps": r[0]["hyps"],
             "tokens": r[0]["tokens"], "rows": r[0]["rows"], "calls": r[0]["calls"],
+            "gflop": r[0]["gflop"], "gflops_per_s": r[0]["gflop"] / wall,
             "hyps_per_s": r[0]["hyps"] / wall, "tokens_per_s": r[0]["tokens"] / wall,
             "hyps_per_cpu_s": r[0]["hyps"] / cpu, "tokens_per_cpu_s": r[0]["tokens"] / cpu,
             "peak_rss_mib": max(x["peak_rss_mib"] for x in r),
@@ -221,10 +236,11 @@ def main(argv=None) -> None:
           f"{args.threads} threads; load {summary['load_avg_1min']:.1f}")
     print("medians; wall = elapsed seconds, cpu = this process's CPU seconds (less sensitive to "
           "the machine's load); ratios against padded; peak = peak resident memory of the "
-          "worker, +MiB = its rise while scoring")
+          "worker, +MiB = its rise while scoring; GF/s = matrix-product GFLOP of the rows "
+          "computed per wall second (compare tools/bench_gemm.py)")
     print(f"{'engine':8} {'wall s':>7} {'cpu s':>7} {'hyps/s':>7} {'tok/s':>7} {'tok/cpu-s':>9} "
           f"{'rows':>8} {'calls':>6} {'x wall':>6} {'x cpu':>6} {'peak MiB':>8} {'+MiB':>5} "
-          f"{'max|d|hyp':>9}")
+          f"{'max|d|hyp':>9} {'GF/s':>6}")
     for e, s in summary["engines"].items():
         s["speedup_vs_padded"] = base["wall_s"] / s["wall_s"] if base else None
         s["cpu_speedup_vs_padded"] = base["cpu_s"] / s["cpu_s"] if base else None
@@ -233,7 +249,7 @@ def main(argv=None) -> None:
               f"{s['calls']:6d} {s['speedup_vs_padded'] or 0:6.2f} "
               f"{s['cpu_speedup_vs_padded'] or 0:6.2f} {s['peak_rss_mib']:8.0f} "
               f"{s['peak_rss_mib'] - s['rss_before_mib']:5.0f} "
-              f"{s['max_diff_hyp']:9.1e}")
+              f"{s['max_diff_hyp']:9.1e} {s['gflops_per_s']:6.1f}")
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
 

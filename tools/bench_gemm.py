@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Measured matrix-multiply throughput of this machine: the roofline the engine is held to.
+
+Times ``torch.mm`` in each dtype on two shapes: a big square product (the card's or the CPU's
+best case) and the language model's output layer (rows x H times H x V, the product that
+dominates the time per scored token). Prints GFLOP/s (2 * M * N * K per product, median of
+--repeat timed runs after a warm-up) as a table and JSON.
+
+    PYTHONPATH=. python tools/bench_gemm.py                          # CPU, 1 thread, fp32
+    PYTHONPATH=. python tools/bench_gemm.py --device cuda --dtypes fp32,bf16,fp16 --square 8192
+
+On CUDA, fp32 runs with TF32 off (``--tf32`` to allow it), so "fp32" is true fp32.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    p.add_argument("--dtypes", default="fp32", help="comma list of fp32, bf16, fp16")
+    p.add_argument("--threads", type=int, default=1, help="CPU: torch threads")
+    p.add_argument("--square", type=int, default=2048, help="M = N = K of the square product")
+    p.add_argument("--rows", type=int, default=2048, help="output layer: rows per call")
+    p.add_argument("--hidden", type=int, default=256, help="output layer: H")
+    p.add_argument("--vocab", type=int, default=10000, help="output layer: V")
+    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--tf32", action="store_true", help="CUDA: allow TF32 for fp32")
+    p.add_argument("--json", help="write the results here")
+    return p.parse_args(argv)
+
+
+def gflops(torch, device, dtype, m, k, n, repeat) -> float:
+    """Median GFLOP/s of (m x k) @ (k x n) in dtype on device."""
+    a = torch.randn(m, k, device=device).to(dtype)
+    b = torch.randn(k, n, device=device).to(dtype)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    inner = max(1, int(2e9 // (2 * m * n * k)))  # ~2 GFLOP per timed run (noise of small ones)
+    torch.mm(a, b)
+    sync()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            torch.mm(a, b)
+        sync()
+        times.append((time.perf_counter() - t0) / inner)
+    return 2 * m * n * k / statistics.median(times) / 1e9
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    shapes = {"square": (args.square, args.square, args.square),
+              "output layer": (args.rows, args.hidden, args.vocab)}
+    result = {"device": str(device), "threads": args.threads, "tf32": args.tf32,
+              "name": (torch.cuda.get_device_name(device) if device.type == "cuda"
+                       else "cpu"), "gflops": {}}
+    print(f"{'dtype':6} {'shape':14} {'M x K x N':>22} {'GFLOP/s':>10}")
+    for name in args.dtypes.split(","):
+        dtype = getattr(torch, DTYPES[name])
+        for label, (m, k, n) in shapes.items():
+            try:
+                g = gflops(torch, device, dtype, m, k, n, args.repeat)
+            except RuntimeError as err:  # e.g. a dtype the CPU build cannot multiply
+                print(f"{name:6} {label:14} {f'{m} x {k} x {n}':>22} {'n/a':>10} ({err})")
+                continue
+            result["gflops"][f"{name} {label}"] = g
+            print(f"{name:6} {label:14} {f'{m} x {k} x {n}':>22} {g:10.1f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
