@@ -380,13 +380,14 @@ def tiny_checkpoint(tmp_path_factory):
 
 # Stand-in rescore-nbest for the tests of the Kaldi stages alone: the old graph cost as the new one.
 RESCORE_NBEST_COPY = r'''#!/bin/sh
+echo "rescore-nbest $*" >> "$CALLS"
 mkdir -p "$2" && cp "$1/lmwt.withlm" "$2/lmwt.interp" && : > "$2/text"
 '''
 
 DROP = "dev-a000-rms-003-100"  # the last hypothesis of an utterance, lost in old-LM removal
 
 
-def run_on_fixture(tmp_path, g, checkpoint=None, weight=0.5, new_openfst=True):
+def run_on_fixture(tmp_path, g, checkpoint=None, weight=0.5, new_openfst=True, extra=()):
     """The steps script on the Kaldi fixture with old LM file g; the real rescore-nbest with
     checkpoint, else a stand-in."""
     d = kaldi_dir(tmp_path)
@@ -402,7 +403,7 @@ def run_on_fixture(tmp_path, g, checkpoint=None, weight=0.5, new_openfst=True):
     if checkpoint is None:
         write_exe(bindir / "rescore-nbest", RESCORE_NBEST_COPY)
     r = run_step(d, ["--weight", str(weight), "--inv-acwt", "9.5", "--N", "100", "--device", "cpu",
-                     "--skip-scoring", "true", lang, mdl, data, decode, out], [bindir],
+                     "--skip-scoring", "true", *extra, lang, mdl, data, decode, out], [bindir],
                  {"CALLS": str(calls), "FIXTURE": str(FIXTURE), "DROP_KEY": DROP,
                   "FSTPROJECT_NEW": "1" if new_openfst else "0", "OMP_NUM_THREADS": "1"})
     logs = "".join(p.read_text() for p in sorted(Path(out, "log").glob("*.log"))) \
@@ -415,7 +416,10 @@ def run_on_fixture(tmp_path, g, checkpoint=None, weight=0.5, new_openfst=True):
 def test_old_lm_removal_with_g_fst(tmp_path, new_openfst):
     if not FIXTURE.is_dir() or not DEV.is_dir():
         pytest.skip(f"shared data not found at {SHARED} (the Kaldi fixture and the dev N-best)")
-    r, called, lang, out = run_on_fixture(tmp_path, "G.fst", new_openfst=new_openfst)
+    r, called, lang, out = run_on_fixture(tmp_path, "G.fst", new_openfst=new_openfst,
+                                          extra=["--rescore-opts", "--precision bf16 --conv-batch 4"])
+    # --rescore-opts reaches rescore-nbest as separate options
+    assert "--oov-penalty 0 --precision bf16 --conv-batch 4" in called
     # fstproject's flag is the one this OpenFst accepts; the pipeline as run.pl hands it to bash
     flag = "--project_type=output" if new_openfst else "--project_output=true"
     first_line = (out / "log" / "remove_old.1.log").read_text().splitlines()[0]

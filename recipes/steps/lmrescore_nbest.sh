@@ -41,6 +41,8 @@ wip=0.0               # word insertion penalty for rescore-nbest's 1-best (state
 state_carry=rescored  # none | first-pass | rescored: whose best hypothesis starts the next utterance
 device=auto           # auto | cpu | cuda, for rescore-nbest
 max_tokens=           # tokens per batch of rescore-nbest; empty: its default
+rescore_opts=         # more rescore-nbest options, e.g. "--precision bf16" or
+                      # "--cache-window 1000 --cache-theta 0.6 --cache-lambda 0.3"
 train_text=           # LM training text: adds rare-word bucket WERs to each job's report
 oov_penalty=0         # nats per word outside the LM vocabulary; auto: ln(OOV word types of --train-text)
 keep_ali=true         # false: drop the alignments from the N-best (smaller archives)
@@ -77,6 +79,7 @@ if [ $# != 5 ]; then
   echo "  --device <auto|cpu|cuda>"
   echo "  --train-text <file>                   # LM training text: rare-word buckets in the reports"
   echo "  --oov-penalty <nats|auto>             # cost per OOV word (auto needs --train-text; default $oov_penalty)"
+  echo "  --rescore-opts <options>              # more rescore-nbest options (rescore-nbest --help)"
   echo "  --stage <stage>                       # first stage to run"
   echo "  --skip-scoring <true|false>"
   exit 1
@@ -229,6 +232,7 @@ if [ "$stage" -le 5 ]; then
   extra_opts=
   [ -n "$max_tokens" ] && extra_opts="--max-tokens $max_tokens"
   [ -n "$train_text" ] && extra_opts="$extra_opts --train-text $train_text"
+  extra_opts="$extra_opts $rescore_opts"
   # $extra_opts is a list of options: it must split.
   # shellcheck disable=SC2086
   $rescore_cmd JOB=1:"$nj" "$dir/log/rescore.JOB.log" \
