@@ -491,6 +491,7 @@ class _Forest:
         self.e_id: List[int] = []         # edge -> target id
         self.e_ident: List[int] = []      # edge -> target identity
         self.hyp_edges: List[List[int]] = []  # hypothesis -> its edges, end of sentence last
+        self.hyp_node: List[int] = []     # hypothesis -> the node of its last word (or root)
         self._child: Dict[Tuple[int, int], int] = {}
         self._edge: Dict[Tuple[int, int], int] = {}
 
@@ -530,6 +531,7 @@ class _Forest:
                 node = self._node(node, w_id, w_ident)
             path.append(self._edge_of(node, eos, eos))
             self.hyp_edges.append(path)
+            self.hyp_node.append(node)
 
     def segment(self, start: int, chain: bool) -> List[int]:
         """The chain of nodes from ``start`` while each node has exactly one child (with
@@ -577,8 +579,12 @@ def _run_fast_block(ctx: _Context, encoded, fixed, bar) -> List[List[List[Costs]
             groups[-1].append(it)
             size += len(it[1])
         wave_costs: Dict[int, List[Optional[Costs]]] = {c: [None] * len(encoded[c][k]) for c in convs}
+        # the state after each hypothesis, where the schedule forms it (levels): the carry then
+        # needs no recomputation
+        finals: Optional[Dict[Tuple[int, int], Tuple[LMState, int]]] = (
+            {} if ctx.state_carry != "none" else None)
         for group in groups:
-            _score_group(ctx, encoded, k, group, starts, wave_costs)
+            _score_group(ctx, encoded, k, group, starts, wave_costs, finals)
             bar.update(sum(len(ix) for _, ix in group))
         for c in convs:
             result[c][k] = wave_costs[c]
@@ -588,8 +594,13 @@ def _run_fast_block(ctx: _Context, encoded, fixed, bar) -> List[List[List[Costs]
         # Carry: the state after the best hypothesis of each conversation, from its start row.
         carried = [c for c in convs if encoded[c][k]]
         if carried:
-            best = [encoded[c][k][ctx.best(result[c][k], fixed[c][k])] for c in carried]
-            ends = ctx.end_states(starts, carried, best)
+            best = [ctx.best(result[c][k], fixed[c][k]) for c in carried]
+            if finals is not None and all((c, i) in finals for c, i in zip(carried, best)):
+                ends = LMState.cat([finals[c, i][0].select(ctx.tensor([finals[c, i][1]]))
+                                    for c, i in zip(carried, best)])
+            else:
+                ends = ctx.end_states(starts, carried,
+                                      [encoded[c][k][i] for c, i in zip(carried, best)])
             idx = ctx.tensor(carried)
             for key, v in starts.tensors.items():
                 v = v.clone()  # under autocast the end states may be in a lower precision
@@ -607,13 +618,16 @@ def _state_bytes_per_row(state: LMState) -> int:
 
 
 def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
-                 wave_costs: Dict[int, List[Optional[Costs]]]) -> None:
+                 wave_costs: Dict[int, List[Optional[Costs]]],
+                 finals: Optional[Dict[Tuple[int, int], Tuple[LMState, int]]] = None) -> None:
     """Score one micro-batch: its tries' segments, round by round (a segment is ready once the
     node before it is computed), segments of equal length together in one forward call.
 
     Two schedules of the same computation: ``chain`` (segments: one state copy per segment;
     best for big states such as a Transformer's KV cache) or levels (one-token rows: fewer,
-    bigger calls; best for small states such as an LSTM's, where copies are cheap)."""
+    bigger calls; best for small states such as an LSTM's, where copies are cheap). With levels,
+    ``finals[(conversation, hypothesis)]`` receives (states, row) of the state after each
+    hypothesis' last word, for the carry."""
     tree = ctx.schedule == "tree"
     chain = tree or ctx.schedule == "segments" or (
         ctx.schedule == "auto" and _state_bytes_per_row(starts) > SEGMENT_STATE_BYTES)
@@ -625,6 +639,9 @@ def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
         owners.extend((c, i) for i in idx)
     edge_lp = torch.empty(len(forest.e_id), device=ctx.device)
     e_id_all, e_ident_all = ctx.tensor(forest.e_id), ctx.tensor(forest.e_ident)
+    ends_at: Dict[int, List[Tuple[int, int]]] = {}  # node -> hypotheses whose last word it is
+    for owner, node in zip(owners, forest.hyp_node):
+        ends_at.setdefault(node, []).append(owner)
     roots = forest.roots
     if tree:
         roots = _score_trees(ctx, forest, starts, edge_lp, e_id_all, e_ident_all)
@@ -659,6 +676,13 @@ def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
                                                      tident >= ctx.n_vocab, ctx.oov_penalty)
 
             end = ctx.forward(ids, ident, states, ctx.tensor([row for _, row in segs]), reduce)
+            if finals is not None and not chain:
+                rows = [g for g, (seg, _) in enumerate(segs) if seg[-1] in ends_at]
+                if rows:
+                    kept = end.select(ctx.tensor(rows))
+                    for j, g in enumerate(rows):
+                        for owner in ends_at[segs[g][0][-1]]:
+                            finals[owner] = (kept, j)
             # keep the end states of segments whose last node branches
             keep = [g for g, (seg, _) in enumerate(segs) if forest.children[seg[-1]]]
             if keep:
