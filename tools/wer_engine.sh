@@ -8,6 +8,8 @@
 # score.sh way) and, separately, tunes on one half of the conversations and reports the other
 # (--split-half). With carry "rescored" the carried hypothesis depends on the weights, so those
 # runs score with the setting tuned for the no-carry run of the same model, then re-tune.
+# Environment: WEIGHTS (NN weight grid, 0:0.6:0.02), OOV_PENALTY (rescore-nbest --oov-penalty, 0),
+# PYTHON, DEV_SET.
 set -euo pipefail
 if [ $# -ne 3 ]; then
   echo "Usage: $0 LSTM_CKPT PTR_MEM_CKPT OUT_DIR" >&2; exit 1
@@ -34,7 +36,7 @@ score() {  # score NAME CKPT CARRY [PARAMS]: lmwt.nn into $out/NAME, timed
   [ -n "$params" ] && popt=(--params "$params")
   /usr/bin/time -v -o "$out/$name.time" "$PY" -m rescore.cli.nbest "$D/nbest" "$out/$name" \
       --data-dir "$D/data" --model "$ckpt" --state-carry "$carry" --device cpu "${popt[@]}" \
-      > "$out/$name.log" 2>&1
+      --oov-penalty "${OOV_PENALTY:-0}" > "$out/$name.log" 2>&1
 }
 
 tune first-pass
