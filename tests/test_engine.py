@@ -396,6 +396,22 @@ def test_real_models_engines_agree(kw):
             score_nbest(model, convs, weight=0.7, device="cpu", schedule="tree", progress=False)
 
 
+@pytest.mark.parametrize("kw", real_variants())
+def test_real_models_under_bf16_autocast(kw):
+    """Every real body and head through the autocast path (CUDA's default) on the CPU: the
+    states carried in bf16 mix with fp32 ones without error, and the costs stay near fp32."""
+    model = real_model(kw)
+    convs = make_conversations(seed=23, n_conv=2, n_utt=(2, 3), n_hyp=(2, 5))
+    ref = score_nbest(model, convs, weight=0.7, device="cpu", engine="naive", progress=False)
+    schedules = ("auto", "tree") if getattr(model, "supports_tree", False) else ("auto",)
+    for schedule in schedules:
+        got = score_nbest(model, convs, weight=0.7, device="cpu", max_tokens=64,
+                          precision="bf16", schedule=schedule, progress=False)
+        rel = [abs(sum(a) - sum(b)) / max(1.0, abs(sum(a))) for ca, cb in zip(ref, got)
+               for ua, ub in zip(ca, cb) for a, b in zip(ua, ub)]
+        assert max(rel) < 0.05, (schedule, max(rel))
+
+
 @pytest.mark.parametrize("carry", ["none", "first-pass"])
 def test_real_model_other_carry_modes(carry):
     model = real_model(dict(arch="transformer", head="pointer", memory_aug=True,
