@@ -667,14 +667,7 @@ def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
                         eb.append(g)
                         et.append(t)
                         ee.append(e)
-            eb_t, et_t, ee_t = ctx.tensor(eb), ctx.tensor(et), ctx.tensor(ee)
-
-            def reduce(out, s, e, eb_t=eb_t, et_t=et_t, ee_t=ee_t):
-                sel = ((eb_t >= s) & (eb_t < e)).nonzero().squeeze(1)
-                tid, tident = e_id_all[ee_t[sel]], e_ident_all[ee_t[sel]]
-                edge_lp[ee_t[sel]] = target_log_prob(out, eb_t[sel] - s, et_t[sel], tid, tident,
-                                                     tident >= ctx.n_vocab, ctx.oov_penalty)
-
+            reduce = _edge_reducer(ctx, edge_lp, e_id_all, e_ident_all, eb, et, ee)
             end = ctx.forward(ids, ident, states, ctx.tensor([row for _, row in segs]), reduce)
             if finals is not None and not chain:
                 rows = [g for g, (seg, _) in enumerate(segs) if seg[-1] in ends_at]
@@ -699,6 +692,21 @@ def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
     for (c, i), path in zip(owners, forest.hyp_edges):
         wave_costs[c][i] = costs[pos:pos + len(path)]
         pos += len(path)
+
+
+def _edge_reducer(ctx: _Context, edge_lp: Tensor, e_id_all: Tensor, e_ident_all: Tensor,
+                  eb: List[int], et: List[int], ee: List[int]):
+    """The ``reduce`` of a forward call whose rows carry edges: edge ``ee[j]`` is scored from
+    row ``eb[j]``, position ``et[j]`` of the output; fills ``edge_lp``."""
+    eb_t, et_t, ee_t = ctx.tensor(eb), ctx.tensor(et), ctx.tensor(ee)
+
+    def reduce(out: HeadOutput, s: int, e: int) -> None:
+        sel = ((eb_t >= s) & (eb_t < e)).nonzero().squeeze(1)
+        tid, tident = e_id_all[ee_t[sel]], e_ident_all[ee_t[sel]]
+        edge_lp[ee_t[sel]] = target_log_prob(out, eb_t[sel] - s, et_t[sel], tid, tident,
+                                             tident >= ctx.n_vocab, ctx.oov_penalty)
+
+    return reduce
 
 
 def _score_trees(ctx: _Context, forest: _Forest, starts: LMState, edge_lp: Tensor,
@@ -740,7 +748,6 @@ def _score_trees(ctx: _Context, forest: _Forest, starts: LMState, edge_lp: Tenso
                     ee.append(e)
             for i in range(len(members[r]), N):
                 parent[b][i] = i
-        eb_t, et_t, ee_t = ctx.tensor(eb), ctx.tensor(et), ctx.tensor(ee)
         depth_t, parent_t = torch.tensor(depth), torch.tensor(parent)
         # ancestor-or-self, one depth level at a time from the roots down
         ancestor = torch.eye(N, dtype=torch.bool).repeat(B, 1, 1)
@@ -748,12 +755,7 @@ def _score_trees(ctx: _Context, forest: _Forest, starts: LMState, edge_lp: Tenso
             bi, ii = (depth_t == d).nonzero(as_tuple=True)
             ancestor[bi, ii] |= ancestor[bi, parent_t[bi, ii]]
 
-        def reduce(out, s, e, eb_t=eb_t, et_t=et_t, ee_t=ee_t):
-            sel = ((eb_t >= s) & (eb_t < e)).nonzero().squeeze(1)
-            tid, tident = e_id_all[ee_t[sel]], e_ident_all[ee_t[sel]]
-            edge_lp[ee_t[sel]] = target_log_prob(out, eb_t[sel] - s, et_t[sel], tid, tident,
-                                                 tident >= ctx.n_vocab, ctx.oov_penalty)
-
+        reduce = _edge_reducer(ctx, edge_lp, e_id_all, e_ident_all, eb, et, ee)
         ctx.forward(ctx.tensor(ids), ctx.tensor(ident), starts,
                     ctx.tensor([forest.root_row[r] for r in batch]), reduce,
                     tree=(depth_t.to(ctx.device), ancestor.to(ctx.device)))
