@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The engine benchmark of issue 4 on a GPU, as one prepared script (well inside 10 minutes on an
-# H200): the card's measured fp32/bf16 GEMM throughput (the roofline), then the fast and padded
+# The engine benchmark of issue 4 on a GPU, as one prepared script (meant to finish inside the
+# device tool's 10-minute limit; not yet run on a GPU): the card's measured fp32/bf16 GEMM rate
+# (the roofline), then the fast and padded
 # engines on the whole tts-wikitext2-dev N-best set with a random LSTM and Transformer
 # (2x256, V = 10000: the LM helper's size), each Transformer schedule, and the naive reference
 # on a small subset for the costs. Everything lands in OUT_DIR: bench.log and 7 JSON files
@@ -20,7 +21,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 
 usage() {
-  sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'
   exit 1
 }
 
