@@ -115,7 +115,7 @@ def autocast_for(device: torch.device, precision: str = "auto"):
     """The forward's autocast. ``auto``: on CUDA bf16 where the GPU has it, else fp16; on the
     CPU none (fp32: the engines agree to 1e-4). ``fp32``: none. ``bf16``: bf16 matrix products
     on either device (on a CPU with AVX512-BF16 or AMX about 3x the fp32 GEMM rate; costs move
-    by ~0.1 nat per hypothesis, docs/benchmarks.md). Normalisers and costs stay fp32."""
+    by a median ~0.05 nat per hypothesis, docs/benchmarks.md). Normalisers and costs stay fp32."""
     if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
         return contextlib.nullcontext()
     if device.type == "cuda":
@@ -275,7 +275,7 @@ def score_nbest(
         trie of at most max_tokens nodes as one row under a tree mask, bigger ones by
         segments; models with ``supports_tree``) or ``auto`` (segments when the model state
         exceeds SEGMENT_STATE_BYTES per row, else levels). On the CPU ``tree`` lost to
-        ``segments`` (7.7 s vs 6.8 s, docs/benchmarks.md): its attention is quadratic in the
+        ``segments`` (8.1 s vs 7.0 s, docs/benchmarks.md): its attention is quadratic in the
         trie size; it makes 10x fewer calls, which should matter on a GPU (not yet measured).
     precision: auto | fp32 | bf16, the forward's autocast (``autocast_for``).
     """

@@ -142,7 +142,7 @@ def worker(args) -> None:
     torch.set_num_threads(args.threads)
     nbest = load_subset(args)
     model = load_checkpoint(args.model, args.device)
-    cfg = getattr(model, "config", None) or model.inner.config  # NeuralCacheLM wraps one
+    cfg = model.config
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     stats = EngineStats()
     t0, c0 = time.perf_counter(), time.process_time()
