@@ -64,7 +64,11 @@ class ToyLSTM(LanguageModel):
     def body(self, ids, state):
         h0 = state.tensors["h"].transpose(0, 1).contiguous()
         c0 = state.tensors["c"].transpose(0, 1).contiguous()
-        out, (h, c) = self.rnn(self.emb(ids), (h0, c0))
+        x = self.emb(ids)
+        if torch.is_autocast_enabled("cpu"):  # as rescore.models.bodies.LSTMBody (AVX2 CPUs)
+            dt = torch.get_autocast_dtype("cpu")
+            x, h0, c0 = x.to(dt), h0.to(dt), c0.to(dt)
+        out, (h, c) = self.rnn(x, (h0, c0))
         return out, {"h": h.transpose(0, 1), "c": c.transpose(0, 1)}
 
     def forward(self, ids, ident, state):

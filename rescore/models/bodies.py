@@ -40,6 +40,10 @@ class LSTMBody(nn.Module):
         return {"h": z, "c": z.clone()}
 
     def forward(self, x: Tensor, state: Dict[str, Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            # oneDNN's LSTM fails ("could not create a primitive descriptor") when CPU autocast
+            # casts fp32 inputs itself on a CPU without native bf16 (AVX2); cast them here.
+            x = x.to(torch.get_autocast_dtype("cpu"))
         # nn.LSTM keeps its state layer-first: (layers, B, H)
         h0 = state["h"].transpose(0, 1).contiguous().to(x.dtype)
         c0 = state["c"].transpose(0, 1).contiguous().to(x.dtype)
