@@ -124,6 +124,22 @@ def autocast_for(device: torch.device, precision: str = "auto"):
     return torch.autocast(device.type, dtype=torch.bfloat16)
 
 
+NORMALIZE = ("exact", "none", "auto")
+
+
+def resolve_normalize(model: LanguageModel, normalize: str) -> str:
+    """``exact`` or ``none`` for ``--normalize``: ``auto`` is ``none`` for a self-normalised
+    model (``config.self_norm > 0``: trained with alpha (log Z)^2), else ``exact``."""
+    if normalize not in NORMALIZE:
+        raise RescoreError(f"normalize one of {NORMALIZE}", got=normalize)
+    if normalize == "auto":
+        normalize = "none" if getattr(model.config, "self_norm", 0.0) > 0 else "exact"
+    if normalize == "none" and not getattr(model, "supports_unnormalized", False):
+        raise RescoreError("a model that can score without its normaliser (rescore.models) for "
+                           "normalize 'none'", got=type(model).__name__)
+    return normalize
+
+
 def _is_oom(err: BaseException) -> bool:
     return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err)
 
@@ -136,24 +152,29 @@ class _Forward:
     """
 
     def __init__(self, model: LanguageModel, device: torch.device, max_tokens: int,
-                 stats: EngineStats, precision: str = "auto"):
+                 stats: EngineStats, precision: str = "auto", normalize: bool = True):
         self.model = model
         self.device = device
         self.precision = precision
         self.max_tokens = max(1, max_tokens)
         self.stats = stats
+        self.normalize = normalize
+        self.can_skip = getattr(model, "supports_unnormalized", False)
 
     def __call__(self, ids: Tensor, ident: Tensor, state: LMState, rows: Tensor,
                  reduce: Callable[[HeadOutput, int, int], None],
-                 tree: Optional[Tuple[Tensor, Tensor]] = None) -> Optional[LMState]:
+                 tree: Optional[Tuple[Tensor, Tensor]] = None,
+                 outputs: bool = True) -> Optional[LMState]:
         """Consume ``ids``/``ident`` ((B, T) int64) from ``state.select(rows)`` ((B,) int64).
 
         ``reduce(out, start, stop)`` consumes each chunk's HeadOutput (rows start..stop-1), which
         is freed afterwards: the (B, T, V) output never exists at once. Returns the (B,) states
         after the last position; with ``tree`` = (depth (B, T), ancestor (B, T, T)) each row is
-        a prefix tree (``model.forward_tree``) and nothing is returned.
+        a prefix tree (``model.forward_tree``) and nothing is returned. ``outputs=False``: only
+        the states are wanted, so a model that can skips its normaliser.
         """
         B, T = ids.shape
+        kw = {} if (self.normalize and outputs) or not self.can_skip else {"normalize": False}
         states: List[LMState] = []
         start = 0
         while start < B:
@@ -163,12 +184,12 @@ class _Forward:
                 with autocast_for(self.device, self.precision):
                     if tree is None:
                         out, st = self.model(ids[start:stop], ident[start:stop],
-                                             state.select(rows[start:stop]))
+                                             state.select(rows[start:stop]), **kw)
                     else:
                         st = None
                         out = self.model.forward_tree(
                             ids[start:stop], ident[start:stop], tree[0][start:stop],
-                            tree[1][start:stop], state.select(rows[start:stop]))
+                            tree[1][start:stop], state.select(rows[start:stop]), **kw)
                 reduce(out, start, stop)
             except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError
                 if not _is_oom(err) or n == 1:
@@ -199,7 +220,7 @@ def target_log_prob(out: HeadOutput, b: Tensor, t: Tensor, tid: Tensor, tident: 
     An OOV target scores as ``P(<unk>) * exp(-oov_penalty)`` plus the copy mass of the history
     slots holding the same identity (design §4.2): the mixture of ``HeadOutput.log_prob``.
     """
-    lv = out.log_vocab[b, t, tid].float()  # (E,)
+    lv = out.vocab_at(b, t, tid).float()  # (E,)
     if oov_penalty:
         lv = lv - oov_penalty * oov.to(lv.dtype)
     if out.log_slot is None:
@@ -252,6 +273,7 @@ def score_nbest(
     conv_batch: int = 16,
     schedule: str = "auto",
     precision: str = "auto",
+    normalize: str = "exact",
     stats: Optional[EngineStats] = None,
     progress: bool = True,
 ) -> List[List[List[Costs]]]:
@@ -278,6 +300,11 @@ def score_nbest(
         ``segments`` (8.1 s vs 7.0 s, docs/benchmarks.md): its attention is quadratic in the
         trie size; it makes 10x fewer calls, which should matter on a GPU (not yet measured).
     precision: auto | fp32 | bf16, the forward's autocast (``autocast_for``).
+    normalize: exact | none | auto (``resolve_normalize``). ``none`` leaves the head's
+        normaliser Z out (costs -ln(P * Z)): only each edge's target row of the output layer is
+        computed (~H per edge instead of V x H per node), exact for a self-normalised model
+        to the extent its log Z is 0 (docs/benchmarks.md). Every engine gives the same
+        unnormalised costs.
     """
     if engine not in ENGINES:
         raise RescoreError(f"engine one of {ENGINES}", got=engine)
@@ -290,6 +317,7 @@ def score_nbest(
     if schedule == "tree" and not getattr(model, "supports_tree", False):
         raise RescoreError("a model with a tree forward for schedule 'tree' (a Transformer "
                            "with a softmax head)", got=type(model).__name__)
+    normalized = resolve_normalize(model, normalize) == "exact"
     if conv_batch < 1:
         raise RescoreError("conv_batch >= 1", got=str(conv_batch))
     if max_tokens < 1:
@@ -301,13 +329,14 @@ def score_nbest(
     fixed = [[list(u.fixed) for u in conv] for conv in conversations]
     ctx = _Context(model=model.to(dev).eval(), device=dev, weight=weight, state_carry=state_carry,
                    eos=vocab.eos_id, n_vocab=len(vocab), oov_penalty=oov_penalty,
-                   forward=_Forward(model, dev, max_tokens, stats, precision), stats=stats,
+                   forward=_Forward(model, dev, max_tokens, stats, precision, normalized),
+                   stats=stats,
                    max_tokens=max_tokens, conv_batch=conv_batch, schedule=schedule,
                    progress=progress)
     n_hyps = sum(len(u) for conv in encoded for u in conv)
     log.info("scoring %d hypotheses of %d utterances in %d conversations (engine %s, carry %s, "
-             "device %s)", n_hyps, sum(len(c) for c in encoded), len(encoded), engine,
-             state_carry, dev)
+             "device %s, %s)", n_hyps, sum(len(c) for c in encoded), len(encoded), engine,
+             state_carry, dev, "normalised" if normalized else "unnormalised")
     run = {"fast": _run_fast, "padded": _run_padded, "naive": _run_naive}[engine]
     with torch.inference_mode():
         result = run(ctx, encoded, fixed)
@@ -358,7 +387,7 @@ class _Context:
             ids = self.tensor([[self.eos] + hyps[i].ids for i in idx])
             ident = self.tensor([[self.eos] + hyps[i].ident for i in idx])
             st = self.forward(ids, ident, roots, self.tensor([root_rows[i] for i in idx]),
-                              lambda *a: None)
+                              lambda *a: None, outputs=False)
             for j, i in enumerate(idx):
                 out[i] = st.select(self.tensor([j]))
         return LMState.cat([out[i] for i in range(len(hyps))])

@@ -181,6 +181,8 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
                 loss = -out.log_prob(y, yi).mean()
                 if out.aux_loss is not None:  # a head's own term (pointer-generator coverage)
                     loss = loss + out.aux_loss.mean()
+                if config.self_norm:  # alpha (log Z)^2: self-normalisation (Devlin et al. 2014)
+                    loss = loss + config.self_norm * out.log_norm.float().pow(2).mean()
                 optim.zero_grad(set_to_none=True)
                 loss.backward()
                 if opts.clip > 0:

@@ -16,6 +16,7 @@ ENGINES = ("fast", "padded", "naive")
 STATE_CARRY = ("none", "first-pass", "rescored")
 SCHEDULES = ("auto", "levels", "segments", "tree")
 PRECISIONS = ("auto", "fp32", "bf16")
+NORMALIZE = ("exact", "none", "auto")
 
 log = logging.getLogger("rescore-nbest")
 
@@ -61,6 +62,11 @@ _OPTIONS = [
                  help="Matrix products of the LM: auto (bf16/fp16 autocast on CUDA, fp32 on "
                       "the CPU), fp32, or bf16 (also on a CPU with AVX512-BF16/AMX: faster, "
                       "costs move by a median ~0.05 nat per hypothesis)."),
+    click.option("--normalize", type=click.Choice(NORMALIZE), default="exact",
+                 help="exact: normalised log-probabilities; none: leave the softmax normaliser "
+                      "out (only each target's row of the output layer is computed; for a "
+                      "model trained with rescore-train-lm --self-norm); auto: none for a "
+                      "self-normalised model, else exact."),
     click.option("--conv-batch", type=int, default=16,
                  help="Conversations the fast engine scores side by side (one block at a time)."),
     click.option("--split", "split_spec", metavar="K/N",
@@ -85,7 +91,8 @@ def engine_options(f):
 
 def apply_engine_options(nbest, params, out_dir, nn_costs, *, model, state_carry, device,
                          max_tokens, engine, oov_penalty, conv_batch, split_spec,
-                         schedule="auto", precision="auto", cache_window=0, cache_theta=0.3,
+                         schedule="auto", precision="auto", normalize="exact",
+                         cache_window=0, cache_theta=0.3,
                          cache_lambda=0.1, train_counts=None):
     """(N-best set to rescore, NN costs or None, their source path) after --split and --model."""
     from rescore.engine import parse_split, score_nbest_set, split_slice
@@ -124,7 +131,8 @@ def apply_engine_options(nbest, params, out_dir, nn_costs, *, model, state_carry
         log.info("OOV penalty (auto): %.3f nats per out-of-vocabulary word", oov_penalty)
     costs = score_nbest_set(lm, nbest, params, state_carry=state_carry, device=dev,
                             max_tokens=max_tokens, engine=engine, oov_penalty=oov_penalty,
-                            conv_batch=conv_batch, schedule=schedule, precision=precision)
+                            conv_batch=conv_batch, schedule=schedule, precision=precision,
+                            normalize=normalize)
     path = Path(out_dir) / "lmwt.nn"
     write_nn_costs(path, costs)
     log.info("wrote %s (%d hypotheses)", path, len(costs))

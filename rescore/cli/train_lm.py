@@ -40,6 +40,10 @@ DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
 @click.option("--ff-mult", type=int, default=4, help="Transformer feed-forward width / H.")
 @click.option("--coverage", "coverage_weight", type=float, default=0.0, metavar="LAMBDA",
               help="Pointer-generator: coverage (See et al. 2017) with loss weight LAMBDA; 0: off.")
+@click.option("--self-norm", type=click.FloatRange(min=0.0), default=0.0, metavar="ALPHA",
+              help="Self-normalisation: add ALPHA * (log Z)^2 to the loss (Devlin et al. 2014), "
+                   "Z the head's softmax normaliser (over V + L for the pointer), so that "
+                   "rescore-nbest --normalize none can skip it; 0: off.")
 @click.option("--epochs", type=int, default=10, help="Maximum epochs.")
 @click.option("--batch-size", type=int, default=20, help="Parallel streams per process.")
 @click.option("--eval-batch-size", type=int, default=10, help="Parallel streams for validation.")
@@ -61,7 +65,7 @@ DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
 @click.option("--resume", is_flag=True, help="Continue from OUT_DIR/last.pt.")
 @verbose_option
 def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, layers, dropout,
-         n_heads, context, positions, ff_mult, coverage_weight, epochs, batch_size,
+         n_heads, context, positions, ff_mult, coverage_weight, self_norm, epochs, batch_size,
          eval_batch_size, optimizer, lr, warmup, anneal, max_anneals, clip, max_vocab,
          epoch_batches, seed, device, threads, resume, verbose):
     """Train a word LM on TRAIN (concatenated sentences, BPTT chunks) and keep the best
@@ -73,7 +77,8 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
     config = ModelConfig(arch=arch, head=head, hidden=hidden, layers=layers, dropout=dropout,
                          history=history or bptt, memory_aug=memory_aug, n_heads=n_heads,
                          context=context or bptt, positions=positions, ff_mult=ff_mult,
-                         coverage=coverage_weight > 0, coverage_weight=coverage_weight)
+                         coverage=coverage_weight > 0, coverage_weight=coverage_weight,
+                         self_norm=self_norm)
     opts = TrainOptions(train=train, valid=valid, out_dir=out_dir, epochs=epochs,
                         batch_size=batch_size, eval_batch_size=eval_batch_size, bptt=bptt,
                         optimizer=optimizer, lr=DEFAULT_LR[optimizer] if lr is None else lr,

@@ -31,7 +31,7 @@ Conventions
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Optional
+from typing import Callable, Dict, Iterable, Optional
 
 import torch
 from torch import Tensor, nn
@@ -51,17 +51,43 @@ class HeadOutput:
     aux_loss:   (B, T) float or None, an extra per-position training loss of the head (the
                 pointer-generator's coverage term, See et al. 2017 eq. 13); training adds it to
                 -log P(target) before averaging; perplexity ignores it.
+    log_norm:   (B, T) float or None, log Z: the log of the normaliser of the head's V-sized
+                softmax (softmax: over V; implicit pointer: over V + L; PSMM and the
+                pointer-generator: P_vocab's, over V). Self-normalised training adds
+                alpha * log_norm^2 (Devlin et al. 2014); unnormalised scoring leaves Z out.
+    vocab_score: with unnormalised output (``forward(..., normalize=False)``) ``log_vocab``
+                is None and ``vocab_score(b, t, ids)`` ((E,) int64 each -> (E,) float32) gives
+                log_vocab[b, t, ids] without Z: the target rows of the output layer only, ~H
+                per target instead of V x H per position. ``log_slot`` is then unnormalised
+                too (implicit pointer: the raw slot logits; PSMM / pointer-generator keep their
+                exact L-way attention, only P_vocab is left unnormalised).
     """
 
-    log_vocab: Tensor
+    log_vocab: Optional[Tensor]
     log_slot: Optional[Tensor] = None
     slot_ident: Optional[Tensor] = None
     hidden: Optional[Tensor] = None
     aux_loss: Optional[Tensor] = None
+    log_norm: Optional[Tensor] = None
+    vocab_score: Optional[Callable[[Tensor, Tensor, Tensor], Tensor]] = None
+
+    def vocab_at(self, b: Tensor, t: Tensor, ids: Tensor) -> Tensor:
+        """log_vocab[b, t, ids] for (E,) int64 rows, positions and ids -> (E,) float."""
+        if self.log_vocab is None:
+            return self.vocab_score(b, t, ids)
+        return self.log_vocab[b, t, ids]
 
     def log_prob(self, target_ids: Tensor, target_ident: Tensor) -> Tensor:
-        """log P(target) at each position: (B, T) int64 ids and identities -> (B, T) float."""
-        lp = self.log_vocab.gather(-1, target_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
+        """log P(target) at each position: (B, T) int64 ids and identities -> (B, T) float.
+
+        With unnormalised output, the same mixture without the normaliser Z."""
+        if self.log_vocab is None:
+            B, T = target_ids.shape
+            b = torch.arange(B, device=target_ids.device).repeat_interleave(T)
+            t = torch.arange(T, device=target_ids.device).repeat(B)
+            lp = self.vocab_score(b, t, target_ids.reshape(-1)).view(B, T)
+        else:
+            lp = self.log_vocab.gather(-1, target_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
         if self.log_slot is None:
             return lp
         match = self.slot_ident == target_ident.unsqueeze(-1)  # (B, T, L)
@@ -128,10 +154,14 @@ class LanguageModel(nn.Module):
         Returns the head output for the next-token prediction at each of the T positions and the
         state after the last position. Calling it on T tokens at once must equal calling it T
         times on one token (the engine relies on it; the tests check it).
+
+        A model with ``supports_unnormalized`` also takes ``normalize=False``: the head output
+        then leaves out the normaliser Z (``HeadOutput.vocab_score``).
         """
         raise NotImplementedError
 
     supports_tree = False  # ``forward_tree`` (all nodes of prefix trees in one call) works
+    supports_unnormalized = False  # ``forward(..., normalize=False)`` works
 
     def score(self, ids: Tensor, ident: Tensor, target_ids: Tensor, target_ident: Tensor,
               state: LMState) -> tuple[Tensor, LMState]:

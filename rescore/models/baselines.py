@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rescore.models.base import EMPTY, HeadOutput
-from rescore.models.heads import register_head
+from rescore.models.heads import log_norm, output_rows, register_head
 from rescore.models.history import slide
 
 
@@ -83,9 +83,10 @@ class PsmmHead(_HistoryHead):
         self.query = nn.Linear(H, H)  # W_q, b_q
         self.sentinel = nn.Parameter(torch.empty(H).uniform_(-0.1, 0.1))  # s
 
-    def forward(self, hidden: Tensor, emb: Tensor, ident: Tensor, state: Dict[str, Tensor]
-                ) -> Tuple[HeadOutput, Dict[str, Tensor]]:
-        """hidden (B, T, H) float, emb (B, T, E) (unused), ident (B, T) int64."""
+    def forward(self, hidden: Tensor, emb: Tensor, ident: Tensor, state: Dict[str, Tensor],
+                normalize: bool = True) -> Tuple[HeadOutput, Dict[str, Tensor]]:
+        """hidden (B, T, H) float, emb (B, T, E) (unused), ident (B, T) int64. Unnormalised
+        (``normalize=False``): P_vocab without its normaliser, the L-way attention exact."""
         B, T, _ = hidden.shape
         L = self.history
         full_h, slot_ident, new_state = self._full(hidden, ident, state)
@@ -96,9 +97,15 @@ class PsmmHead(_HistoryHead):
         z = z.masked_fill(slot_ident == EMPTY, float("-inf"))
         sent = (q * self.sentinel).sum(-1, keepdim=True)  # (B, T, 1)
         log_a = torch.log_softmax(torch.cat([z, sent], dim=-1), dim=-1)  # (B, T, L+1)
-        log_vocab = log_a[..., L:] + torch.log_softmax(self.decoder(hidden), dim=-1)
-        out = HeadOutput(log_vocab=log_vocab, log_slot=log_a[..., :L],
-                         slot_ident=slot_ident, hidden=hidden)
+        if not normalize:
+            return HeadOutput(None, log_slot=log_a[..., :L], slot_ident=slot_ident,
+                              hidden=hidden, vocab_score=output_rows(
+                                  self.decoder, hidden, log_a[..., L])), new_state
+        logits = self.decoder(hidden)  # (B, T, V)
+        log_p_vocab = torch.log_softmax(logits, dim=-1)
+        out = HeadOutput(log_vocab=log_a[..., L:] + log_p_vocab, log_slot=log_a[..., :L],
+                         slot_ident=slot_ident, hidden=hidden,
+                         log_norm=log_norm(logits, log_p_vocab))
         return out, new_state
 
 
@@ -142,9 +149,10 @@ class PointerGeneratorHead(_HistoryHead):
                                             dtype=self.decoder.weight.dtype, device=device)
         return state
 
-    def forward(self, hidden: Tensor, emb: Tensor, ident: Tensor, state: Dict[str, Tensor]
-                ) -> Tuple[HeadOutput, Dict[str, Tensor]]:
-        """hidden (B, T, H) float, emb (B, T, E) float, ident (B, T) int64."""
+    def forward(self, hidden: Tensor, emb: Tensor, ident: Tensor, state: Dict[str, Tensor],
+                normalize: bool = True) -> Tuple[HeadOutput, Dict[str, Tensor]]:
+        """hidden (B, T, H) float, emb (B, T, E) float, ident (B, T) int64. Unnormalised
+        (``normalize=False``): P_vocab without its normaliser, the attention exact."""
         B, T, _ = hidden.shape
         L = self.history
         full_h, slot_ident, new_state = self._full(hidden, ident, state)
@@ -178,8 +186,14 @@ class PointerGeneratorHead(_HistoryHead):
         a_full = log_a.new_zeros(B, T, L + T).scatter(2, idx, log_a.exp())  # (B, T, L+T)
         context = a_full @ full_h  # (B, T, H): h*_t
         gen = (self.gen_ctx(context) + self.gen_h(hidden) + self.gen_x(emb))  # (B, T, 1)
-        log_vocab = F.logsigmoid(gen) + torch.log_softmax(self.decoder(hidden), dim=-1)
         log_slot = F.logsigmoid(-gen) + log_a  # -inf for empty slots
-        out = HeadOutput(log_vocab=log_vocab, log_slot=log_slot, slot_ident=slot_ident,
-                         hidden=hidden, aux_loss=aux)
+        if not normalize:
+            score = output_rows(self.decoder, hidden, F.logsigmoid(gen).squeeze(-1))
+            return HeadOutput(None, log_slot=log_slot, slot_ident=slot_ident, hidden=hidden,
+                              aux_loss=aux, vocab_score=score), new_state
+        logits = self.decoder(hidden)  # (B, T, V)
+        log_p_vocab = torch.log_softmax(logits, dim=-1)
+        out = HeadOutput(log_vocab=F.logsigmoid(gen) + log_p_vocab, log_slot=log_slot,
+                         slot_ident=slot_ident, hidden=hidden, aux_loss=aux,
+                         log_norm=log_norm(logits, log_p_vocab))
         return out, new_state

@@ -83,11 +83,19 @@ class NeuralCacheLM(LanguageModel):
                 return int(getattr(self.config, name))
         raise ValueError("cannot tell the hidden size of the wrapped model from its config")
 
-    def forward(self, ids: Tensor, ident: Tensor, state: LMState) -> tuple[HeadOutput, LMState]:
-        """ids, ident (B, T) int64 -> the cached mixture at each position and the next state."""
+    @property
+    def supports_unnormalized(self) -> bool:
+        return getattr(self.inner, "supports_unnormalized", False)
+
+    def forward(self, ids: Tensor, ident: Tensor, state: LMState,
+                normalize: bool = True) -> tuple[HeadOutput, LMState]:
+        """ids, ident (B, T) int64 -> the cached mixture at each position and the next state.
+        With ``normalize=False`` the wrapped model's part is unnormalised (its Z left out; for
+        a self-normalised model Z ~ 1) and the cache's part stays exact."""
         own = {k: v for k, v in state.tensors.items() if k.startswith(PREFIX)}
         inner_state = LMState({k: v for k, v in state.tensors.items() if not k.startswith(PREFIX)})
-        out, inner_next = self.inner(ids, ident, inner_state)
+        out, inner_next = self.inner(ids, ident, inner_state,
+                                     **({} if normalize else {"normalize": False}))
         if out.hidden is None:
             raise ValueError("the wrapped model gives no HeadOutput.hidden; the cache needs it")
         hidden = out.hidden  # (B, T, H)
@@ -125,10 +133,17 @@ class NeuralCacheLM(LanguageModel):
         if out.log_slot is not None:
             log_slot.insert(0, log_keep + out.log_slot)
             slot_ids.insert(0, out.slot_ident)
-        mixed = HeadOutput(log_vocab=log_keep + out.log_vocab,
+        vocab_score = None
+        if out.log_vocab is None:  # unnormalised: shift the wrapped rows by log(1 - lambda)
+            inner_score, keep = out.vocab_score, log_keep.squeeze(-1)  # (B, T)
+
+            def vocab_score(b, t, v):
+                return inner_score(b, t, v) + keep[b, t].float()
+        mixed = HeadOutput(log_vocab=None if out.log_vocab is None else log_keep + out.log_vocab,
                            log_slot=torch.cat(log_slot, dim=-1),
                            slot_ident=torch.cat(slot_ids, dim=-1),
-                           hidden=hidden, aux_loss=out.aux_loss)
+                           hidden=hidden, aux_loss=out.aux_loss, log_norm=out.log_norm,
+                           vocab_score=vocab_score)
         next_tensors = dict(inner_next.tensors)
         next_tensors.update({
             PREFIX + "h": full_h[:, -L:].to(own[PREFIX + "h"].dtype),  # the state's dtype

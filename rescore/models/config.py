@@ -26,6 +26,10 @@ class ModelConfig:
     cache_lambda: float = 0.1  # neural cache: interpolation weight lambda of the cache
     coverage: bool = False  # pointer-generator: coverage vector c_i fed to the attention
     coverage_weight: float = 1.0  # pointer-generator: lambda of the coverage loss term
+    # self-normalisation (Devlin et al. 2014, eq. 4; Chen et al. 2015): alpha of the training
+    # term alpha * (log Z)^2, Z the head's large normaliser (HeadOutput.log_norm); 0: off.
+    # A model trained with it can be scored without normalising (rescore-nbest --normalize).
+    self_norm: float = 0.0
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)

@@ -6,13 +6,16 @@ with the input embedding). It offers
 
 * ``init_state(batch_size, device) -> dict[str, Tensor]``: its carried history, batch-first
   (e.g. ``hist_ident`` (B, L) int64 filled with EMPTY);
-* ``forward(hidden (B, T, H), emb (B, T, E), ident (B, T), state) -> (HeadOutput, new state)``,
-  where ``state`` is the model's whole state dict and the head reads and returns only its keys.
+* ``forward(hidden (B, T, H), emb (B, T, E), ident (B, T), state, normalize=True)
+  -> (HeadOutput, new state)``, where ``state`` is the model's whole state dict and the head
+  reads and returns only its keys. With ``normalize=False`` the head leaves its V-sized
+  normaliser out and computes no (B, T, V) tensor (``HeadOutput.vocab_score``); otherwise it
+  returns ``HeadOutput.log_norm`` = log Z, which self-normalised training drives to 0.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +37,31 @@ def register_head(name: str) -> Callable[[type], type]:
     return add
 
 
+def log_norm(logits: Tensor, log_probs: Tensor) -> Tensor:
+    """log Z of ``log_probs = logits - log Z`` ((..., V) each) -> (...,) float32.
+
+    logits[k] - log_probs[k] for one k (column 0, ``<eos>``: frequent, so both terms are O(1)
+    to O(10) and the difference is exact to rounding); its gradient is that of logsumexp,
+    softmax(logits), without another pass over V in the forward."""
+    return logits[..., 0].float() - log_probs[..., 0].float()
+
+
+def output_rows(decoder: nn.Linear, hidden: Tensor,
+                offset: Optional[Tensor] = None) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+    """``HeadOutput.vocab_score`` of unnormalised output: for (E,) rows b, positions t and ids,
+    W[ids] . hidden[b, t] + bias[ids] (+ offset[b, t]) in float32, (E,). Only the E rows of the
+    output layer that are asked for are read: E x H multiply-adds, not (B x T) x V x H."""
+
+    def score(b: Tensor, t: Tensor, ids: Tensor) -> Tensor:
+        h = hidden[b, t].float()  # (E, H)
+        s = torch.einsum("eh,eh->e", h, decoder.weight[ids].float()) + decoder.bias[ids].float()
+        if offset is not None:
+            s = s + offset[b, t].float()
+        return s  # (E,)
+
+    return score
+
+
 @register_head("softmax")
 class SoftmaxHead(nn.Module):
     """y_t = softmax(W h_t + b): no history, no state."""
@@ -45,10 +73,13 @@ class SoftmaxHead(nn.Module):
     def init_state(self, batch_size: int, device=None) -> Dict[str, Tensor]:
         return {}
 
-    def forward(self, hidden: Tensor, emb: Tensor, ident: Tensor,
-                state: Dict[str, Tensor]) -> Tuple[HeadOutput, Dict[str, Tensor]]:
-        log_vocab = F.log_softmax(self.decoder(hidden), dim=-1)  # (B, T, V)
-        return HeadOutput(log_vocab, hidden=hidden), {}
+    def forward(self, hidden: Tensor, emb: Tensor, ident: Tensor, state: Dict[str, Tensor],
+                normalize: bool = True) -> Tuple[HeadOutput, Dict[str, Tensor]]:
+        if not normalize:
+            return HeadOutput(None, hidden=hidden, vocab_score=output_rows(self.decoder, hidden)), {}
+        logits = self.decoder(hidden)  # (B, T, V)
+        log_vocab = F.log_softmax(logits, dim=-1)  # (B, T, V)
+        return HeadOutput(log_vocab, hidden=hidden, log_norm=log_norm(logits, log_vocab)), {}
 
 
 class JointLogSoftmax(torch.autograd.Function):
@@ -122,8 +153,8 @@ class PointerHead(nn.Module):
             state["hist_mem"] = torch.zeros(batch_size, L, device=device)
         return state
 
-    def forward(self, hidden: Tensor, emb: Tensor, ident: Tensor,
-                state: Dict[str, Tensor]) -> Tuple[HeadOutput, Dict[str, Tensor]]:
+    def forward(self, hidden: Tensor, emb: Tensor, ident: Tensor, state: Dict[str, Tensor],
+                normalize: bool = True) -> Tuple[HeadOutput, Dict[str, Tensor]]:
         slot_ident, new_ident = slide(state["hist_ident"], ident)  # (B, T, L), (B, L)
         new_state = {"hist_ident": new_ident}
         p = self.pointer(hidden)  # (B, T, L)
@@ -134,6 +165,11 @@ class PointerHead(nn.Module):
             new_state["hist_mem"] = new_mem
         empty = slot_ident == EMPTY
         p = p.masked_fill(empty, float("-inf"))
-        log_vocab, log_slot = JointLogSoftmax.apply(self.decoder(hidden), p)  # (B,T,V), (B,T,L)
-        out = HeadOutput(log_vocab, log_slot, slot_ident, hidden)
+        if not normalize:  # exp(z) over V + L without the normaliser: the raw slot logits
+            return HeadOutput(None, p.float(), slot_ident, hidden,
+                              vocab_score=output_rows(self.decoder, hidden)), new_state
+        logits = self.decoder(hidden)  # (B, T, V)
+        log_vocab, log_slot = JointLogSoftmax.apply(logits, p)  # (B,T,V), (B,T,L)
+        out = HeadOutput(log_vocab, log_slot, slot_ident, hidden,
+                         log_norm=log_norm(logits, log_vocab))  # log Z over V + L
         return out, new_state

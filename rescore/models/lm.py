@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Tuple
 
 from torch import Tensor, nn
@@ -33,6 +34,11 @@ class NeuralLM(LanguageModel):
         self.decoder.weight = self.embedding.weight  # tied (Press & Wolf 2017; Inan et al. 2017)
         nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
         nn.init.zeros_(self.decoder.bias)
+        if config.self_norm > 0:
+            # log Z starts at 0 instead of ln V: the same softmax (a constant shift of the
+            # logits), so the cross-entropy trains alike; only the (log Z)^2 term is spared
+            # the climb down from ~(ln V)^2 that would take the first steps' gradient.
+            nn.init.constant_(self.decoder.bias, -math.log(V))
         self.drop = nn.Dropout(config.dropout)
         self.body = BODIES[config.arch](config)
         self.head = HEADS[config.head](config, self.decoder)
@@ -43,11 +49,14 @@ class NeuralLM(LanguageModel):
         assert not set(body) & set(head), "body and head state names must differ"
         return LMState({**body, **head})
 
-    def forward(self, ids: Tensor, ident: Tensor, state: LMState) -> Tuple[HeadOutput, LMState]:
+    supports_unnormalized = True  # every head takes normalize=False
+
+    def forward(self, ids: Tensor, ident: Tensor, state: LMState,
+                normalize: bool = True) -> Tuple[HeadOutput, LMState]:
         emb = self.drop(self.embedding(ids))  # (B, T, H)
         hidden, body_state = self.body(emb, state.tensors)  # (B, T, H)
         hidden = self.drop(hidden)
-        out, head_state = self.head(hidden, emb, ident, state.tensors)
+        out, head_state = self.head(hidden, emb, ident, state.tensors, normalize=normalize)
         return out, LMState({**body_state, **head_state})
 
     @property
@@ -56,7 +65,7 @@ class NeuralLM(LanguageModel):
         return hasattr(self.body, "forward_tree") and isinstance(self.head, SoftmaxHead)
 
     def forward_tree(self, ids: Tensor, ident: Tensor, depth: Tensor, ancestor: Tensor,
-                     state: LMState) -> HeadOutput:
+                     state: LMState, normalize: bool = True) -> HeadOutput:
         """The head output at every node of prefix trees (``TransformerBody.forward_tree``):
         node i's output equals that of ``forward`` on the path from the root to node i."""
         if not self.supports_tree:
@@ -64,5 +73,5 @@ class NeuralLM(LanguageModel):
                              f"{self.config.head} head")
         emb = self.drop(self.embedding(ids))  # (B, N, H)
         hidden = self.drop(self.body.forward_tree(emb, depth, ancestor, state.tensors))
-        out, _ = self.head(hidden, emb, ident, state.tensors)
+        out, _ = self.head(hidden, emb, ident, state.tensors, normalize=normalize)
         return out
