@@ -16,6 +16,10 @@ utterance's trie. An exact engine computes the output layer (its V x H product a
 normaliser) once per distinct prefix at least, so padded rows / distinct prefixes bounds its
 speed-up over padded where the output layer dominates the time per row.
 
+--normalize exact,none runs every engine with exact and with unnormalised costs (``--normalize
+none`` of rescore-nbest: the output layer's target rows only); ``ENGINE:none`` rows are checked
+against the naive engine's unnormalised costs.
+
 Without --model a randomly initialised model (--arch/--head/--hidden/--layers, vocabulary of
 --vocab-text) is saved to a temporary checkpoint: speed does not depend on the weights.
 """
@@ -56,6 +60,8 @@ def parse_args(argv=None):
     p.add_argument("--convs", type=int, default=20, help="first N conversations of the set")
     p.add_argument("--utts", type=int, default=3, help="first M utterances of each conversation")
     p.add_argument("--engines", default="fast,padded,naive")
+    p.add_argument("--normalize", default="exact",
+                   help="comma list of exact, none, auto: each engine runs with each")
     p.add_argument("--repeat", type=int, default=1, help="runs per engine (median reported)")
     p.add_argument("--state-carry", default="rescored")
     p.add_argument("--weight", type=float, default=0.5)
@@ -75,6 +81,7 @@ def parse_args(argv=None):
                    help="--bound: N-best depths to count (first K hypotheses per utterance)")
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one engine
     p.add_argument("--costs-out", help=argparse.SUPPRESS)
+    p.add_argument("--worker-normalize", default="exact", help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -86,14 +93,15 @@ def load_subset(args):
     return nbest.subset_utts(keep)
 
 
-def matmul_flops_per_row(cfg) -> float:
+def matmul_flops_per_row(cfg, output_layer: bool = True) -> float:
     """FLOPs of the matrix products of one scored token row (2 per multiply-add): the output
-    layer (H x V) and the body; small terms (pointer heads, LayerNorm, gates) left out.
-    A Transformer row attends to about its W = context cached keys."""
+    layer (H x V; not computed by unnormalised scoring, ``output_layer=False``) and the body;
+    small terms (pointer heads, LayerNorm, gates, the target rows of unnormalised scoring)
+    left out. A Transformer row attends to about its W = context cached keys."""
     H, V, n = cfg.hidden, cfg.vocab_size, cfg.layers
     body = (n * 2 * 4 * H * 2 * H if cfg.arch == "lstm"  # 4 gates from [x ; h]
             else n * 2 * ((4 + 2 * cfg.ff_mult) * H * H + 2 * cfg.context * H))
-    return 2.0 * H * V + body
+    return (2.0 * H * V if output_layer else 0.0) + body
 
 
 def sharing_bound(nbest, depths):
@@ -136,7 +144,7 @@ def worker(args) -> None:
     import torch
 
     from rescore.combine import Params
-    from rescore.engine import EngineStats, score_nbest_set
+    from rescore.engine import EngineStats, resolve_normalize, score_nbest_set
     from rescore.models import load_checkpoint
 
     torch.set_num_threads(args.threads)
@@ -150,17 +158,18 @@ def worker(args) -> None:
                             state_carry=args.state_carry, device=args.device,
                             max_tokens=args.max_tokens, engine=args.worker,
                             conv_batch=args.conv_batch, schedule=args.schedule,
-                            precision=args.precision, stats=stats,
-                            progress=False)
+                            precision=args.precision, normalize=args.worker_normalize,
+                            stats=stats, progress=False)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     with open(args.costs_out, "w") as f:
         json.dump(costs, f)
     print(json.dumps({
-        "engine": args.worker, "wall_s": wall, "cpu_s": cpu, "hyps": stats.hyps,
+        "engine": args.worker, "normalize": args.worker_normalize, "wall_s": wall, "cpu_s": cpu, "hyps": stats.hyps,
         "tokens": stats.tokens, "rows": stats.rows, "calls": stats.calls,
-        "gflop": stats.rows * matmul_flops_per_row(cfg) / 1e9,
+        "gflop": stats.rows * matmul_flops_per_row(
+            cfg, resolve_normalize(model, args.worker_normalize) == "exact") / 1e9,
         "rss_before_mib": rss_before,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "cuda_peak_mib": (torch.cuda.max_memory_allocated() / 2**20
@@ -194,21 +203,28 @@ def main(argv=None) -> None:
         model = str(tmp / "random.pt")
         random_checkpoint(args, Path(model))
     passthrough = [a for a in (argv if argv is not None else sys.argv[1:])]
-    engines = args.engines.split(",")
+    # a run: ENGINE (exact costs) or ENGINE:NORMALIZE
+    engines = [e if n == "exact" else f"{e}:{n}" for e in args.engines.split(",")
+               for n in args.normalize.split(",")]
     runs, costs = {e: [] for e in engines}, {}
     for r in range(args.repeat):
         for e in engines:  # interleaved, so load changes hit every engine alike
-            if e == "naive" and r > 0:
+            if e.startswith("naive") and r > 0:
                 continue  # the reference is slow; one run
-            out = tmp / f"{e}.json"
-            cmd = [sys.executable, __file__, *passthrough, "--model", model, "--worker", e,
-                   "--costs-out", str(out)]
+            engine, _, norm = e.partition(":")
+            out = tmp / f"{e.replace(':', '-')}.json"
+            cmd = [sys.executable, __file__, *passthrough, "--model", model, "--worker", engine,
+                   "--worker-normalize", norm or "exact", "--costs-out", str(out)]
             env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
             res = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
             runs[e].append(json.loads(res.stdout.strip().splitlines()[-1]))
             costs[e] = json.loads(out.read_text())
             print(f"run {r + 1} {e}: {runs[e][-1]['wall_s']:.1f} s", file=sys.stderr)
-    ref = costs.get("naive") or costs[engines[0]]
+
+    def reference(e):  # the naive engine with the same normalisation, else the first such run
+        norm = e.partition(":")[2]
+        same = [x for x in engines if x.partition(":")[2] == norm]
+        return costs.get("naive" + (":" + norm if norm else "")) or costs[same[0]]
     summary = {"model": args.model or f"random {args.arch}-{args.head}"
                f"{'+mem' if args.memory_aug else ''} {args.layers}x{args.hidden} "
                f"V={args.max_vocab}",
@@ -218,6 +234,7 @@ def main(argv=None) -> None:
         r = runs[e]
         wall = statistics.median(x["wall_s"] for x in r)
         cpu = statistics.median(x["cpu_s"] for x in r)
+        ref = reference(e)
         d_tok = max(abs(a - b) for k in ref for a, b in zip(ref[k], costs[e][k]))
         d_hyp = max(abs(sum(ref[k]) - sum(costs[e][k])) for k in ref)
         summary["engines"][e] = {
@@ -238,13 +255,13 @@ def main(argv=None) -> None:
           "the machine's load); ratios against padded; peak = peak resident memory of the "
           "worker, +MiB = its rise while scoring; GF/s = matrix-product GFLOP of the rows "
           "computed per wall second (compare tools/bench_gemm.py)")
-    print(f"{'engine':8} {'wall s':>7} {'cpu s':>7} {'hyps/s':>7} {'tok/s':>7} {'tok/cpu-s':>9} "
+    print(f"{'engine':11} {'wall s':>7} {'cpu s':>7} {'hyps/s':>7} {'tok/s':>7} {'tok/cpu-s':>9} "
           f"{'rows':>8} {'calls':>6} {'x wall':>6} {'x cpu':>6} {'peak MiB':>8} {'+MiB':>5} "
           f"{'max|d|hyp':>9} {'GF/s':>6}")
     for e, s in summary["engines"].items():
         s["speedup_vs_padded"] = base["wall_s"] / s["wall_s"] if base else None
         s["cpu_speedup_vs_padded"] = base["cpu_s"] / s["cpu_s"] if base else None
-        print(f"{e:8} {s['wall_s']:7.1f} {s['cpu_s']:7.1f} {s['hyps_per_s']:7.1f} "
+        print(f"{e:11} {s['wall_s']:7.1f} {s['cpu_s']:7.1f} {s['hyps_per_s']:7.1f} "
               f"{s['tokens_per_s']:7.0f} {s['tokens_per_cpu_s']:9.0f} {s['rows']:8d} "
               f"{s['calls']:6d} {s['speedup_vs_padded'] or 0:6.2f} "
               f"{s['cpu_speedup_vs_padded'] or 0:6.2f} {s['peak_rss_mib']:8.0f} "

@@ -16,7 +16,18 @@ around one of our checkpoints, so that only the scorer differs:
 ``--no-carry`` starts every utterance from the zero state instead: Kaldi's costs are then exactly
 ours with ``--state-carry none`` (checked here to 1e-4 per token, the 4 decimals). Timed: the
 Kaldi loop (reading, scoring, writing; the model already loaded) against ``rescore.engine``'s
-fast engine (scoring only) on the same conversations, one thread each, medians.
+fast engine (scoring only) on the same conversations, one thread each, medians of the wall
+time and of this process's CPU time (the steadier figure on a loaded machine).
+
+Runs (``--runs``, interleaved in each round): ``kaldi`` (its carry, as shipped),
+``kaldi-nocarry``, ``fast`` (carry rescored, exact), ``fast-nocarry``, ``fast-bf16``, ``none``
+(carry rescored, ``--normalize none``: the target rows of the output layer only),
+``none-nocarry``, ``none-bf16``.
+
+A model other than an LSTM with a softmax head (e.g. the implicit pointer with memory) goes
+through the same loop around its own forward: one padded batch per utterance, the whole
+normalised output (``HeadOutput.log_prob`` of the targets, word identities as our engine
+gives them), the rank-1 hypothesis run again for the carried state (``LMState``).
 
     PYTHONPATH=. python tools/bench_kaldi_scorer.py --model exp/lm-long/lstm/model.pt
 """
@@ -25,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -35,16 +47,31 @@ REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 
 
+RUNS = {  # name: (label, scorer, carry, precision, normalize)
+    "kaldi": ("kaldi, carry (as shipped)", "kaldi", True, "fp32", "exact"),
+    "kaldi-nocarry": ("kaldi, no carry", "kaldi", False, "fp32", "exact"),
+    "fast": ("fast, carry rescored, fp32", "fast", "rescored", "fp32", "exact"),
+    "fast-nocarry": ("fast, carry none, fp32", "fast", "none", "fp32", "exact"),
+    "fast-bf16": ("fast, carry rescored, bf16", "fast", "rescored", "bf16", "exact"),
+    "none": ("unnormalised, carry rescored, fp32", "fast", "rescored", "fp32", "none"),
+    "none-nocarry": ("unnormalised, carry none, fp32", "fast", "none", "fp32", "none"),
+    "none-bf16": ("unnormalised, carry rescored, bf16", "fast", "rescored", "bf16", "none"),
+}
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", required=True, help="an LSTM checkpoint with a softmax head")
+    p.add_argument("--model", required=True, help="a checkpoint (Kaldi's own loop: an LSTM "
+                   "with a softmax head; other models through their forward)")
     p.add_argument("--nbest-dir", default=str(DATA / "tts-wikitext2-dev" / "nbest"))
     p.add_argument("--data-dir", default=str(DATA / "tts-wikitext2-dev" / "data"))
     p.add_argument("--convs", type=int, default=1000, help="first N conversations")
     p.add_argument("--utts", type=int, default=1000, help="first M utterances of each")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--runs", default="kaldi,kaldi-nocarry,fast,fast-nocarry,none",
+                   help="comma list of " + ",".join(RUNS))
     p.add_argument("--json", help="write the results here")
     return p.parse_args(argv)
 
@@ -64,6 +91,8 @@ def kaldi_scores(model, sents, carry: bool):
     """The loop of compute_sentence_scores.py around our LSTM: per-token costs per utterance."""
     import torch
 
+    if model.config.arch != "lstm" or model.config.head != "softmax":
+        return kaldi_scores_generic(model, sents, carry)
     vocab = model.vocab
     V, eos, unk = len(vocab), vocab.eos_id, vocab.unk_id
     index = vocab.index
@@ -106,6 +135,43 @@ def kaldi_scores(model, sents, carry: bool):
     return result
 
 
+def kaldi_scores_generic(model, sents, carry: bool):
+    """The same loop around any model's own forward (LMState carry, normalised output)."""
+    import torch
+
+    vocab = model.vocab
+    eos = vocab.eos_id
+    result = OrderedDict()
+    end = None
+    with torch.no_grad():
+        for idx, (key, hyps) in enumerate(sents.items()):
+            B = len(hyps)
+            enc = [vocab.encode(hyp.split()) for hyp in hyps]
+            lens = [len(ids) + 1 for ids, _ in enc]
+            T = max(lens)
+            data = torch.zeros(B, T, dtype=torch.long)
+            ident = torch.zeros(B, T, dtype=torch.long)
+            target = torch.zeros(B, T, dtype=torch.long)
+            target_ident = torch.zeros(B, T, dtype=torch.long)
+            for b, (ids, idents) in enumerate(enc):
+                n = len(ids) + 1
+                data[b, :n] = torch.tensor([eos] + ids)
+                ident[b, :n] = torch.tensor([eos] + idents)
+                target[b, :n] = torch.tensor(ids + [eos])
+                target_ident[b, :n] = torch.tensor(idents + [eos])
+            if carry and idx > 0:
+                start = end.select(torch.zeros(B, dtype=torch.long))
+            else:
+                start = model.initial_state(B)
+            out, _ = model(data, ident, start)
+            loss = -out.log_prob(target, target_ident)
+            if carry:  # the state after the rank-1 hypothesis, padding included (Kaldi's way)
+                _, end = model(data[:1], ident[:1], start.select(torch.zeros(1, dtype=torch.long)))
+            scores = loss.numpy()
+            result[key] = [scores[b, :lens[b]] for b in range(B)]
+    return result
+
+
 def write_scores(result, path):
     with open(path, "w", encoding="utf-8") as f:
         for key, rows in result.items():
@@ -124,8 +190,10 @@ def main(argv=None) -> None:
 
     torch.set_num_threads(args.threads)
     model = load_checkpoint(args.model, "cpu").eval()
-    if model.config.arch != "lstm" or model.config.head != "softmax":
-        raise SystemExit("error: Kaldi's scorer loop here needs an LSTM with a softmax head")
+    names = args.runs.split(",")
+    unknown = [n for n in names if n not in RUNS]
+    if unknown:
+        raise SystemExit(f"error: unknown run(s) {unknown}; known: {list(RUNS)}")
     nbest = load_nbest_dir(args.nbest_dir, args.data_dir)
     keep = [u.id for c in nbest.conversations[:args.convs] for u in c.utterances[:args.utts]]
     nbest = nbest.subset_utts(keep)
@@ -138,45 +206,56 @@ def main(argv=None) -> None:
     n_hyps = sum(len(u.hyps) for u in nbest.utterances())
     params = Params(0.5, 9.5, 0.0)
 
-    def kaldi(carry):
-        t0 = time.perf_counter()
-        res = kaldi_scores(model, load_sents(text), carry)
-        write_scores(res, tmp / "scores.txt")
-        return time.perf_counter() - t0, res
+    def run(name):
+        _, scorer, carry, precision, normalize = RUNS[name]
+        t0, c0 = time.perf_counter(), time.process_time()
+        if scorer == "kaldi":
+            res = kaldi_scores(model, load_sents(text), carry)
+            write_scores(res, tmp / "scores.txt")
+        else:
+            res = score_nbest_set(model, nbest, params, state_carry=carry, device="cpu",
+                                  precision=precision, normalize=normalize, progress=False)
+        return time.perf_counter() - t0, time.process_time() - c0, res
 
-    def ours(carry, precision="fp32"):
-        t0 = time.perf_counter()
-        res = score_nbest_set(model, nbest, params, state_carry=carry, device="cpu",
-                              precision=precision, progress=False)
-        return time.perf_counter() - t0, res
-
-    runs = {"kaldi, carry (as shipped)": lambda: kaldi(True),
-            "kaldi, no carry": lambda: kaldi(False),
-            "fast, carry rescored, fp32": lambda: ours("rescored"),
-            "fast, carry none, fp32": lambda: ours("none"),
-            "fast, carry rescored, bf16": lambda: ours("rescored", "bf16")}
-    times = {name: [] for name in runs}
+    times = {name: [] for name in names}
+    cpu = {name: [] for name in names}
     out = {}
+    loads = [os.getloadavg()[0]]
     for _ in range(args.repeat):  # interleaved rounds
-        for name, fn in runs.items():
-            t, out[name] = fn()
+        for name in names:
+            t, c, out[name] = run(name)
             times[name].append(t)
-    # identical costs: Kaldi without carry == fast with carry none, token by token
-    k, f = out["kaldi, no carry"], out["fast, carry none, fp32"]
-    diff = max(abs(float(a) - b) for u in nbest.utterances() for j, h in enumerate(u.hyps)
-               for a, b in zip(k[u.id][j], f[h.key]))
-    base = statistics.median(times["kaldi, carry (as shipped)"])
+            cpu[name].append(c)
+            loads.append(os.getloadavg()[0])
     summary = {"model": args.model, "hyps": n_hyps, "utterances": len(keep),
-               "threads": args.threads, "max_token_diff_no_carry": diff, "runs": {}}
+               "threads": args.threads, "load_avg_1min": loads, "runs": {}}
     print(f"{n_hyps} hypotheses of {len(keep)} utterances, {args.threads} thread(s), medians of "
-          f"{args.repeat}; Kaldi's loop without carry vs fast without carry: max |d| per token "
-          f"{diff:.1e}")
-    print(f"{'scorer':30} {'s':>8} {'hyps/s':>8} {'x Kaldi':>8}")
-    for name, ts in times.items():
-        t = statistics.median(ts)
-        summary["runs"][name] = {"s": t, "all": ts, "hyps_per_s": n_hyps / t,
-                                 "x_kaldi": base / t}
-        print(f"{name:30} {t:8.1f} {n_hyps / t:8.0f} {base / t:8.2f}")
+          f"{args.repeat}; 1-minute load average {min(loads):.1f} to {max(loads):.1f}")
+    # identical costs: Kaldi without carry == fast with carry none, token by token
+    for kn, fn in (("kaldi-nocarry", "fast-nocarry"), ("kaldi-nocarry", "none-nocarry"),
+                   ("fast", "none")):
+        if kn in out and fn in out:
+            k, f = out[kn], out[fn]
+            get = (lambda u, j, h: k[u.id][j]) if kn.startswith("kaldi") else (
+                lambda u, j, h: k[h.key])
+            diff = [abs(float(a) - b) for u in nbest.utterances() for j, h in enumerate(u.hyps)
+                    for a, b in zip(get(u, j, h), f[h.key])]
+            summary[f"token_diff_{kn}_vs_{fn}"] = {"max": max(diff),
+                                                   "mean": statistics.fmean(diff)}
+            print(f"{kn} vs {fn}: per token |d| max {max(diff):.1e}, mean "
+                  f"{statistics.fmean(diff):.1e}")
+    base = names[0]
+    print(f"ratios against {RUNS[base][0]!r} (the first run)")
+    print(f"{'scorer':36} {'wall s':>7} {'cpu s':>7} {'hyps/s':>8} {'x wall':>7} {'x cpu':>7}")
+    for name in names:
+        t, c = statistics.median(times[name]), statistics.median(cpu[name])
+        summary["runs"][name] = {
+            "label": RUNS[name][0], "s": t, "cpu_s": c, "all": times[name], "cpu_all": cpu[name],
+            "hyps_per_s": n_hyps / t, "x_first_wall": statistics.median(times[base]) / t,
+            "x_first_cpu": statistics.median(cpu[base]) / c}
+        r = summary["runs"][name]
+        print(f"{RUNS[name][0]:36} {t:7.1f} {c:7.1f} {n_hyps / t:8.0f} {r['x_first_wall']:7.2f} "
+              f"{r['x_first_cpu']:7.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
 
