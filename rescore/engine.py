@@ -523,6 +523,8 @@ class _Forest:
         self.hyp_node: List[int] = []     # hypothesis -> the node of its last word (or root)
         self._child: Dict[Tuple[int, int], int] = {}
         self._edge: Dict[Tuple[int, int], int] = {}
+        # (node, identity) -> (edge, child node): a shared prefix costs one lookup per token
+        self._walk: Dict[Tuple[int, int], Tuple[int, int]] = {}
 
     def _node(self, parent: int, tok_id: int, tok_ident: int, root_row: int = -1) -> int:
         key = (parent, tok_ident) if parent >= 0 else (-1 - root_row, tok_ident)
@@ -552,12 +554,17 @@ class _Forest:
 
     def add(self, root_row: int, hyps: List[_Hyp], eos: int) -> None:
         """Add one utterance (part) starting from row ``root_row`` of the start states."""
+        walk = self._walk
         for h in hyps:
             node = self._node(-1, eos, eos, root_row)
             path = []
             for w_id, w_ident in zip(h.ids, h.ident):
-                path.append(self._edge_of(node, w_id, w_ident))
-                node = self._node(node, w_id, w_ident)
+                step = walk.get((node, w_ident))
+                if step is None:
+                    step = walk[node, w_ident] = (self._edge_of(node, w_id, w_ident),
+                                                  self._node(node, w_id, w_ident))
+                path.append(step[0])
+                node = step[1]
             path.append(self._edge_of(node, eos, eos))
             self.hyp_edges.append(path)
             self.hyp_node.append(node)
@@ -689,13 +696,19 @@ def _score_group(ctx: _Context, encoded, k: int, group, starts: LMState,
             ids = ctx.tensor([[forest.tok_id[n] for n in seg] for seg, _ in segs])  # (G, T)
             ident = ctx.tensor([[forest.tok_ident[n] for n in seg] for seg, _ in segs])
             # the edges of every node of these segments: (segment, position, edge)
-            eb, et, ee = [], [], []
-            for g, (seg, _) in enumerate(segs):
-                for t, n in enumerate(seg):
-                    for e in forest.node_edges[n]:
-                        eb.append(g)
-                        et.append(t)
-                        ee.append(e)
+            node_edges = forest.node_edges
+            if T == 1:  # levels: one node per row (comprehensions: this runs per trie node)
+                ee = [e for seg, _ in segs for e in node_edges[seg[0]]]
+                eb = [g for g, (seg, _) in enumerate(segs) for _ in node_edges[seg[0]]]
+                et = [0] * len(ee)
+            else:
+                eb, et, ee = [], [], []
+                for g, (seg, _) in enumerate(segs):
+                    for t, n in enumerate(seg):
+                        for e in node_edges[n]:
+                            eb.append(g)
+                            et.append(t)
+                            ee.append(e)
             reduce = _edge_reducer(ctx, edge_lp, e_id_all, e_ident_all, eb, et, ee)
             end = ctx.forward(ids, ident, states, ctx.tensor([row for _, row in segs]), reduce)
             if finals is not None and not chain:
@@ -728,12 +741,17 @@ def _edge_reducer(ctx: _Context, edge_lp: Tensor, e_id_all: Tensor, e_ident_all:
     """The ``reduce`` of a forward call whose rows carry edges: edge ``ee[j]`` is scored from
     row ``eb[j]``, position ``et[j]`` of the output; fills ``edge_lp``."""
     eb_t, et_t, ee_t = ctx.tensor(eb), ctx.tensor(et), ctx.tensor(ee)
+    n_rows = max(eb, default=-1) + 1
 
     def reduce(out: HeadOutput, s: int, e: int) -> None:
-        sel = ((eb_t >= s) & (eb_t < e)).nonzero().squeeze(1)
-        tid, tident = e_id_all[ee_t[sel]], e_ident_all[ee_t[sel]]
-        edge_lp[ee_t[sel]] = target_log_prob(out, eb_t[sel] - s, et_t[sel], tid, tident,
-                                             tident >= ctx.n_vocab, ctx.oov_penalty)
+        if s == 0 and e >= n_rows:  # the whole call in one chunk: every edge
+            b, t, ed = eb_t, et_t, ee_t
+        else:
+            sel = ((eb_t >= s) & (eb_t < e)).nonzero().squeeze(1)
+            b, t, ed = eb_t[sel] - s, et_t[sel], ee_t[sel]
+        tid, tident = e_id_all[ed], e_ident_all[ed]
+        edge_lp[ed] = target_log_prob(out, b, t, tid, tident, tident >= ctx.n_vocab,
+                                      ctx.oov_penalty)
 
     return reduce
 

@@ -294,3 +294,21 @@ def test_cli_normalize(tmp_path):
     assert costs["auto-plain"] == costs["exact"]
     assert costs["auto-self"] == costs["none"]
     assert costs["none"] != costs["exact"]
+
+
+def test_lstm_step_from_ids_equals_forward():
+    """The one-token inference step (layer 0's input projection from a table) equals nn.LSTM,
+    and the table follows the weights when they change."""
+    model = real_model(dict(arch="lstm", head="softmax"))
+    body = model.body
+    ids = torch.tensor([[3], [5], [0]])
+    state = {"h": torch.randn(3, 2, 16), "c": torch.randn(3, 2, 16)}
+    with torch.no_grad():
+        for _ in range(2):
+            ref, ref_st = body(model.embedding(ids), state)
+            got, got_st = body.step_ids(ids, model.embedding.weight, state)
+            assert torch.allclose(ref, got, atol=1e-5)
+            for k in ("h", "c"):
+                assert torch.allclose(ref_st[k], got_st[k], atol=1e-5)
+            model.embedding.weight.mul_(0.5)  # the cached table must not be used again
+            body.rnn.bias_hh_l0.add_(0.3)

@@ -50,6 +50,44 @@ class LSTMBody(nn.Module):
         out, (h, c) = self.rnn(x, (h0, c0))  # (B, T, H)
         return out, {"h": h.transpose(0, 1), "c": c.transpose(0, 1)}
 
+    def step_ids(self, ids: Tensor, embedding: Tensor,
+                 state: Dict[str, Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """``forward(embedding[ids])`` for one token per row ((B, 1) int64 ids; inference: no
+        dropout, no autograd) with layer 0's input projection read from a (V, 4H) table
+        ``embedding @ W_ih0^T + b_ih0 + b_hh0`` instead of computed: a quarter of the body's
+        multiply-adds per row (the rescoring engine's one-token rows, issue 13)."""
+        table = self._input_table(embedding)
+        rnn = self.rnn
+        x = None
+        hs, cs = [], []
+        for k in range(self.layers):
+            if k == 0:
+                g = table[ids[:, 0]]  # (B, 4H), a copy: safe to add into
+            else:
+                g = torch.addmm(getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}"),
+                                x, getattr(rnn, f"weight_ih_l{k}").t())
+            g = g.addmm_(state["h"][:, k].to(g.dtype), getattr(rnn, f"weight_hh_l{k}").t())
+            H = self.hidden  # gates in place, PyTorch's order i, f, u, o (fewer passes)
+            g[:, :2 * H].sigmoid_()
+            g[:, 2 * H:3 * H].tanh_()
+            g[:, 3 * H:].sigmoid_()
+            i, f, u, o = g.chunk(4, 1)
+            c = torch.addcmul(f * state["c"][:, k].to(g.dtype), i, u)  # (B, H)
+            x = o * c.tanh()  # (B, H)
+            hs.append(x)
+            cs.append(c)
+        return x.unsqueeze(1), {"h": torch.stack(hs, 1), "c": torch.stack(cs, 1)}
+
+    def _input_table(self, embedding: Tensor) -> Tensor:
+        """(V, 4H) layer-0 input projection of every word, cached while the weights stay."""
+        w, b1, b2 = self.rnn.weight_ih_l0, self.rnn.bias_ih_l0, self.rnn.bias_hh_l0
+        key = tuple((t.data_ptr(), t._version) for t in (embedding, w, b1, b2))
+        cached = getattr(self, "_table", None)
+        if cached is None or cached[0] != key:
+            with torch.no_grad():
+                cached = self._table = (key, torch.addmm(b1 + b2, embedding, w.t()))
+        return cached[1]
+
 
 def sinusoidal(pos: Tensor, dim: int) -> Tensor:
     """Sinusoidal position embeddings (Vaswani et al. 2017, §3.5): (...) int64 -> (..., dim)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Tuple
 
+import torch
 from torch import Tensor, nn
 
 from rescore.models.base import HeadOutput, LanguageModel, LMState
@@ -54,7 +55,12 @@ class NeuralLM(LanguageModel):
     def forward(self, ids: Tensor, ident: Tensor, state: LMState,
                 normalize: bool = True) -> Tuple[HeadOutput, LMState]:
         emb = self.drop(self.embedding(ids))  # (B, T, H)
-        hidden, body_state = self.body(emb, state.tensors)  # (B, T, H)
+        if (ids.shape[1] == 1 and not self.training and not torch.is_grad_enabled()
+                and hasattr(self.body, "step_ids") and not torch.is_autocast_enabled(ids.device.type)):
+            # one token per row at inference (the engine's trie levels): the body's fast step
+            hidden, body_state = self.body.step_ids(ids, self.embedding.weight, state.tensors)
+        else:
+            hidden, body_state = self.body(emb, state.tensors)  # (B, T, H)
         hidden = self.drop(hidden)
         out, head_state = self.head(hidden, emb, ident, state.tensors, normalize=normalize)
         return out, LMState({**body_state, **head_state})
