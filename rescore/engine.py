@@ -398,9 +398,9 @@ class _Context:
 
 
 def _progress(ctx: _Context, total: int, desc: str):
-    from tqdm import tqdm
+    from rescore.progress import progress  # a bar on a terminal, log lines in a log
 
-    return tqdm(total=total, desc=desc, unit="hyp", disable=None if ctx.progress else True)
+    return progress(total=total, desc=desc, unit="hyp", enabled=ctx.progress)
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional
 
 import torch
 import torch.distributed as dist
-from tqdm import tqdm
+from rescore.progress import progress
 
 from rescore.data import Streams, load_streams
 from rescore.errors import RescoreError
@@ -166,9 +166,8 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
             model.train()
             t0, tokens, loss_sum = time.perf_counter(), 0, 0.0
             first = ts["step"] - ts["epoch_start"]  # > 0 when resuming inside an epoch
-            bar = tqdm(range(first, epoch_len), initial=first, total=epoch_len,
-                       desc=f"epoch {ts['epoch'] + 1}", unit="batch",
-                       disable=None if rank == 0 else True, leave=False)
+            bar = progress(range(first, epoch_len), initial=first, total=epoch_len,
+                           desc=f"epoch {ts['epoch'] + 1}", unit="batch", enabled=rank == 0, leave=False)
             for b in bar:
                 c = ts["step"] % n_chunks
                 if c == 0 or state is None:

@@ -579,7 +579,7 @@ def decode_data_dir(
     ``ps_1best.txt`` (PocketSphinx's own ``hyp()``, normalized) and ``decode.json`` (settings,
     ``inv_acwt``, ``wip`` and the rank-1 agreement).  Returns the decode.json dict.
     """
-    from tqdm import tqdm
+    from rescore.progress import progress
 
     settings = settings or DecoderSettings()
     utts = list_utterances(data_dir)
@@ -592,14 +592,14 @@ def decode_data_dir(
     if nj <= 1:
         _init_worker(settings, nbest)
         it: Iterator[UttResult] = map(_decode_one, utts)
-        results = list(tqdm(it, total=len(utts), desc="decode", disable=None))
+        results = list(progress(it, total=len(utts), desc="decode", unit="utt"))
     else:
         import multiprocessing as mp
 
         ctx = mp.get_context("spawn" if os.name == "nt" else "fork")
         by_reco = sorted(utts, key=lambda u: (u.spec, u.start))
         with ctx.Pool(nj, initializer=_init_worker, initargs=(settings, nbest)) as pool:
-            for r in tqdm(pool.imap(_decode_one, by_reco, chunksize=4), total=len(utts), desc="decode", disable=None):
+            for r in progress(pool.imap(_decode_one, by_reco, chunksize=4), total=len(utts), desc="decode", unit="utt"):
                 results.append(r)
         order = {u.utt: k for k, u in enumerate(utts)}
         results.sort(key=lambda r: order[r.utt])

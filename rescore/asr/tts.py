@@ -127,7 +127,7 @@ def make_tts_data_dir(
     ``<speaker>-<k>`` (k from 000), so sorted utterance ids follow speakers as Kaldi wants.
     Returns counts (documents, utterances, seconds of audio).
     """
-    from tqdm import tqdm
+    from rescore.progress import progress
 
     flite = check_flite()
     if not voices:
@@ -142,8 +142,8 @@ def make_tts_data_dir(
             jobs.append((di, si, " ".join(words), voice))
     log.info("synthesizing %d sentences of %d documents with flite voices %s", len(jobs), len(docs), ",".join(voices))
     with ThreadPoolExecutor(max(1, nj)) as ex:
-        audio = list(tqdm(ex.map(lambda j: synthesize(j[2], j[3], flite), jobs), total=len(jobs),
-                          desc="tts", disable=None))
+        audio = list(progress(ex.map(lambda j: synthesize(j[2], j[3], flite), jobs), total=len(jobs),
+                              desc="tts", unit="sentence"))
     silence = np.zeros(int(round(gap * SAMPLE_RATE)), dtype=np.int16)
     wav_scp, segments, text_rows, utt2spk, utt2dur, reco2voice = [], [], [], [], [], []
     k = 0

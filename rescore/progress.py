@@ -1,0 +1,138 @@
+"""Progress of long work: a tqdm bar on a terminal, a log line every few seconds in a log file.
+
+tqdm draws only when stderr is a terminal (``disable=None``), so a job under Kaldi's run.pl or
+queue.pl, nohup or a CI runner would log nothing between its start and end lines, minutes
+apart. :func:`progress` returns a tqdm bar that does exactly what tqdm does on a terminal; when
+stderr is not a terminal it logs instead, from a timer thread, every ``RESCORE_PROGRESS_SECONDS``
+seconds (default 20, so a line at least every 30 s even while one step is slow)::
+
+    12:01:07 rescore.progress INFO: decode: 412/627 utt (66%), 1.9 utt/s, elapsed 03:36, ETA 01:53
+
+and one line when the work ends. Use it like tqdm::
+
+    for batch in progress(batches, desc="epoch 1", unit="batch"):
+        ...
+    bar = progress(total=n, desc="fast", unit="hyp"); bar.update(k); bar.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import weakref
+from typing import Iterable, Optional
+
+from tqdm import tqdm
+
+ENV_SECONDS = "RESCORE_PROGRESS_SECONDS"
+DEFAULT_SECONDS = 20.0
+
+log = logging.getLogger("rescore.progress")
+
+
+def log_interval() -> float:
+    """Seconds between progress lines in a log: $RESCORE_PROGRESS_SECONDS (> 0), else 20."""
+    v = os.environ.get(ENV_SECONDS)
+    if v:
+        try:
+            s = float(v)
+            if s > 0 and s == s and s != float("inf"):
+                return s
+        except ValueError:
+            pass
+        log.warning("%s=%r is not a number of seconds > 0: using %g", ENV_SECONDS, v, DEFAULT_SECONDS)
+    return DEFAULT_SECONDS
+
+
+def _zero_size_terminal() -> bool:
+    """stderr is a terminal that reports 0 columns (a size never set)."""
+    import sys
+
+    try:
+        return sys.stderr.isatty() and os.get_terminal_size(sys.stderr.fileno()).columns == 0
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class Progress(tqdm):
+    """tqdm that, where tqdm stays silent because stderr is not a terminal, logs its state
+    every log_interval() seconds (see the module doc). ``enabled=False`` silences both."""
+
+    def __init__(self, iterable: Optional[Iterable] = None, *, enabled: bool = True,
+                 logger: Optional[logging.Logger] = None, interval: Optional[float] = None, **kw):
+        kw.setdefault("disable", None if enabled else True)
+        if enabled and _zero_size_terminal():
+            # a pty without a size (script under a non-terminal, some CI runners): tqdm would
+            # draw a bar of 0 columns, hidden below row -1
+            kw.setdefault("ncols", 80)
+            kw.setdefault("nrows", 24)
+        super().__init__(iterable, **kw)
+        # tqdm has turned itself off: no terminal (and not silenced by the caller)
+        self.log_mode = bool(enabled and self.disable)
+        if not self.log_mode:
+            return
+        self._log = logger or log
+        self._desc = kw.get("desc") or "progress"
+        self._unit = kw.get("unit", "it")
+        self._count = kw.get("initial", 0)
+        self._initial = self._count
+        self._t0 = time.monotonic()
+        self._closed = False
+        self._stop = threading.Event()
+        ref = weakref.ref(self)  # the thread must not keep an abandoned bar alive
+
+        def tick(stop=self._stop, every=interval or log_interval()):
+            while not stop.wait(every):
+                bar = ref()
+                if bar is None:
+                    return
+                bar.log_state()
+                del bar
+
+        threading.Thread(target=tick, name=f"progress {self._desc}", daemon=True).start()
+
+    def __iter__(self):
+        if not self.log_mode:
+            yield from super().__iter__()
+            return
+        for x in self.iterable:
+            yield x
+            self._count += 1
+        self.close()
+
+    def update(self, n=1):
+        if self.log_mode:
+            self._count += n
+        return super().update(n)
+
+    def log_state(self, done: bool = False) -> None:
+        """Log one line: count, total and percent, rate, elapsed and remaining time, postfix."""
+        n, total = self._count, self.total
+        elapsed = time.monotonic() - self._t0
+        rate = (n - self._initial) / elapsed if elapsed > 0 else 0.0
+        line = f"{self._desc}: {n}" + (f"/{total}" if total else "") + f" {self._unit}"
+        if total:
+            line += f" ({100.0 * n / total:.0f}%)"
+        line += f", {rate:.3g} {self._unit}/s, elapsed {tqdm.format_interval(elapsed)}"
+        if done:
+            line += ", done"
+        elif total and rate > 0:
+            line += f", ETA {tqdm.format_interval((total - n) / rate)}"
+        if getattr(self, "postfix", None):
+            line += f"; {self.postfix}"
+        self._log.info("%s", line)
+
+    def close(self):
+        if getattr(self, "log_mode", False) and not self._closed:
+            self._closed = True
+            self._stop.set()
+            if time.monotonic() - self._t0 >= 1.0:  # only work long enough to matter
+                self.log_state(done=True)
+        super().close()
+
+
+def progress(iterable: Optional[Iterable] = None, *, enabled: bool = True, **kw) -> Progress:
+    """A :class:`Progress` bar (tqdm's arguments: total, desc, unit, initial, leave, ...)."""
+    return Progress(iterable, enabled=enabled, **kw)

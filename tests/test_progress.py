@@ -1,0 +1,90 @@
+"""Progress: a tqdm bar on a terminal (a pseudo-terminal made by `script`), log lines at the set
+interval when stderr is a file, even while one step is long; and a real command's log."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_train import write_corpus
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Three steps (a done line: over 1 s), then one step of 1.5 s with no update: the log must not go quiet.
+CHILD = """
+import logging, time
+logging.basicConfig(level=logging.INFO, format="%(relativeCreated)d %(name)s: %(message)s")
+from rescore.progress import progress
+for i in progress(range(3), desc="quick", unit="step"):
+    time.sleep(0.4)
+bar = progress(total=2, desc="slow", unit="hyp")
+bar.update(1)
+time.sleep(1.5)
+bar.update(1)
+bar.close()
+"""
+
+
+def _env(**kw):
+    return dict(os.environ, PYTHONPATH=str(REPO), **kw)
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs script (util-linux) for a pseudo-terminal")
+def test_bar_on_a_terminal(tmp_path):
+    (tmp_path / "child.py").write_text(CHILD)
+    cmd = f"{shlex.quote(sys.executable)} {shlex.quote(str(tmp_path / 'child.py'))}"
+    r = subprocess.run(["script", "-q", "-c", cmd, "/dev/null"], capture_output=True, text=True,
+                       env=_env(RESCORE_PROGRESS_SECONDS="0.2"), timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout + r.stderr
+    frames = r.stdout.replace("\r", "\n")
+    assert re.search(r"slow: 100%\|.*\| 2/2", frames), frames  # tqdm's own bar
+    assert "rescore.progress" not in frames  # on a terminal: the bar, no log lines
+
+
+def test_log_lines_at_the_interval_while_a_step_is_long(tmp_path):
+    (tmp_path / "child.py").write_text(CHILD)
+    with open(tmp_path / "log", "w") as err:
+        r = subprocess.run([sys.executable, str(tmp_path / "child.py")], stderr=err, stdout=subprocess.PIPE,
+                           env=_env(RESCORE_PROGRESS_SECONDS="0.2"), timeout=120)
+    assert r.returncode == 0
+    log = (tmp_path / "log").read_text()
+    assert "%|" not in log  # no bar in a file
+    slow = [(int(t), m) for t, m in re.findall(r"^(\d+) rescore.progress: (slow: .*)$", log, re.M)]
+    assert slow[-1][1].startswith("slow: 2/2 hyp (100%)") and "done" in slow[-1][1]
+    during = [t for t, m in slow if m.startswith("slow: 1/2 hyp (50%)")]
+    # 1.5 s without an update, a line every 0.2 s: about 7 (a loaded machine may delay some)
+    assert len(during) >= 4, log
+    assert max(b - a for a, b in zip(during, during[1:])) < 1000, log
+    assert re.search(r"quick: 3/3 step \(100%\)", log)
+
+
+@pytest.mark.slow
+def test_training_logs_progress_in_a_log_file(tmp_path):
+    """rescore-train-lm with stderr to a file (as under run.pl): epoch progress lines."""
+    write_corpus(tmp_path / "train.txt", 400, 1)
+    write_corpus(tmp_path / "valid.txt", 60, 2)
+    args = ["--train", str(tmp_path / "train.txt"), "--valid", str(tmp_path / "valid.txt"),
+            "--out-dir", str(tmp_path / "lm"), "--hidden", "16", "--layers", "1", "--bptt", "8",
+            "--epochs", "1", "--batch-size", "4", "--device", "cpu", "--threads", "1"]
+    with open(tmp_path / "log", "w") as err:
+        r = subprocess.run([sys.executable, "-m", "rescore.cli.train_lm", *args], stderr=err,
+                           stdout=subprocess.PIPE, env=_env(RESCORE_PROGRESS_SECONDS="0.05"), timeout=300)
+    log = (tmp_path / "log").read_text()
+    assert r.returncode == 0, log
+    assert re.search(r"rescore.progress INFO: epoch 1: \d+/\d+ batch \(\d+%\), .* batch/s, elapsed", log), log
+
+
+def test_bad_interval_falls_back_with_a_warning(monkeypatch, caplog):
+    from rescore.progress import DEFAULT_SECONDS, log_interval
+
+    monkeypatch.setenv("RESCORE_PROGRESS_SECONDS", "soon")
+    assert log_interval() == DEFAULT_SECONDS and "RESCORE_PROGRESS_SECONDS" in caplog.text
+    monkeypatch.setenv("RESCORE_PROGRESS_SECONDS", "2.5")
+    assert log_interval() == 2.5
