@@ -227,8 +227,9 @@ def rescore_nbest(
     if train_counts is not None:
         buckets = metrics.rare_word_buckets(train_counts, (w for r in nbest.refs.values() for w in r), num_buckets)
         report["buckets"] = metrics.bucket_wer(alignments, buckets)
-        if plot:
-            metrics.plot_buckets(report["buckets"], out / "buckets.png", title=f"WER per rare-word bucket, {out}")
+    report["comparison"] = metrics.compare_nbest(nbest, one_best, train_counts=train_counts, num_buckets=num_buckets)
+    if train_counts is not None and plot:
+        metrics.plot_comparison(report["comparison"], out / "buckets.png", metrics.nbest_chart_title(nbest))
     with atomic_output(out / "report.json", "w") as f:
         json.dump(report, f, indent=1)
         f.write("\n")
@@ -250,10 +251,10 @@ def format_report(report: dict) -> str:
         f"rank-1 WER   {report['first_rank_wer']:.2f} %   oracle WER {report['oracle_wer']:.2f} %   "
         f"1-best changed in {report['changed_utts']} utterances",
     ]
-    if "buckets" in report:
-        from rescore.metrics import format_bucket_table
+    if "comparison" in report:
+        from rescore.metrics import format_comparison
 
-        lines += ["", "per rare-word bucket (0 = rarest in training text):", format_bucket_table(report["buckets"])]
+        lines += ["", "first pass (rank 1 of the N-best) against rescored:", format_comparison(report["comparison"])]
     return "\n".join(lines)
 
 

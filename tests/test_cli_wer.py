@@ -37,7 +37,7 @@ def test_shared_dev_first_pass_against_jiwer(tmp_path):
     assert (rep["substitutions"], rep["deletions"], rep["insertions"]) == (o.substitutions, o.deletions, o.insertions)
     b = rep["buckets"]
     assert len(b) == 10 and sum(x["ref_tokens"] for x in b) == rep["ref_words"]
-    assert sum(x["errors"] for x in b) + sum(x["insertions"] for x in b) == rep["errors"]
+    assert sum(x["errors"] for x in b) == rep["errors"]  # S + D + I per bucket
     assert (tmp_path / "b.png").stat().st_size > 1000
     assert "%WER" in r.output and "total" in r.output
 
@@ -59,3 +59,53 @@ def test_duplicate_utterance_names_file_and_line(tmp_path):
     _write(tmp_path / "hyp", {"a": ["x"]})
     r = CliRunner().invoke(main, [str(tmp_path / "ref"), str(tmp_path / "hyp")])
     assert r.exit_code == 1 and f"{tmp_path / 'ref'}:3:" in r.output
+
+
+def _systems(tmp_path):
+    refs = {f"u{i}": f"w{i % 7} the sea is blue and long".split() for i in range(40)}
+    a = {u: list(r) for u, r in refs.items()}
+    for i, u in enumerate(refs):  # baseline: an error in every other utterance
+        if i % 2:
+            a[u][1] = "a"
+    b = {u: list(r) for u, r in refs.items()}
+    b["u1"] = b["u1"] + ["extra"]  # far fewer errors
+    for name, rows in (("ref", refs), ("a", a), ("b", b)):
+        _write(tmp_path / name, rows)
+    (tmp_path / "train").write_text("the sea is blue\nthe the sea and long w1 w2\n")
+    (tmp_path / "segments").write_text("".join(f"{u} rec{i // 8} 0 1\n" for i, u in enumerate(refs)))
+    return refs
+
+
+def test_two_systems_side_by_side(tmp_path):
+    _systems(tmp_path)
+    args = [str(tmp_path / "ref"), f"first-pass={tmp_path / 'a'}", f"rescored={tmp_path / 'b'}",
+            "--train-text", str(tmp_path / "train"), "--buckets", "3", "--groups", str(tmp_path / "segments"),
+            "--seed", "4", "--report", str(tmp_path / "r.json"), "--plot", str(tmp_path / "c.png")]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert [s["name"] for s in rep["systems"]] == ["first-pass", "rescored"]
+    assert [s["errors"] for s in rep["systems"]] == [20, 1]
+    d = rep["differences"][0]
+    assert d["wer_diff"] == pytest.approx(100 * (1 - 20) / 280) and d["relative_change"] == pytest.approx(-95.0)
+    assert d["ci"][1] < 0 and rep["bootstrap"] == {"draws": 1000, "seed": 4, "confidence": 0.95, "unit": "group",
+                                                    "grouping": "segments", "units": 5}
+    assert sum(b["systems"]["rescored"]["errors"] for b in rep["buckets"]) == 1
+    assert "rel.change" in r.output and "-95.0 %" in r.output and "5 recordings (by segments)" in r.output
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the same under the same seed; --name names the files given as paths
+    r2 = CliRunner().invoke(main, [str(tmp_path / "ref"), str(tmp_path / "a"), str(tmp_path / "b"), "--name",
+                                   "first-pass", "--name", "rescored", *args[3:]])
+    assert r2.exit_code == 0 and r2.output == r.output
+
+
+def test_two_systems_bad_names(tmp_path):
+    _systems(tmp_path)
+    r = CliRunner().invoke(main, [str(tmp_path / "ref"), str(tmp_path / "a"), str(tmp_path / "a")])
+    assert r.exit_code == 2 and "--name" in r.output
+    r = CliRunner().invoke(main, [str(tmp_path / "ref"), str(tmp_path / "a"), "--name", "x", "--name", "y"])
+    assert r.exit_code == 2 and "2 --name options for 1" in r.output
+    (tmp_path / "segments").write_text("u0 rec0 0 1\n")
+    r = CliRunner().invoke(main, [str(tmp_path / "ref"), str(tmp_path / "a"), str(tmp_path / "b"),
+                                  "--groups", str(tmp_path / "segments")])
+    assert r.exit_code == 1 and "a group for every utterance" in r.output and "segments" in r.output

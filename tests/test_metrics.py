@@ -14,8 +14,11 @@ from rescore.metrics import (
     bucket_ce_difference,
     bucket_cross_entropy,
     bucket_wer,
+    compare_systems,
+    format_comparison,
     oracle_wer,
     plot_buckets,
+    plot_comparison,
     rare_word_buckets,
 )
 
@@ -79,7 +82,12 @@ def test_buckets_are_rarest_first_roughly_equal_and_add_up():
     stats, al = align(refs, hyps)
     rows = bucket_wer(al, b)
     assert sum(r["ref_tokens"] for r in rows) == stats.ref_words
-    assert sum(r["errors"] + r["insertions"] for r in rows) == stats.errors
+    assert sum(r["errors"] for r in rows) == stats.errors  # insertions included, in their word's bucket
+    for k in ("substitutions", "deletions", "insertions"):
+        assert sum(r[k] for r in rows) == getattr(stats, k)
+    assert all(r["errors"] == r["substitutions"] + r["deletions"] + r["insertions"] for r in rows)
+    # the token-weighted mean of the bucket WERs is the WER
+    assert sum(r["wer"] * r["ref_tokens"] for r in rows) / stats.ref_words == pytest.approx(stats.wer)
     for r in rows:  # a word is never split, so buckets are roughly (not exactly) equal
         assert r["ref_tokens"] <= 2 * stats.ref_words / 5
 
@@ -113,3 +121,112 @@ def test_plot_writes_png(tmp_path):
     rows = [{"bucket": i, "wer": 10.0 - i, "ref_tokens": 5, "errors": 1, "insertions": 0} for i in range(10)]
     plot_buckets(rows, tmp_path / "b.png", others=[rows], labels=["a", "b"], title="t")
     assert (tmp_path / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# --------------------------------------------------------------------------------------------
+# Two systems: the comparison, its bucket table and the paired bootstrap
+
+
+def _two_systems(seed=7, n=300):
+    refs, hyps = _corpus(seed, n=n)
+    worse = dict(hyps)
+    rng = random.Random(seed)
+    for u in list(worse)[: n // 3]:  # more errors on a third of the utterances
+        worse[u] = worse[u] + [rng.choice(WORDS)]
+    return refs, hyps, worse
+
+
+def test_comparison_bucket_table_adds_up_to_the_total():
+    refs, a, b = _two_systems()
+    train = Counter({w: (i + 1) ** 2 for i, w in enumerate(WORDS)})
+    cmp = compare_systems(refs, {"a": a, "b": b}, train_counts=train, num_buckets=5, draws=200)
+    for s in cmp["systems"]:
+        stats, _ = align(refs, a if s["name"] == "a" else b)
+        assert (s["errors"], s["insertions"]) == (stats.errors, stats.insertions)
+        rows = [r["systems"][s["name"]] for r in cmp["buckets"]]
+        assert sum(r["errors"] for r in rows) == s["errors"]
+        for k in ("substitutions", "deletions", "insertions"):
+            assert sum(r[k] for r in rows) == s[k]
+    assert sum(r["ref_tokens"] for r in cmp["buckets"]) == cmp["ref_words"]
+    # the printed total line is the sum of the rows, and equals the corpus figures
+    total = [ln for ln in format_comparison(cmp).splitlines() if ln.lstrip().startswith("total")][0]
+    nums = total.replace("|", " ").split()
+    assert nums[1] == str(cmp["ref_words"])
+    assert nums[2] == str(cmp["systems"][0]["errors"]) and nums[4] == str(cmp["systems"][1]["errors"])
+    d = cmp["differences"][0]
+    assert d["wer_diff"] == pytest.approx(cmp["systems"][1]["wer"] - cmp["systems"][0]["wer"])
+    assert d["relative_change"] == pytest.approx(100 * d["wer_diff"] / cmp["systems"][0]["wer"])
+
+
+def test_bootstrap_is_deterministic_under_a_seed():
+    refs, a, b = _two_systems()
+    run = lambda seed: compare_systems(refs, {"a": a, "b": b}, draws=300, seed=seed)
+    assert run(3) == run(3)
+    assert run(3)["differences"][0]["ci"] != run(4)["differences"][0]["ci"]
+
+
+def test_system_against_itself_ci_covers_zero():
+    refs, a, _ = _two_systems()
+    cmp = compare_systems(refs, {"a": a, "same": dict(a)}, draws=500, seed=1)
+    d = cmp["differences"][0]
+    assert d["wer_diff"] == 0 and d["ci"][0] <= 0 <= d["ci"][1]
+    assert d["p_value"] == 1.0 and d["prob_improvement"] == 0.0
+
+
+def test_clearly_better_system_ci_excludes_zero():
+    refs, a, b = _two_systems()
+    perfect = {u: list(r) for u, r in refs.items()}
+    cmp = compare_systems(refs, {"a": a, "perfect": perfect, "worse": b}, draws=500, seed=1)
+    better, worse = cmp["differences"]
+    assert better["ci"][1] < 0 and better["p_value"] < 0.01 and better["prob_improvement"] == 1.0
+    assert worse["ci"][0] > 0 and worse["prob_improvement"] < 0.01
+    lo, hi = cmp["systems"][0]["wer_ci"]
+    assert lo < cmp["systems"][0]["wer"] < hi
+
+
+def test_bootstrap_against_a_slow_reference():
+    """The vectorised bootstrap (one matrix product) equals a loop over the drawn utterances."""
+    import numpy as np
+
+    refs, a, b = _two_systems(n=80)
+    cmp = compare_systems(refs, {"a": a, "b": b}, draws=200, seed=5)
+    utts = list(refs)
+    _, al_a = align(refs, a)
+    _, al_b = align(refs, b)
+    err = lambda al, u: al[u].substitutions + al[u].deletions + len(al[u].inserted)
+    idx = np.random.default_rng(5).integers(0, len(utts), size=(200, len(utts)))  # as _resample_counts draws
+    diffs = []
+    for draw in idx:
+        n = sum(len(refs[utts[i]]) for i in draw)
+        diffs.append(100.0 * (sum(err(al_b, utts[i]) for i in draw) - sum(err(al_a, utts[i]) for i in draw)) / n)
+    assert cmp["differences"][0]["ci"] == pytest.approx(list(np.percentile(diffs, [2.5, 97.5])))
+    assert cmp["differences"][0]["prob_improvement"] == pytest.approx(np.mean(np.array(diffs) < 0))
+
+
+def test_bootstrap_by_groups():
+    refs, a, b = _two_systems(n=60)
+    one_each = compare_systems(refs, {"a": a, "b": b}, groups={u: "g" + u for u in refs}, grouping="segments",
+                               draws=200, seed=2)
+    plain = compare_systems(refs, {"a": a, "b": b}, draws=200, seed=2)
+    assert one_each["differences"] == plain["differences"]  # a group per utterance: the same draws
+    assert one_each["bootstrap"]["unit"] == "group" and plain["bootstrap"]["unit"] == "utterance"
+    by10 = compare_systems(refs, {"a": a, "b": b}, groups={u: str(i // 10) for i, u in enumerate(refs)},
+                           grouping="segments", draws=200, seed=2)
+    assert by10["bootstrap"]["units"] == 6
+    assert "6 recordings (by segments)" in format_comparison(by10)
+    with pytest.raises(RescoreError, match="u000"):
+        compare_systems(refs, {"a": a}, groups={}, grouping="segments")
+
+
+def test_comparison_json_has_no_nan_or_infinity(tmp_path):
+    import json
+
+    refs = {"u1": [], "u2": ["a"]}  # an empty reference; one utterance of one word
+    cmp = compare_systems({"u1": []}, {"x": {"u1": ["extra"]}, "y": {"u1": []}}, draws=50)
+    assert cmp["systems"][0]["wer"] is None  # errors over 0 reference words
+    json.dumps(cmp, allow_nan=False)
+    cmp = compare_systems(refs, {"x": {"u1": ["b"], "u2": ["a"]}, "y": {"u1": [], "u2": ["a"]}},
+                          train_counts=Counter({"a": 3}), num_buckets=3, draws=50)
+    json.dumps(cmp, allow_nan=False)
+    plot_comparison(cmp, tmp_path / "c.png", "x vs y")
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,41 +1,90 @@
-"""rescore-wer: WER of a hypothesis text against a reference text, overall and per rare-word bucket."""
+"""rescore-wer: WER of one or more hypothesis texts against a reference text, overall and per
+rare-word bucket; with two or more, each compared with the first by a paired bootstrap."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import click
 
 from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
 
 
+def _systems(hyp_texts, names):
+    """[(name, path)] from HYP arguments (PATH or NAME=PATH) and --name options (in order)."""
+    out = []
+    for k, arg in enumerate(hyp_texts):
+        name, path = None, arg
+        if "=" in arg and not os.path.exists(arg):
+            name, path = arg.split("=", 1)
+        if k < len(names):
+            name = names[k]
+        out.append((name or path, path))
+    if len(names) > len(hyp_texts):
+        raise click.UsageError(f"{len(names)} --name options for {len(hyp_texts)} HYP_TEXT files")
+    seen = [n for n, _ in out]
+    dup = sorted({n for n in seen if seen.count(n) > 1})
+    if dup:
+        raise click.UsageError(f"two systems named {dup[0]!r}: give each a --name")
+    return out
+
+
 @click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
 @click.argument("ref_text", type=click.Path(dir_okay=False))
-@click.argument("hyp_text", type=click.Path(dir_okay=False))
+@click.argument("hyp_texts", nargs=-1, required=True, metavar="HYP_TEXT [HYP_TEXT ...]")
+@click.option("--name", "names", multiple=True, help="Name of each HYP_TEXT in order (repeat it); or write a HYP_TEXT as NAME=PATH. Default: the path.")
 @click.option("--train-text", type=click.Path(dir_okay=False), help="LM training text: adds the per rare-word bucket table (design §7).")
-@click.option("--buckets", "num_buckets", type=int, default=10, help="Number of rare-word buckets.")
+@click.option("--buckets", "num_buckets", type=click.IntRange(min=1), default=10, help="Number of rare-word buckets.")
+@click.option("--groups", type=click.Path(dir_okay=False), help="segments or utt2spk of the data: the bootstrap resamples whole recordings (speakers) instead of utterances.")
+@click.option("--bootstrap", "draws", type=click.IntRange(min=0), default=1000, help="Paired bootstrap draws for the CIs and p-values (0: none); with two or more HYP_TEXTs.")
+@click.option("--seed", type=int, default=0, help="Seed of the bootstrap's resampling.")
+@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, help="Level of the confidence intervals.")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write the report as JSON.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Bar chart of the per-bucket WER (PNG; needs --train-text).")
+@click.option("--plot", type=click.Path(dir_okay=False), help="Chart of the per-bucket WER of every system (and the differences with their CIs) as PNG; needs --train-text.")
+@click.option("--title", help="Title of the chart. Default: the reference file and the system names.")
 @click.option("--allow-missing", is_flag=True, help="Score a missing hypothesis as empty and ignore extra ones instead of failing.")
 @verbose_option
-def main(ref_text, hyp_text, train_text, num_buckets, report, plot, allow_missing, verbose):
-    """WER of HYP_TEXT against REF_TEXT (Kaldi text files: utt-id w1 w2 ...)."""
+def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, seed, confidence, report, plot,
+         title, allow_missing, verbose):
+    """WER of each HYP_TEXT against REF_TEXT (Kaldi text files: utt-id w1 w2 ...). With one
+    HYP_TEXT: compute-wer's line and the bucket table. With more: the first is the baseline and
+    each further one is compared with it (WER with sub/del/ins, relative change, a paired
+    bootstrap CI of the difference and its p-value), per bucket too."""
     setup_logging(verbose)
-    from rescore.io.kaldi import atomic_output
-    from rescore.metrics import format_wer_report, plot_buckets, wer_report
+    from rescore.io.kaldi import atomic_output, read_text_table
+    from rescore.metrics import (compare_systems, count_words, format_comparison, format_wer_report,
+                                 plot_comparison, read_groups, wer_report)
 
     if plot and not train_text:
         raise click.UsageError("--plot needs --train-text (the buckets come from training counts)")
+    systems = _systems(hyp_texts, list(names))
     with errors_to_exit():
-        rep = wer_report(ref_text, hyp_text, train_text=train_text, num_buckets=num_buckets,
-                         allow_missing=allow_missing)
+        train_counts = count_words(train_text) if train_text else None
+        if len(systems) == 1:
+            rep = wer_report(ref_text, systems[0][1], train_text=train_text, num_buckets=num_buckets,
+                             allow_missing=allow_missing, train_counts=train_counts)
+            text = format_wer_report(rep)
+        else:
+            text = None
+        if len(systems) > 1 or plot:
+            refs = read_text_table(ref_text, "tokens").as_dict()
+            hyps = {n: read_text_table(p, "tokens").as_dict() for n, p in systems}
+            cmp = compare_systems(refs, hyps, train_counts=train_counts, num_buckets=num_buckets,
+                                  groups=read_groups(groups) if groups else None, grouping=groups and
+                                  os.path.basename(groups), draws=draws if len(systems) > 1 else 0,
+                                  seed=seed, confidence=confidence, allow_missing=allow_missing,
+                                  paths={n: p for n, p in systems}, ref_path=ref_text)
+            if len(systems) > 1:
+                rep, text = cmp, format_comparison(cmp)
+            if plot:
+                plot_comparison(cmp, plot, title or f"WER per rare-word bucket on {ref_text}: "
+                                + " vs ".join(n for n, _ in systems))
         if report:
             with atomic_output(report, "w") as f:
-                json.dump(rep, f, indent=1)
+                json.dump(rep, f, indent=1, allow_nan=False)
                 f.write("\n")
-        if plot:
-            plot_buckets(rep["buckets"], plot, title=f"WER per rare-word bucket: {hyp_text}")
-    click.echo(format_wer_report(rep))
+    click.echo(text)
 
 
 if __name__ == "__main__":
