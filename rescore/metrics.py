@@ -622,23 +622,30 @@ def bucket_ticks(ranges: Sequence[Optional[Sequence[int]]], total: Optional[str]
 def plot_bucket_series(path: PathLike, ticks: Sequence[str], series: Mapping[str, Sequence[float]], *,
                        title: str, ylabel: str,
                        diffs: Optional[Mapping[str, Tuple[Sequence[float], Optional[Sequence[Optional[Sequence[float]]]]]]] = None,
-                       diff_ylabel: str = "difference", diff_title: str = "", separate_last: bool = False) -> None:
+                       diff_ylabel: str = "difference", diff_title: str = "", separate_last: bool = False,
+                       diff_color: Optional[str] = None) -> None:
     """The one bucket chart (PNG): above, grouped bars of each series (legend: the series'
     names); below, when diffs is given, each difference series as bars with optional interval
     whiskers (name -> (values, [lo, hi] per bar or None)), a line at 0. separate_last draws a
-    dotted line before the last group (an "all" group beside the buckets)."""
+    dotted line before the last group (an "all" group beside the buckets). The difference bars
+    take the colour of the series they belong to (the last ones), or diff_color."""
+    import textwrap
+
     plt = _pyplot()
     xs = list(range(len(ticks)))
     panels = 2 if diffs else 1
     fig, axes = plt.subplots(panels, 1, figsize=(10, 7.5 if diffs else 4.5), sharex=True, squeeze=False)
     ax = axes[0][0]
     width = 0.8 / max(1, len(series))
+    top = 0.0
     for i, (name, vals) in enumerate(series.items()):
         ax.bar([x + (i - (len(series) - 1) / 2) * width for x in xs], list(vals), width, label=name)
+        top = max([top, *vals])
+    ax.set_ylim(0, top * 1.25 if top > 0 else 1)  # room for the legend above the bars
     ax.set_ylabel(ylabel)
-    ax.legend(loc="best")
+    ax.legend(loc="upper center", ncol=len(series), fontsize=9)
     ax.grid(axis="y", alpha=0.3)
-    ax.set_title(title)
+    ax.set_title(textwrap.fill(title, 95))
     if diffs:
         ax2 = axes[1][0]
         width = 0.8 / len(diffs)
@@ -649,10 +656,11 @@ def plot_bucket_series(path: PathLike, ticks: Sequence[str], series: Mapping[str
                 yerr = [[v - c[0] if c else 0.0 for v, c in zip(vals, cis)],
                         [c[1] - v if c else 0.0 for v, c in zip(vals, cis)]]
             ax2.bar([x + (i - (len(diffs) - 1) / 2) * width for x in xs], vals, width, yerr=yerr, capsize=3,
-                    color=f"C{len(series) - len(diffs) + i}", label=name)
+                    color=diff_color or f"C{len(series) - len(diffs) + i}", label=name)
         ax2.axhline(0, color="black", linewidth=0.8)
         ax2.set_ylabel(diff_ylabel)
-        ax2.legend(loc="best")
+        if len(diffs) > 1 or not diff_title:
+            ax2.legend(loc="best", fontsize=9)
         ax2.grid(axis="y", alpha=0.3)
         if diff_title:
             ax2.set_title(diff_title, fontsize=10)

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
-from tqdm import tqdm
+from rescore.progress import progress as progress_bar
 
 from rescore.data import Streams, encode_corpus, make_streams
 from rescore.vocab import EOS, read_sentences
@@ -40,9 +40,8 @@ def token_costs(model, streams: Streams, bptt: int, device, progress: bool = Fal
     model.eval()
     state = model.initial_state(streams.ids.shape[0], device)
     costs = []
-    for x, xi, y, yi, m in tqdm(streams.chunks(bptt), total=streams.n_chunks(bptt),
-                                desc="scoring", unit="chunk", disable=None if progress else True,
-                                leave=False):
+    for x, xi, y, yi, m in progress_bar(streams.chunks(bptt), total=streams.n_chunks(bptt),
+                                        desc="scoring", unit="chunk", enabled=progress, leave=False):
         lp, state = model.score(x.to(device), xi.to(device), y.to(device), yi.to(device), state)
         costs.append(torch.where(m.to(device), -lp.double(), torch.zeros((), dtype=torch.float64,
                                                                           device=device)))
@@ -74,16 +73,27 @@ def target_words(sentences: List[List[str]]) -> List[str]:
     return out
 
 
+def model_name(model) -> str:
+    """A short name of a model from its config, e.g. "LSTM 2x650, pointer + memory"."""
+    c = model.config
+    name = f"{c.arch.upper() if c.arch == 'lstm' else c.arch.capitalize()} {c.layers}x{c.hidden}, {c.head}"
+    if getattr(c, "memory_aug", False):
+        name += " + memory"
+    return name
+
+
 def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optional[PathLike] = None,
                       compare: Optional[PathLike] = None, batch_size: int = 10, bptt: int = 100,
                       n_buckets: int = 10, device: str = "cpu", cache_window: int = 0,
-                      cache_theta: float = 0.3, cache_lambda: float = 0.1) -> Dict[str, Any]:
+                      cache_theta: float = 0.3, cache_lambda: float = 0.1, name: Optional[str] = None,
+                      compare_name: Optional[str] = None) -> Dict[str, Any]:
     """Perplexity of ``checkpoint`` (and ``compare``) on ``text``; per-bucket cross-entropy when
     ``train_text`` gives the word frequencies. ``cache_window`` > 0 adds a neural cache
     (rescore.models.cache, Grave et al. 2017) to ``checkpoint`` (not to ``compare``).
+    ``name``/``compare_name`` name the models in the table and chart (default: model_name).
     Returns the JSON-ready report:
 
-    {"text", "convention", "targets", "ppl", "cross_entropy", "checkpoint",
+    {"text", "convention", "targets", "ppl", "cross_entropy", "checkpoint", "name",
      "buckets": [{"bucket", "tokens", "ce"}...] or None,
      "compare": {"checkpoint", "ppl", "cross_entropy", "buckets", "difference": [{"bucket",
                  "tokens", "ce_diff"}...] (ce(checkpoint) - ce(compare); < 0: checkpoint better)}}
@@ -102,13 +112,14 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
             counts.update(s)
         buckets = rare_word_buckets(counts, [w for w in targets if w != EOS], n=n_buckets)
 
-    def one(path: PathLike, cache_window: int = 0) -> Dict[str, Any]:
+    def one(path: PathLike, cache_window: int = 0, name: Optional[str] = None) -> Dict[str, Any]:
         model = with_cache(load_checkpoint(path, device), cache_window, cache_theta, cache_lambda)
+        name = name or model_name(model) + (" + neural cache" if cache_window > 0 else "")
         costs = score_text(model, sentences, batch_size, bptt, device)
         assert len(costs) == len(targets)
         ce = sum(costs) / len(costs)
-        res: Dict[str, Any] = {"checkpoint": str(path), "ppl": math.exp(ce), "cross_entropy": ce,
-                               "buckets": None}
+        res: Dict[str, Any] = {"checkpoint": str(path), "name": name, "ppl": math.exp(ce),
+                               "cross_entropy": ce, "buckets": None}
         if buckets is not None:
             from rescore.metrics import bucket_cross_entropy
 
@@ -118,13 +129,16 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
                 row["train_count_range"] = list(rng) if rng else None
         return res
 
-    main = one(checkpoint, cache_window)
+    main = one(checkpoint, cache_window, name)
     report = {"text": str(text), "convention": CONVENTION, "targets": len(targets),
               "batch_size": batch_size, **main, "compare": None,
               "cache": {"window": cache_window, "theta": cache_theta, "lambda": cache_lambda}
               if cache_window > 0 else None}
     if compare is not None:
-        other = one(compare)
+        other = one(compare, name=compare_name)
+        if other["name"] == main["name"]:  # same architecture: tell them apart by their files
+            main["name"] += f" ({Path(checkpoint).parent.name or checkpoint})"
+            other["name"] += f" ({Path(compare).parent.name or compare})"
         if buckets is not None:
             from rescore.metrics import bucket_ce_difference
 
@@ -137,12 +151,12 @@ def format_report(report: Dict[str, Any]) -> str:
     """A readable summary: perplexities and the per-bucket table."""
     cache = report.get("cache")
     lines = [f"# {report['text']}: {report['targets']} targets ({report['convention']})",
-             f"ppl {report['ppl']:.2f}  ce {report['cross_entropy']:.4f}  {report['checkpoint']}"
+             f"ppl {report['ppl']:.2f}  ce {report['cross_entropy']:.4f}  {report.get('name')}: {report['checkpoint']}"
              + (f" + neural cache (window {cache['window']}, theta {cache['theta']}, "
                 f"lambda {cache['lambda']})" if cache else "")]
     cmp_ = report.get("compare")
     if cmp_:
-        lines.append(f"ppl {cmp_['ppl']:.2f}  ce {cmp_['cross_entropy']:.4f}  {cmp_['checkpoint']}"
+        lines.append(f"ppl {cmp_['ppl']:.2f}  ce {cmp_['cross_entropy']:.4f}  {cmp_.get('name')}: {cmp_['checkpoint']}"
                      " (--compare)")
     if report.get("buckets"):
         head = f"{'bucket':>6} {'train count':>13} {'tokens':>7} {'ce':>7}"
@@ -159,22 +173,29 @@ def format_report(report: Dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def plot_report(report: Dict[str, Any], path: PathLike) -> None:
-    """Bar chart: the per-bucket ce difference with --compare, else the per-bucket ce."""
-    from rescore.metrics import plot_buckets
+def plot_report(report: Dict[str, Any], path: PathLike, title: Optional[str] = None) -> None:
+    """Chart of the per-bucket cross-entropy: grouped bars of each model (legend: the model
+    names), and with --compare their difference per bucket below. The title names the text."""
+    from rescore.metrics import bucket_ticks, plot_bucket_series
 
     if not report.get("buckets"):
         from rescore.errors import RescoreError
         raise RescoreError("--train-text for a per-bucket plot")
     cmp_ = report.get("compare")
+    names = [report.get("name") or str(report["checkpoint"])]
+    series = {names[0]: [r["ce"] for r in report["buckets"]]}
+    diffs = None
     if cmp_:
-        plot_buckets(cmp_["difference"], path, value="ce_diff",
-                     labels=[f"{Path(report['checkpoint']).parent.name} - "
-                             f"{Path(cmp_['checkpoint']).parent.name}"],
-                     title="per-bucket cross-entropy difference (< 0: first model better)")
-    else:
-        plot_buckets(report["buckets"], path, value="ce",
-                     labels=[Path(report["checkpoint"]).parent.name])
+        names.append(cmp_.get("name") or str(cmp_["checkpoint"]))
+        series[names[1]] = [r["ce"] for r in cmp_["buckets"]]
+        diffs = {f"{names[0]} - {names[1]}": ([d["ce_diff"] for d in cmp_["difference"]], None)}
+    plot_bucket_series(path, bucket_ticks([r.get("train_count_range") for r in report["buckets"]]), series,
+                       title=title or f"cross-entropy per rare-word bucket on {report['text']} "
+                       f"({report['targets']} targets): " + " vs ".join(names),
+                       ylabel="cross-entropy (nats per word)", diffs=diffs,
+                       diff_ylabel="cross-entropy difference (nats)",
+                       diff_title=f"{names[0]} - {names[1]} (< 0: {names[0]} better)" if cmp_ else "",
+                       diff_color="grey")
 
 
 def write_json(obj: Any, path: PathLike) -> None:

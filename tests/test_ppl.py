@@ -93,6 +93,13 @@ def test_cli_json_table_png_and_errors(tmp_path):
     assert f"ppl {rep['ppl']:.2f}" in r.output and "diff" in r.output
     assert len(rep["compare"]["difference"]) == 3
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the chart's legend: model names from the configs (or --name), not directory names
+    assert rep["name"].startswith("LSTM ") and rep["compare"]["name"].startswith("LSTM ")
+    assert rep["name"] != rep["compare"]["name"] and rep["name"] in r.output
+    r = CliRunner().invoke(ppl_main, [str(a), str(tmp_path / "text.txt"), "--train-text", str(tmp_path / "train.txt"),
+                                      "--compare", str(b), "--name", "pointer", "--compare-name", "softmax",
+                                      "--report", str(out_json), "--buckets", "3", "--device", "cpu"])
+    assert r.exit_code == 0 and json.loads(out_json.read_text())["compare"]["name"] == "softmax"
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")
     r = subprocess.run([sys.executable, "-m", "rescore.cli.ppl", str(bad), str(tmp_path / "text.txt")],

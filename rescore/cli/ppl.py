@@ -17,6 +17,9 @@ from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
 @click.option("--report", type=click.Path(dir_okay=False), default=None, help="Write a JSON report.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG bar chart (per-bucket ce, or the difference with --compare).")
+@click.option("--name", default=None, help="Name of CKPT in the table and chart. Default: from its config, e.g. 'LSTM 2x650, pointer + memory'.")
+@click.option("--compare-name", default=None, help="Name of the --compare checkpoint. Default: from its config.")
+@click.option("--title", default=None, help="Title of the chart. Default: the text and the model names.")
 @click.option("--buckets", "n_buckets", type=int, default=10, help="Number of rare-word buckets.")
 @click.option("--batch-size", type=int, default=10, help="Parallel streams the text is cut into.")
 @click.option("--bptt", type=int, default=100, help="Tokens per forward call.")
@@ -27,7 +30,7 @@ from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
 @click.option("--cache-lambda", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.1,
               help="Neural cache interpolation weight lambda.")
 @verbose_option
-def main(ckpt, text, train_text, compare, report, plot, n_buckets, batch_size, bptt, device,
+def main(ckpt, text, train_text, compare, report, plot, name, compare_name, title, n_buckets, batch_size, bptt, device,
          cache_window, cache_theta, cache_lambda, verbose):
     """Perplexity of CKPT on TEXT (one sentence per line; every word and each sentence end is
     predicted, OOV words as <unk>); with --train-text, cross-entropy per rare-word bucket."""
@@ -44,12 +47,13 @@ def main(ckpt, text, train_text, compare, report, plot, n_buckets, batch_size, b
         rep = perplexity_report(ckpt, text, train_text=train_text, compare=compare,
                                 batch_size=batch_size, bptt=bptt, n_buckets=n_buckets,
                                 device=device, cache_window=cache_window,
-                                cache_theta=cache_theta, cache_lambda=cache_lambda)
+                                cache_theta=cache_theta, cache_lambda=cache_lambda, name=name,
+                                compare_name=compare_name)
         click.echo(format_report(rep))
         if report:
             write_json(rep, report)
         if plot:
-            plot_report(rep, plot)
+            plot_report(rep, plot, title)
 
 
 if __name__ == "__main__":
