@@ -78,3 +78,11 @@ def test_reduced_mini_recipe(tmp_path):
         assert float(first.group(1)) == pytest.approx(report["wer"], abs=0.01)
         assert (exp / "test_rescored" / "buckets.png").stat().st_size > 1000
         assert "per rare-word bucket" in r.stdout
+        # the two-system table: first pass against rescored, with the bootstrap over recordings
+        cmp = json.loads((exp / "test_compare.json").read_text())
+        assert [s["name"] for s in cmp["systems"]] == ["first-pass", "rescored"]
+        assert cmp["systems"][0]["wer"] == pytest.approx(report["wer"])
+        assert cmp["bootstrap"]["unit"] == "group" and cmp["bootstrap"]["grouping"] == "segments"
+        assert sum(b["systems"]["rescored"]["errors"] for b in cmp["buckets"]) == cmp["systems"][1]["errors"]
+        assert "rel.change" in r.stdout and "CI of diff" in r.stdout
+        assert (exp / "test_compare.png").stat().st_size > 1000
