@@ -275,8 +275,10 @@ def split_half(nbest: NbestSet) -> tuple:
 def sweep(arrays: CostArrays, weights: Sequence[float], inv_acwts: Sequence[float],
           wips: Sequence[float]) -> List[dict]:
     """WER (percent) of every setting of the grid: [{weight, inv_acwt, wip, wer}] in grid order."""
+    from rescore.progress import progress  # a bar on a terminal, log lines in a log
+
     rows = []
-    for w in weights:
+    for w in progress(weights, desc="tune", unit="weight", leave=False):
         for a in inv_acwts:
             for p in wips:
                 rows.append({"weight": w, "inv_acwt": a, "wip": p, "wer": arrays.wer(Params(w, a, p))})
