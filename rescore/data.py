@@ -24,6 +24,7 @@ from typing import Iterator, List, Tuple
 import torch
 from torch import Tensor
 
+from rescore.errors import RescoreError
 from rescore.vocab import Vocabulary, read_sentences
 
 
@@ -90,12 +91,25 @@ def make_streams(ids: Tensor, ident: Tensor, n_streams: int, pad: bool) -> Strea
     else:
         n = M // n_streams
         if n == 0:
-            raise ValueError(f"{M} tokens are too few for {n_streams} streams")
+            raise ValueError(f"{M} tokens are too few for {n_streams} streams of at least one")
     rows = lambda t: t[: n * n_streams].view(n_streams, n)
     return Streams(rows(x), rows(xi), rows(y), rows(yi), rows(mask))
 
 
-def load_streams(path, vocab: Vocabulary, n_streams: int, pad: bool) -> Streams:
-    """Read a text file (one sentence per line) into streams; see ``make_streams``."""
-    ids, ident = encode_corpus(read_sentences(path), vocab)
-    return make_streams(ids, ident, n_streams, pad)
+def load_streams(path, vocab: Vocabulary, n_streams: int, pad: bool,
+                 what: str = "a text") -> Streams:
+    """Read a text file (one sentence per line) into streams; see ``make_streams``.
+
+    A RescoreError naming the file when it holds no sentence, or (pad=False) too few tokens to
+    give each of the ``n_streams`` streams one.
+    """
+    sentences = read_sentences(path)
+    if not sentences:
+        raise RescoreError(f"{what} with at least one sentence (one a line)", path=path,
+                           got="no words")
+    ids, ident = encode_corpus(sentences, vocab)
+    try:
+        return make_streams(ids, ident, n_streams, pad)
+    except ValueError as e:
+        raise RescoreError(f"{what} long enough for {n_streams} streams (fewer with a smaller "
+                           "--batch-size)", path=path, got=str(e)) from None

@@ -7,21 +7,33 @@ clipping and dropout, or Adam with linear warm-up for Transformers. The model st
 KV cache, pointer history with m_k) is carried across consecutive chunks, detached.
 
 Files in ``out_dir``: ``model.pt`` (best on valid, what rescore-ppl and the engine load),
-``last.pt`` (latest weights + optimizer state, written every epoch and on interrupt, read by
-``resume``), ``train.json`` (one record per epoch).
+``last.pt`` (read by ``resume``), ``train.json`` (the options, one record per epoch, and
+``"status"``: ``"running"`` until the run ends, then ``"done"`` or ``"interrupted"``; a run killed
+with kill -9 leaves ``"running"``).
+
+Exact resume: ``last.pt`` is written atomically at every epoch end, every ``save_every_steps``
+steps or ``save_every_minutes`` minutes, and on Ctrl-C/SIGTERM. It holds everything the next step
+depends on: the weights, the optimizer state, the step (= the data position: chunk
+``step % n_chunks``), the learning rate and annealing state, every process's torch RNG state
+(dropout) and carried model state, and the running sums of the epoch in progress. Resuming from it
+continues to the same weights, bit for bit on the CPU, as a run that was never stopped (the tests
+check it with ``torch.equal``). The options it was trained with are kept too: resuming with other
+ones (except ``epochs``, ``max_anneals``, the save interval, the device and threads) is an error
+that names them.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import logging
 import math
 import os
+import random
 import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -31,12 +43,29 @@ from rescore.data import Streams, load_streams
 from rescore.errors import RescoreError
 from rescore.models import (HEADS, ModelConfig, build_model, model_from_checkpoint,
                             read_checkpoint, save_checkpoint)
+from rescore.models.base import LMState
 from rescore.ppl import stream_loss
 from rescore.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}  # initial learning rate by optimizer
+
+# Options a resumed run may change: they decide when to stop or save, or where to run, never
+# what a step computes. Any other difference from last.pt is an error (see check_resume).
+RESUME_MAY_CHANGE = ("epochs", "max_anneals", "save_every_steps", "save_every_minutes",
+                     "device", "threads", "resume", "out_dir")
+OPTION_NAMES = {"coverage_weight": "--coverage", "save_every_steps": "--save-every",
+                "save_every_minutes": "--save-every", "train": "--train", "valid": "--valid"}
+
+
+def option_name(field: str) -> str:
+    """The command-line option of a TrainOptions or ModelConfig field: bptt -> --bptt."""
+    return OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
+
+
+def _option_error(field: str, expected: str, value: Any) -> RescoreError:
+    return RescoreError(expected, path=option_name(field), got=str(value))
 
 
 @dataclass
@@ -53,13 +82,92 @@ class TrainOptions:
     warmup: int = 0  # linear learning-rate warm-up over this many steps
     anneal: float = 4.0  # divide the learning rate by this when the valid loss does not improve
     max_anneals: int = 3  # early stop: the valid loss failed to improve this many times
-    clip: float = 0.25  # gradient-norm clipping
+    clip: float = 0.25  # gradient-norm clipping (0: none)
     max_vocab: Optional[int] = None  # vocabulary: the most frequent training words (None: all)
     epoch_batches: Optional[int] = None  # batches per epoch (None: the whole training text)
     seed: int = 1  # random seed (init, dropout)
     device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1"...
     threads: int = 0  # torch CPU threads per process (0: torch's default)
     resume: bool = False  # continue from out_dir/last.pt
+    save_every_steps: int = 0  # also write last.pt every this many steps (0: epoch ends only)
+    save_every_minutes: float = 0.0  # also write last.pt every this many minutes (0: off)
+
+    def __post_init__(self):
+        """Every value checked before any work: a RescoreError naming the option otherwise."""
+        def need(field, ok, expected):
+            if not ok:
+                raise _option_error(field, expected, getattr(self, field))
+
+        def finite(x):
+            return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+        def integer(x):
+            return isinstance(x, int) and not isinstance(x, bool)
+
+        for f in ("epochs", "batch_size", "eval_batch_size", "bptt", "max_anneals"):
+            need(f, integer(getattr(self, f)) and getattr(self, f) >= 1, "an integer >= 1")
+        for f in ("warmup", "threads", "save_every_steps", "seed"):
+            need(f, integer(getattr(self, f)) and getattr(self, f) >= 0, "an integer >= 0")
+        need("optimizer", self.optimizer in ("sgd", "adam"), "sgd or adam")
+        need("lr", finite(self.lr) and self.lr > 0, "a finite learning rate > 0")
+        need("anneal", finite(self.anneal) and self.anneal >= 1, "a finite divisor >= 1")
+        need("clip", finite(self.clip) and self.clip >= 0, "a finite gradient norm >= 0 (0: none)")
+        need("save_every_minutes", finite(self.save_every_minutes) and self.save_every_minutes >= 0,
+             "a finite number of minutes >= 0")
+        need("max_vocab", self.max_vocab is None or (integer(self.max_vocab) and self.max_vocab >= 3),
+             "a vocabulary size >= 3 (it counts <eos> and <unk>)")
+        need("epoch_batches", self.epoch_batches is None
+             or (integer(self.epoch_batches) and self.epoch_batches >= 1), "an integer >= 1")
+        need("device", isinstance(self.device, str) and (
+            self.device in ("auto", "cpu", "cuda") or (self.device.startswith("cuda:")
+                                                      and self.device[5:].isdigit())),
+             "auto, cpu, cuda or cuda:N")
+
+
+def parse_save_every(spec: str) -> Tuple[int, float]:
+    """``--save-every``: "500" (steps), "10m" or "10min" (minutes), "0" (epoch ends only) ->
+    (save_every_steps, save_every_minutes)."""
+    s = str(spec).strip().lower()
+    try:
+        if s.endswith("min") or s.endswith("m"):
+            minutes = float(s[:-3] if s.endswith("min") else s[:-1])
+            if math.isfinite(minutes) and minutes >= 0:
+                return 0, minutes
+        elif s.isdigit():
+            return int(s), 0.0
+    except ValueError:
+        pass
+    raise RescoreError("a number of steps (500) or of minutes (10m), 0 for epoch ends only",
+                       path="--save-every", got=str(spec))
+
+
+def check_config(config: ModelConfig) -> None:
+    """A RescoreError naming the option when a config value is out of range or does nothing."""
+    def need(field, ok, expected):
+        if not ok:
+            raise _option_error(field, expected, getattr(config, field))
+
+    def pos_int(x):
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+    need("head", config.head in HEADS, f"a head among {sorted(HEADS)}")
+    for f in ("hidden", "layers", "history", "n_heads", "context", "ff_mult"):
+        need(f, pos_int(getattr(config, f)), "an integer >= 1")
+    need("dropout", isinstance(config.dropout, (int, float)) and 0 <= config.dropout < 1,
+         "a dropout probability in [0, 1)")
+    need("coverage_weight", isinstance(config.coverage_weight, (int, float))
+         and math.isfinite(config.coverage_weight) and config.coverage_weight >= 0,
+         "a finite loss weight >= 0")
+    need("self_norm", isinstance(config.self_norm, (int, float)) and math.isfinite(config.self_norm)
+         and config.self_norm >= 0, "a finite weight >= 0 (0: off)")
+    if config.arch == "transformer":
+        need("n_heads", config.hidden % config.n_heads == 0,
+             f"a number of heads that divides --hidden {config.hidden}")
+    # options that would do nothing are refused rather than silently ignored
+    need("memory_aug", not config.memory_aug or config.head == "pointer",
+         f"--memory-aug only with --head pointer (it does nothing with --head {config.head})")
+    need("coverage_weight", not config.coverage or config.head == "pointer-generator",
+         f"--coverage only with --head pointer-generator (it does nothing with --head {config.head})")
 
 
 def _setup_distributed(device: str):
@@ -67,6 +175,9 @@ def _setup_distributed(device: str):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RescoreError("a CUDA device (torch sees none here; use --device cpu or auto)",
+                           path="--device", got=device)
     if world == 1:
         return 0, 1, torch.device(device)
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
@@ -86,8 +197,27 @@ def _all_sum(values: List[float], world: int, device) -> List[float]:
     return t.tolist()
 
 
+def _all_gather(obj: Any, world: int) -> List[Any]:
+    if world == 1:
+        return [obj]
+    out: List[Any] = [None] * world
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def file_digest(path) -> str:
+    """SHA-256 of a file (the training text a checkpoint's data position refers to)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def train_lm(config: ModelConfig, opts: TrainOptions) -> Dict[str, Any]:
     """Train ``config`` on ``opts.train``; returns a summary (best valid ppl, tokens/s, paths)."""
+    check_config(config)
+    check_out_dir(opts)
     threads_before = torch.get_num_threads()
     if opts.threads:
         torch.set_num_threads(opts.threads)
@@ -100,24 +230,88 @@ def train_lm(config: ModelConfig, opts: TrainOptions) -> Dict[str, Any]:
         torch.set_num_threads(threads_before)  # a library call leaves no global change behind
 
 
+def check_out_dir(opts: TrainOptions) -> None:
+    """Before any work: OUT_DIR can be a writable directory, and a fresh run would not replace
+    an earlier run's files (that needs ``resume``, or removing them)."""
+    out = Path(opts.out_dir)
+    for p in (out, *out.parents):
+        if p.exists() and not p.is_dir():
+            raise RescoreError(f"a directory ({p} is a file)", path="--out-dir", got=str(out))
+        if p.exists():
+            if not os.access(p, os.W_OK | os.X_OK):
+                raise RescoreError(f"a writable directory ({p} is not writable)",
+                                   path="--out-dir", got=str(out))
+            break
+    if not opts.resume and int(os.environ.get("RANK", "0")) == 0:  # (others: rank 0 may be writing)
+        old = [n for n in ("last.pt", "model.pt", "train.json") if (out / n).exists()]
+        if old:
+            raise RescoreError(
+                "an output dir without an earlier run: pass --resume to continue it, or remove "
+                f"{', '.join(old)} (or choose another --out-dir) to start afresh",
+                path=out, got=f"{', '.join(old)} already there")
+    # a resumed run must never overwrite its own inputs
+    for name in ("last.pt", "model.pt", "train.json"):
+        for inp in (opts.train, opts.valid):
+            if (out / name).exists() and Path(inp).exists() and os.path.samefile(out / name, inp):
+                raise RescoreError("an output dir that holds none of the inputs",
+                                   path="--out-dir", got=f"{out / name} is {inp}")
+
+
+def check_resume(ckpt: Dict[str, Any], config: ModelConfig, opts: TrainOptions, world: int,
+                 train_digest: str, path) -> None:
+    """A RescoreError naming every option that differs from the ones ``ckpt`` was trained with."""
+    ts = ckpt["train_state"]
+    saved = ts.get("options")
+    if saved is None:  # a last.pt of an older version: nothing to compare against
+        log.warning("%s records no options: resuming without checking them (and without the "
+                    "RNG and carried state: not exact)", path)
+        return
+    now = _plain(asdict(opts))
+    diffs = []
+    for k in sorted(set(saved) | set(now)):
+        if k in RESUME_MAY_CHANGE or saved.get(k) == now.get(k):
+            continue
+        diffs.append(f"{option_name(k)} {saved.get(k)} (now {now.get(k)})")
+    old_cfg = ModelConfig.from_dict(ckpt["config"], path=path).to_dict()
+    new_cfg = config.to_dict()
+    for k in sorted(set(old_cfg) | set(new_cfg)):
+        if k != "vocab_size" and old_cfg.get(k) != new_cfg.get(k):
+            diffs.append(f"{option_name(k)} {old_cfg.get(k)} (now {new_cfg.get(k)})")
+    if ts.get("world_size", 1) != world:
+        diffs.append(f"processes {ts.get('world_size', 1)} (now {world})")
+    if ts.get("train_sha256") not in (None, train_digest):
+        diffs.append(f"the content of --train {opts.train} (its SHA-256 changed)")
+    if diffs:
+        raise RescoreError("--resume with the options the checkpoint was trained with; it was "
+                           "trained with " + "; ".join(diffs), path=path)
+
+
 def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, device) -> Dict[str, Any]:
     out_dir = Path(opts.out_dir)
-    last_path, best_path = out_dir / "last.pt", out_dir / "model.pt"
-    if config.head not in HEADS:
-        raise RescoreError(f"a head among {sorted(HEADS)}", got=config.head)
-    if opts.optimizer not in ("sgd", "adam"):
-        raise RescoreError("optimizer sgd or adam", got=opts.optimizer)
+    last_path, best_path, json_path = out_dir / "last.pt", out_dir / "model.pt", out_dir / "train.json"
+    if rank == 0:
+        _remove_stale_temporaries(out_dir)
+    train_digest = file_digest(opts.train)
 
     # epoch_start: the step at which the current epoch began (a resumed epoch finishes its batches)
+    # epoch_loss / epoch_tokens / epoch_seconds: sums over the batches of the epoch in progress
     ts: Dict[str, Any] = {"epoch": 0, "step": 0, "epoch_start": 0, "lr": opts.lr, "anneals": 0,
-                          "best": math.inf, "records": []}
-    optim_state = None
+                          "best": math.inf, "records": [], "epoch_loss": 0.0, "epoch_tokens": 0,
+                          "epoch_seconds": 0.0}
+    optim_state = rng = carried = None
     if opts.resume and last_path.exists():
         ckpt = read_checkpoint(last_path)
+        if "train_state" not in ckpt:
+            raise RescoreError("a last.pt with a training state (what rescore-train-lm writes)",
+                               path=last_path)
+        check_resume(ckpt, config, opts, world, train_digest, last_path)
         model = model_from_checkpoint(ckpt, path=last_path).train()
         vocab, config = model.vocab, model.config
-        ts = dict(ckpt["train_state"])
-        optim_state = ts.pop("optimizer")
+        ts.update({k: v for k, v in ckpt["train_state"].items()
+                   if k not in ("optimizer", "rng", "carried", "options")})
+        optim_state = ckpt["train_state"]["optimizer"]
+        rng = ckpt["train_state"].get("rng")
+        carried = ckpt["train_state"].get("carried")
         log.info("resuming from %s at epoch %d, step %d", last_path, ts["epoch"], ts["step"])
     else:
         if opts.resume:
@@ -128,11 +322,12 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
     log.info("vocabulary %d words; model %s/%s, %d parameters", len(vocab), config.arch,
              config.head, sum(p.numel() for p in model.parameters()))
     model.to(device)
-    torch.manual_seed(opts.seed + 1000 * rank + ts["step"])  # dropout differs per process
 
-    train_data = load_streams(opts.train, vocab, opts.batch_size * world, pad=False)
+    train_data = load_streams(opts.train, vocab, opts.batch_size * world, pad=False,
+                              what="a training text")
     train_data = train_data.shard(rank, world)
-    valid_data = load_streams(opts.valid, vocab, opts.eval_batch_size, pad=True).shard(rank, world)
+    valid_data = load_streams(opts.valid, vocab, opts.eval_batch_size, pad=True,
+                              what="a validation text").shard(rank, world)
     train_data, valid_data = (_to(d, device) for d in (train_data, valid_data))
     n_chunks = train_data.n_chunks(opts.bptt)
     epoch_len = opts.epoch_batches or n_chunks
@@ -149,22 +344,58 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
     if optim_state is not None:
         optim.load_state_dict(optim_state)
 
-    def save_last():
-        if rank == 0:
-            save_checkpoint(model, last_path, train_state={**ts, "optimizer": optim.state_dict()})
+    state: Optional[LMState] = None
+    if rng is not None:
+        _set_rng(rng[rank], device)
+        if carried is not None and carried[rank] is not None:
+            state = LMState({k: v.to(device) for k, v in carried[rank].items()})
+    else:
+        torch.manual_seed(opts.seed + 1000 * rank + ts["step"])  # dropout differs per process
+    train_info = {"options": _plain(asdict(opts)), "world_size": world,
+                  "train_sha256": train_digest}
 
-    # SIGTERM (a cluster's kill) behaves like Ctrl-C: save last.pt, then stop
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
+    def save_last():
+        """last.pt with everything the next step needs; between two steps, in every process."""
+        mine = (_get_rng(device), None if state is None
+                else {k: v.detach().cpu() for k, v in state.tensors.items()})
+        gathered = _all_gather(mine, world)
+        if rank == 0:
+            save_checkpoint(model, last_path, train_state={
+                **ts, **train_info, "optimizer": optim.state_dict(),
+                "rng": [g[0] for g in gathered], "carried": [g[1] for g in gathered]})
+
+    def write_json(status: str):
+        if rank == 0:
+            _write_json(json_path, {"config": config.to_dict(), "options": _plain(asdict(opts)),
+                                    "world_size": world, "status": status,
+                                    "records": ts["records"]})
+
+    if rank == 0:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    write_json("running")
+    # Ctrl-C and SIGTERM (a cluster's kill) stop the run after the step in progress, with last.pt
+    # saved: a step cut in the middle (half the weights updated) must never reach a checkpoint.
+    # A second signal stops at once (last.pt keeps the last periodic checkpoint). Several
+    # processes stop at once too: they cannot agree on a step to stop after.
+    stop: Dict[str, Any] = {"signal": None}
+
+    def on_signal(signum, frame):
+        if world > 1 or stop["signal"] is not None:
+            raise KeyboardInterrupt
+        stop["signal"] = signum
+        log.warning("%s: stopping after this step, with %s saved (again: stop at once)",
+                    signal.Signals(signum).name, last_path)
+    old_handlers = {}
     try:
-        old_term = signal.signal(signal.SIGTERM, on_term)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            old_handlers[sig] = signal.signal(sig, on_signal)
     except ValueError:  # not the main thread: leave signals alone
-        old_term = None
-    state = None
+        pass
+    last_save = time.monotonic()
     try:
         while ts["epoch"] < opts.epochs and ts["anneals"] < opts.max_anneals:
             model.train()
-            t0, tokens, loss_sum = time.perf_counter(), 0, 0.0
+            t0 = time.perf_counter() - ts["epoch_seconds"]
             first = ts["step"] - ts["epoch_start"]  # > 0 when resuming inside an epoch
             bar = progress(range(first, epoch_len), initial=first, total=epoch_len,
                            desc=f"epoch {ts['epoch'] + 1}", unit="batch", enabled=rank == 0, leave=False)
@@ -187,30 +418,47 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
                 if opts.clip > 0:
                     torch.nn.utils.clip_grad_norm_(params, opts.clip)
                 optim.step()
+                loss_value = loss.item()
+                if not math.isfinite(loss_value):
+                    raise RescoreError("a finite training loss (try a lower --lr, or --clip)",
+                                       path=opts.train, got=f"loss {loss_value} at step "
+                                       f"{ts['step'] + 1}")
+                state = state.detach()
                 ts["step"] += 1
-                tokens += y.numel() * world
-                loss_sum += loss.item()
-                done = b + 1 - first
+                ts["epoch_tokens"] += y.numel() * world
+                ts["epoch_loss"] += loss_value
+                ts["epoch_seconds"] = time.perf_counter() - t0
+                done = b + 1
                 if b % 10 == 0 or b == epoch_len - 1:
-                    bar.set_postfix(loss=f"{loss_sum / done:.3f}",
-                                    tok_s=f"{tokens / (time.perf_counter() - t0):.0f}")
+                    bar.set_postfix(loss=f"{ts['epoch_loss'] / done:.3f}",
+                                    tok_s=f"{ts['epoch_tokens'] / ts['epoch_seconds']:.0f}")
                 if bar.disable and rank == 0 and (b + 1) % 50 == 0:  # logs of background runs
                     log.info("epoch %d batch %d/%d: loss %.3f, %.0f tokens/s", ts["epoch"] + 1,
-                             b + 1, epoch_len, loss_sum / done,
-                             tokens / (time.perf_counter() - t0))
+                             b + 1, epoch_len, ts["epoch_loss"] / done,
+                             ts["epoch_tokens"] / ts["epoch_seconds"])
+                if stop["signal"] is not None:
+                    save_last()
+                    log.warning("saved %s at step %d (continue with --resume)", last_path,
+                                ts["step"])
+                    raise KeyboardInterrupt
+                if b + 1 < epoch_len and _save_due(opts, ts["step"], last_save, world, device):
+                    save_last()
+                    last_save = time.monotonic()
             bar.close()
-            train_time = time.perf_counter() - t0
             nll, count = stream_loss(model, valid_data, opts.bptt, device)
             nll, count = _all_sum([nll, count], world, device)
             valid_loss = nll / count
             ts["epoch"] += 1
             ts["epoch_start"] = ts["step"]
             improved = valid_loss < ts["best"]
+            train_time = ts["epoch_seconds"]
             record = {"epoch": ts["epoch"], "step": ts["step"], "lr": ts["lr"],
-                      "train_loss": loss_sum / max(1, epoch_len - first), "valid_loss": valid_loss,
-                      "valid_ppl": math.exp(valid_loss), "tokens_per_s": tokens / train_time,
+                      "train_loss": ts["epoch_loss"] / epoch_len, "valid_loss": valid_loss,
+                      "valid_ppl": math.exp(valid_loss),
+                      "tokens_per_s": ts["epoch_tokens"] / train_time,
                       "train_seconds": train_time}
             ts["records"].append(record)
+            ts["epoch_loss"], ts["epoch_tokens"], ts["epoch_seconds"] = 0.0, 0, 0.0
             log.info("epoch %d: train loss %.3f, valid ppl %.2f, lr %g, %.0f tokens/s%s",
                      ts["epoch"], record["train_loss"], record["valid_ppl"], ts["lr"],
                      record["tokens_per_s"], " (best)" if improved else "")
@@ -221,22 +469,75 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
             else:
                 ts["lr"] /= opts.anneal
                 ts["anneals"] += 1
+            # train.json first: killed between the two, the resumed run redoes this epoch and
+            # writes the same record again; the other order could leave a record missing
+            write_json("running")
             save_last()
-            if rank == 0:
-                _write_json(out_dir / "train.json",
-                            {"config": config.to_dict(), "options": _plain(asdict(opts)),
-                             "world_size": world, "records": ts["records"]})
+            last_save = time.monotonic()
     except KeyboardInterrupt:
-        log.warning("interrupted: saving %s (resume with --resume)", last_path)
-        save_last()
+        if stop["signal"] is None:
+            log.warning("interrupted: %s holds the last periodic checkpoint (continue with "
+                        "--resume)", last_path)
+        write_json("interrupted")
+        raise
+    except Exception:
+        write_json("failed")
         raise
     finally:
-        if old_term is not None:
-            signal.signal(signal.SIGTERM, old_term)
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
+    write_json("done")
     recs = ts["records"]
     return {"model": str(best_path), "best_valid_ppl": math.exp(ts["best"]) if recs else None,
             "epochs": ts["epoch"],
             "tokens_per_s": sorted(r["tokens_per_s"] for r in recs)[len(recs) // 2] if recs else None}
+
+
+def _save_due(opts: TrainOptions, step: int, last_save: float, world: int, device) -> bool:
+    """Whether a periodic last.pt is due after ``step`` (the same answer in every process)."""
+    if opts.save_every_steps and step % opts.save_every_steps == 0:
+        return True
+    if not opts.save_every_minutes:
+        return False
+    due = time.monotonic() - last_save >= 60 * opts.save_every_minutes
+    if world > 1:  # clocks differ: process 0 decides for all
+        t = torch.tensor([1.0 if due else 0.0], device=device)
+        dist.broadcast(t, 0)
+        due = bool(t.item())
+    return due
+
+
+def _get_rng(device) -> Dict[str, Any]:
+    rng = {"torch": torch.get_rng_state(), "python": list(_flatten(random.getstate()))}
+    if device.type == "cuda":
+        rng["cuda"] = torch.cuda.get_rng_state(device)
+    return rng
+
+
+def _flatten(state):
+    """random.getstate() as plain data (a checkpoint holds no tuples of tuples it cannot load)."""
+    version, internal, gauss = state
+    return [version, list(internal), gauss]
+
+
+def _set_rng(rng: Dict[str, Any], device) -> None:
+    torch.set_rng_state(rng["torch"])
+    if "python" in rng:
+        version, internal, gauss = rng["python"]
+        random.setstate((version, tuple(internal), gauss))
+    if "cuda" in rng and device.type == "cuda":
+        torch.cuda.set_rng_state(rng["cuda"], device)
+
+
+def _remove_stale_temporaries(out_dir: Path) -> None:
+    """Temporary files of a killed earlier run (save_checkpoint's and _write_json's)."""
+    if not out_dir.is_dir():
+        return
+    for p in out_dir.iterdir():
+        if p.name.endswith(".tmp") and p.name.split(".")[0] in ("last", "model", "train") \
+                or (p.name.startswith(".") and p.name.endswith(".tmp")):
+            log.info("removing %s (left by a killed run)", p)
+            p.unlink()
 
 
 def _to(streams: Streams, device) -> Streams:
@@ -249,6 +550,8 @@ def _plain(d: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _write_json(path: Path, obj) -> None:
+    import json
+
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(obj, indent=1) + "\n")
     os.replace(tmp, path)

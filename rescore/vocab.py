@@ -30,8 +30,17 @@ def read_sentences(path: Union[str, Path]) -> List[List[str]]:
     if not path.is_file():
         raise RescoreError("an existing text file, one sentence per line", path=path)
     sentences = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise RescoreError("a readable text file", path=path, got=e.strerror) from None
+    with f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise RescoreError("UTF-8 text", path=path, line=n,
+                                   got=f"byte {raw[e.start]:#04x} at column {e.start + 1}") from None
             words = line.split()
             if words and words[0] == "<s>":
                 words = words[1:]

@@ -62,35 +62,68 @@ DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
 @click.option("--seed", type=int, default=1, help="Random seed.")
 @click.option("--device", default="auto", help="auto, cpu, cuda, cuda:N.")
 @click.option("--threads", type=int, default=0, help="CPU threads per process (0: torch default).")
-@click.option("--resume", is_flag=True, help="Continue from OUT_DIR/last.pt.")
+@click.option("--resume", is_flag=True,
+              help="Continue from OUT_DIR/last.pt, exactly where it stopped (same options "
+                   "needed; --epochs, --max-anneals, --save-every, --device, --threads may "
+                   "change). Without it, an OUT_DIR with an earlier run is refused.")
+@click.option("--save-every", default="10m", metavar="N|Nm",
+              help="Also write OUT_DIR/last.pt every N steps, or every N minutes (Nm); "
+                   "0: at epoch ends only.")
 @verbose_option
 def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, layers, dropout,
          n_heads, context, positions, ff_mult, coverage_weight, self_norm, epochs, batch_size,
          eval_batch_size, optimizer, lr, warmup, anneal, max_anneals, clip, max_vocab,
-         epoch_batches, seed, device, threads, resume, verbose):
+         epoch_batches, seed, device, threads, resume, save_every, verbose):
     """Train a word LM on TRAIN (concatenated sentences, BPTT chunks) and keep the best
-    model on VALID as OUT_DIR/model.pt. Runs under torchrun for several processes."""
+    model on VALID as OUT_DIR/model.pt. Runs under torchrun for several processes.
+
+    OUT_DIR/last.pt is written at every epoch end, every --save-every and on Ctrl-C or
+    SIGTERM; --resume continues from it to the same weights as a run never stopped. OUT_DIR's
+    train.json says "status": "running" until the run ends ("done", "interrupted", "failed")."""
     setup_logging(verbose)
+    _refuse_unused_options(click.get_current_context(), arch, head)
     from rescore.models import ModelConfig
-    from rescore.train import TrainOptions, train_lm
+    from rescore.train import TrainOptions, parse_save_every, train_lm
 
     config = ModelConfig(arch=arch, head=head, hidden=hidden, layers=layers, dropout=dropout,
-                         history=history or bptt, memory_aug=memory_aug, n_heads=n_heads,
-                         context=context or bptt, positions=positions, ff_mult=ff_mult,
-                         coverage=coverage_weight > 0, coverage_weight=coverage_weight,
-                         self_norm=self_norm)
-    opts = TrainOptions(train=train, valid=valid, out_dir=out_dir, epochs=epochs,
-                        batch_size=batch_size, eval_batch_size=eval_batch_size, bptt=bptt,
-                        optimizer=optimizer, lr=DEFAULT_LR[optimizer] if lr is None else lr,
-                        warmup=warmup, anneal=anneal, max_anneals=max_anneals, clip=clip,
-                        max_vocab=max_vocab, epoch_batches=epoch_batches, seed=seed,
-                        device=device, threads=threads, resume=resume)
+                         history=bptt if history is None else history,
+                         memory_aug=memory_aug, n_heads=n_heads,
+                         context=bptt if context is None else context, positions=positions,
+                         ff_mult=ff_mult, coverage=coverage_weight > 0,
+                         coverage_weight=coverage_weight, self_norm=self_norm)
     try:
         with errors_to_exit():
+            steps, minutes = parse_save_every(save_every)
+            opts = TrainOptions(train=train, valid=valid, out_dir=out_dir, epochs=epochs,
+                                batch_size=batch_size, eval_batch_size=eval_batch_size, bptt=bptt,
+                                optimizer=optimizer,
+                                lr=DEFAULT_LR[optimizer] if lr is None else lr, warmup=warmup,
+                                anneal=anneal, max_anneals=max_anneals, clip=clip,
+                                max_vocab=max_vocab, epoch_batches=epoch_batches, seed=seed,
+                                device=device, threads=threads, resume=resume,
+                                save_every_steps=steps, save_every_minutes=minutes)
             summary = train_lm(config, opts)
     except KeyboardInterrupt:
         sys.exit(130)
     logging.getLogger("rescore.train").info("done: %s", summary)
+
+
+# Options of one body or head only: given with another, they would do nothing, so they are refused.
+TRANSFORMER_ONLY = ("n_heads", "context", "positions", "ff_mult")
+
+
+def _refuse_unused_options(ctx: click.Context, arch: str, head: str) -> None:
+    from click.core import ParameterSource
+
+    given = [p for p in ctx.params if ctx.get_parameter_source(p) == ParameterSource.COMMANDLINE]
+    if arch != "transformer":
+        bad = [p for p in given if p in TRANSFORMER_ONLY]
+        if bad:
+            raise click.UsageError(f"{', '.join('--' + p.replace('_', '-') for p in bad)}: "
+                                   f"only with --arch transformer (they do nothing with --arch {arch})")
+    if head == "softmax" and "history" in given:
+        raise click.UsageError("--history: only with a head that keeps a history (it does "
+                               "nothing with --head softmax)")
 
 
 if __name__ == "__main__":
