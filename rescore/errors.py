@@ -31,3 +31,15 @@ class RescoreError(Exception):
         if got is not None:
             msg += f", got {got!r}"
         super().__init__(msg)
+
+
+class OptionError(RescoreError):
+    """A bad option value or combination (a usage error: exit status 2, not 1).
+
+    >>> str(OptionError("a number in [0, 1]", option="--weight", got="-1"))
+    "--weight: expected a number in [0, 1], got '-1'"
+    """
+
+    def __init__(self, expected: str, option: Optional[str] = None, got: Optional[str] = None):
+        super().__init__(expected, path=option, got=got)
+        self.option = option

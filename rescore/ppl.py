@@ -25,6 +25,7 @@ from torch import Tensor
 from rescore.progress import progress as progress_bar
 
 from rescore.data import Streams, encode_corpus, make_streams
+from rescore.errors import OptionError, RescoreError
 from rescore.vocab import EOS, read_sentences
 
 PathLike = Union[str, Path]
@@ -101,7 +102,12 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
     from rescore.models import load_checkpoint
     from rescore.models.cache import with_cache
 
+    check_options(batch_size=batch_size, bptt=bptt, n_buckets=n_buckets, device=device,
+                  cache_window=cache_window, cache_theta=cache_theta, cache_lambda=cache_lambda)
     sentences = read_sentences(text)
+    if not sentences:
+        raise RescoreError("a text with at least one sentence (one a line)", path=text,
+                           got="no words")
     targets = target_words(sentences)
     buckets = None
     if train_text is not None:
@@ -147,6 +153,34 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
     return report
 
 
+def check_options(*, batch_size: int, bptt: int, n_buckets: int, device: str,
+                  cache_window: int = 0, cache_theta: float = 0.3,
+                  cache_lambda: float = 0.1) -> None:
+    """A RescoreError naming the option for a value out of range (before any work)."""
+    def need(option, value, ok, expected):
+        if not ok:
+            raise OptionError(expected, option=option, got=str(value))
+
+    def pos_int(x):
+        return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+    need("--batch-size", batch_size, pos_int(batch_size), "an integer >= 1")
+    need("--bptt", bptt, pos_int(bptt), "an integer >= 1")
+    need("--buckets", n_buckets, pos_int(n_buckets), "an integer >= 1")
+    need("--cache-window", cache_window, isinstance(cache_window, int) and cache_window >= 0,
+         "an integer >= 0 (0: no cache)")
+    need("--cache-theta", cache_theta, math.isfinite(cache_theta) and cache_theta > 0,
+         "a finite flatness > 0")
+    need("--cache-lambda", cache_lambda, math.isfinite(cache_lambda) and 0 <= cache_lambda < 1,
+         "a weight in [0, 1)")
+    need("--device", device, device in ("cpu", "cuda") or (device.startswith("cuda:")
+                                                          and device[5:].isdigit()),
+         "cpu, cuda or cuda:N")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise OptionError("a CUDA device (torch sees none here; use --device cpu or auto)",
+                          option="--device", got=device)
+
+
 def format_report(report: Dict[str, Any]) -> str:
     """A readable summary: perplexities and the per-bucket table."""
     cache = report.get("cache")
@@ -179,7 +213,6 @@ def plot_report(report: Dict[str, Any], path: PathLike, title: Optional[str] = N
     from rescore.metrics import bucket_ticks, plot_bucket_series
 
     if not report.get("buckets"):
-        from rescore.errors import RescoreError
         raise RescoreError("--train-text for a per-bucket plot")
     cmp_ = report.get("compare")
     names = [report.get("name") or str(report["checkpoint"])]

@@ -40,7 +40,8 @@ import torch.distributed as dist
 from rescore.progress import progress
 
 from rescore.data import Streams, load_streams
-from rescore.errors import RescoreError
+from rescore.errors import OptionError, RescoreError
+from rescore.io.outputs import check_output_dir
 from rescore.models import (HEADS, ModelConfig, build_model, model_from_checkpoint,
                             read_checkpoint, save_checkpoint)
 from rescore.models.base import LMState
@@ -64,8 +65,8 @@ def option_name(field: str) -> str:
     return OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
 
 
-def _option_error(field: str, expected: str, value: Any) -> RescoreError:
-    return RescoreError(expected, path=option_name(field), got=str(value))
+def _option_error(field: str, expected: str, value: Any) -> OptionError:
+    return OptionError(expected, option=option_name(field), got=str(value))
 
 
 @dataclass
@@ -137,8 +138,8 @@ def parse_save_every(spec: str) -> Tuple[int, float]:
             return int(s), 0.0
     except ValueError:
         pass
-    raise RescoreError("a number of steps (500) or of minutes (10m), 0 for epoch ends only",
-                       path="--save-every", got=str(spec))
+    raise OptionError("a number of steps (500) or of minutes (10m), 0 for epoch ends only",
+                      option="--save-every", got=str(spec))
 
 
 def check_config(config: ModelConfig) -> None:
@@ -176,8 +177,8 @@ def _setup_distributed(device: str):
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RescoreError("a CUDA device (torch sees none here; use --device cpu or auto)",
-                           path="--device", got=device)
+        raise OptionError("a CUDA device (torch sees none here; use --device cpu or auto)",
+                          option="--device", got=device)
     if world == 1:
         return 0, 1, torch.device(device)
     rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
@@ -234,14 +235,8 @@ def check_out_dir(opts: TrainOptions) -> None:
     """Before any work: OUT_DIR can be a writable directory, and a fresh run would not replace
     an earlier run's files (that needs ``resume``, or removing them)."""
     out = Path(opts.out_dir)
-    for p in (out, *out.parents):
-        if p.exists() and not p.is_dir():
-            raise RescoreError(f"a directory ({p} is a file)", path="--out-dir", got=str(out))
-        if p.exists():
-            if not os.access(p, os.W_OK | os.X_OK):
-                raise RescoreError(f"a writable directory ({p} is not writable)",
-                                   path="--out-dir", got=str(out))
-            break
+    check_output_dir(out, "--out-dir", names=("last.pt", "model.pt", "train.json"),
+                     inputs=(opts.train, opts.valid))
     if not opts.resume and int(os.environ.get("RANK", "0")) == 0:  # (others: rank 0 may be writing)
         old = [n for n in ("last.pt", "model.pt", "train.json") if (out / n).exists()]
         if old:
@@ -249,12 +244,6 @@ def check_out_dir(opts: TrainOptions) -> None:
                 "an output dir without an earlier run: pass --resume to continue it, or remove "
                 f"{', '.join(old)} (or choose another --out-dir) to start afresh",
                 path=out, got=f"{', '.join(old)} already there")
-    # a resumed run must never overwrite its own inputs
-    for name in ("last.pt", "model.pt", "train.json"):
-        for inp in (opts.train, opts.valid):
-            if (out / name).exists() and Path(inp).exists() and os.path.samefile(out / name, inp):
-                raise RescoreError("an output dir that holds none of the inputs",
-                                   path="--out-dir", got=f"{out / name} is {inp}")
 
 
 def check_resume(ckpt: Dict[str, Any], config: ModelConfig, opts: TrainOptions, world: int,
@@ -282,8 +271,8 @@ def check_resume(ckpt: Dict[str, Any], config: ModelConfig, opts: TrainOptions, 
     if ts.get("train_sha256") not in (None, train_digest):
         diffs.append(f"the content of --train {opts.train} (its SHA-256 changed)")
     if diffs:
-        raise RescoreError("--resume with the options the checkpoint was trained with; it was "
-                           "trained with " + "; ".join(diffs), path=path)
+        raise OptionError("--resume with the options the checkpoint was trained with; "
+                          f"{path} was trained with " + "; ".join(diffs), option="--resume")
 
 
 def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, device) -> Dict[str, Any]:

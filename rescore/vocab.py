@@ -98,18 +98,12 @@ class Vocabulary:
         ``<eps>``, ``<s>``, ``</s>`` and disambiguation symbols (``#0``...) are left out; the
         recipe's OOV symbol ``unk`` becomes our ``<unk>``.
         """
+        from rescore.io.kaldi import read_symbol_table  # the one reader of symbol tables
+
         path = Path(path)
         if not path.is_file():
             raise RescoreError("an existing Kaldi words.txt", path=path)
-        entries = []
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                parts = line.split()
-                if not parts:
-                    continue
-                if len(parts) != 2 or not parts[1].lstrip("-").isdigit():
-                    raise RescoreError("'word id'", path=path, line=n, got=line.rstrip("\n"))
-                entries.append((int(parts[1]), parts[0]))
+        entries = [(i, w) for w, i in read_symbol_table(path).items()]
         words = []
         for _, w in sorted(entries):
             if w in _KALDI_NON_WORDS or w.startswith("#") or w in (EOS, UNK, unk):

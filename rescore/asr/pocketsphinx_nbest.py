@@ -63,7 +63,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rescore.errors import RescoreError
+from rescore.errors import OptionError, RescoreError
 
 log = logging.getLogger(__name__)
 
@@ -462,8 +462,10 @@ class NbestDecoder:
 
 
 def _read_table(path: Path, min_fields: int) -> List[List[str]]:
+    from rescore.io.kaldi import iter_lines  # UTF-8 and gzip errors name the file and line
+
     rows = []
-    for ln, line in enumerate(path.read_text().splitlines(), 1):
+    for ln, line in iter_lines(path):
         if not line.strip():
             continue
         f = line.split(None, min_fields - 1) if min_fields == 2 else line.split()
@@ -536,8 +538,12 @@ def list_utterances(data_dir: Path) -> List[UttAudio]:
             raise RescoreError("a recording id of wav.scp", path=seg, line=ln, got=reco)
         try:
             start, end = float(row[2]), float(row[3])
+            if not (math.isfinite(start) and math.isfinite(end) and 0 <= start
+                    and (end > start or end == -1)):
+                raise ValueError
         except ValueError:
-            raise RescoreError("start and end times in seconds", path=seg, line=ln, got=" ".join(row)) from None
+            raise RescoreError("start and end times in seconds, 0 <= start < end (end -1: to the "
+                               "end of the recording)", path=seg, line=ln, got=" ".join(row)) from None
         out.append(UttAudio(utt, wavs[reco], start, end))
     return sorted(out, key=lambda u: u.utt)
 
@@ -564,6 +570,27 @@ def _decode_one(u: UttAudio) -> UttResult:
     return _WORKER.decode(u.utt, pcm[a:b])
 
 
+NBEST_OUTPUTS = ("words.txt", "words_text", "words", "acwt", "lmwt.withlm", "lmwt.nolm",
+                 "ps_1best.txt", "decode.json")
+
+
+def check_settings(settings: DecoderSettings, nbest: int, nj: int) -> None:
+    """A RescoreError naming the option for a value PocketSphinx would misuse, before any work."""
+    def need(option, value, ok, expected):
+        if not ok:
+            raise OptionError(expected, option=option, got=str(value))
+
+    for option, v in (("--lw", settings.lw), ("--fwdflatlw", settings.fwdflatlw),
+                      ("--bestpathlw", settings.bestpathlw)):
+        need(option, v, math.isfinite(v) and v > 0, "a finite LM weight > 0")
+    need("--wip", settings.wip, math.isfinite(settings.wip) and 0 < settings.wip <= 1,
+         "a word insertion probability in (0, 1]")
+    need("--maxhmmpf", settings.maxhmmpf, settings.maxhmmpf >= 1 or settings.maxhmmpf == -1,
+         "an integer >= 1 (-1: no limit)")
+    need("--nbest", nbest, isinstance(nbest, int) and nbest >= 1, "an integer >= 1")
+    need("--nj", nj, isinstance(nj, int) and nj >= 1, "an integer >= 1")
+
+
 def decode_data_dir(
     data_dir: Path,
     out_dir: Path,
@@ -581,7 +608,13 @@ def decode_data_dir(
     """
     from rescore.progress import progress
 
+    from rescore.io.outputs import check_output_dir
+
     settings = settings or DecoderSettings()
+    check_settings(settings, nbest, nj)
+    check_output_dir(out_dir, "OUT_DIR", names=NBEST_OUTPUTS,
+                     inputs=[p for p in Path(data_dir).iterdir() if p.is_file()]
+                     if Path(data_dir).is_dir() else ())
     utts = list_utterances(data_dir)
     if not utts:
         raise RescoreError("at least one utterance", path=Path(data_dir) / "wav.scp")

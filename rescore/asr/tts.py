@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from rescore.errors import RescoreError
+from rescore.errors import OptionError, RescoreError
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +47,18 @@ def read_documents(text: Path, docids: Optional[Path] = None) -> List[Document]:
     With ``docids`` (one document id a line, as ``wikitext2-asr/*.docids``) lines with equal
     ids form a document; without it, blank lines separate documents.
     """
-    lines = Path(text).read_text(encoding="utf-8").splitlines()
+    from rescore.io.kaldi import iter_lines  # UTF-8 and gzip errors name the file and line
+
+    lines = [line for _, line in iter_lines(text)]
     docs: List[Document] = []
     if docids is not None:
-        ids = Path(docids).read_text().split()
+        ids = [w for _, line in iter_lines(docids) for w in line.split()]
         if len(ids) != len(lines):
             raise RescoreError(f"{len(lines)} document ids (one per line of {text})", path=docids, got=str(len(ids)))
-        for line, d in zip(lines, ids):
+        for n, (line, d) in enumerate(zip(lines, ids), 1):
+            if "/" in d:
+                raise RescoreError("document ids without '/' (they name files)", path=docids,
+                                   got=d)
             if not line.strip():
                 continue
             if not docs or docs[-1].doc_id != d:
@@ -110,6 +115,37 @@ def _write_table(path: Path, rows: Sequence[str]) -> None:
     os.replace(tmp, path)
 
 
+OUTPUTS = ("wav.scp", "segments", "text", "utt2spk", "spk2utt", "utt2dur", "reco2voice")
+
+
+def flite_voices(flite: str = "flite") -> List[str]:
+    """The voices built into flite (``flite -lv``: 'Voices available: kal awb rms ...')."""
+    r = subprocess.run([flite, "-lv"], capture_output=True, text=True)
+    out = (r.stdout + r.stderr).split(":", 1)
+    return out[1].split() if len(out) == 2 else []
+
+
+def check_options(voices: Sequence[str], gap: float, prefix: str, nj: int,
+                  flite: str = "flite") -> None:
+    """A RescoreError naming the option for a bad value, before any work."""
+    import math
+
+    if not voices:
+        raise OptionError("at least one voice", option="--voices")
+    known = flite_voices(flite)
+    bad = [v for v in voices if known and v not in known]
+    if bad:
+        raise OptionError(f"flite voices among {' '.join(known)}", option="--voices",
+                           got=",".join(bad))
+    if not (isinstance(gap, (int, float)) and math.isfinite(gap) and 0 <= gap <= 60):
+        raise OptionError("a gap in seconds in [0, 60]", option="--gap", got=str(gap))
+    if any(c.isspace() for c in prefix) or "/" in prefix:
+        raise OptionError("a prefix of Kaldi ids (no whitespace or '/')", option="--prefix",
+                           got=prefix)
+    if not (isinstance(nj, int) and nj >= 1):
+        raise OptionError("an integer >= 1", option="--nj", got=str(nj))
+
+
 def make_tts_data_dir(
     text: Path,
     out_dir: Path,
@@ -129,11 +165,13 @@ def make_tts_data_dir(
     """
     from rescore.progress import progress
 
+    from rescore.io.outputs import check_output_dir
+
     flite = check_flite()
-    if not voices:
-        raise RescoreError("at least one voice", path="--voices")
-    docs = read_documents(text, docids)
+    check_options(voices, gap, prefix, nj, flite)
     out_dir = Path(out_dir)
+    check_output_dir(out_dir, "OUT_DIR", names=OUTPUTS, inputs=(text, docids))
+    docs = read_documents(text, docids)
     (out_dir / "wav").mkdir(parents=True, exist_ok=True)
     jobs: List[Tuple[int, int, str, str]] = []
     for di, doc in enumerate(docs):

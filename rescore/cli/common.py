@@ -9,7 +9,7 @@ from typing import Iterator
 
 import click
 
-from rescore.errors import RescoreError
+from rescore.errors import OptionError, RescoreError
 
 verbose_option = click.option("-v", "--verbose", count=True, help="More log output on stderr (-vv: debug).")
 
@@ -29,7 +29,7 @@ def errors_to_exit() -> Iterator[None]:
         yield
     except RescoreError as e:
         click.echo(f"error: {e}", err=True)
-        sys.exit(1)
+        sys.exit(2 if isinstance(e, OptionError) else 1)
 
 
 def parse_grid(spec: str, name: str) -> list:

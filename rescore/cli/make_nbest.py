@@ -39,8 +39,11 @@ def main(data_dir, out_dir, nbest, nj, lw, fwdflatlw, bestpathlw, wip, maxhmmpf,
     with errors_to_exit():
         settings = DecoderSettings(lw=lw, fwdflatlw=fwdflatlw, bestpathlw=bestpathlw, wip=wip,
                                    maxhmmpf=maxhmmpf, hmm=hmm, dict=dict_, lm=lm)
+        from rescore.io.kaldi import iter_lines
+
         text = Path(data_dir) / "text"
-        extra = [w for line in text.read_text().splitlines() for w in line.split()[1:]] if text.exists() else None
+        extra = ([w for _, line in iter_lines(text) for w in line.split()[1:]]
+                 if text.is_file() else None)
         info = decode_data_dir(Path(data_dir), Path(out_dir), settings, nbest=nbest, nj=nj, extra_words=extra)
     click.echo(f"{info['num_utts']} utterances, {info['num_hyps']} hypotheses; rank 1 equals "
                f"PocketSphinx's 1-best for {info['rank1_equals_pocketsphinx']}; inv_acwt {info['inv_acwt']}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
@@ -37,6 +39,7 @@ def main(ckpt, text, train_text, compare, report, plot, name, compare_name, titl
     setup_logging(verbose)
     import torch
 
+    from rescore.io.outputs import check_output_file
     from rescore.ppl import format_report, perplexity_report, plot_report, write_json
 
     if plot and not train_text:
@@ -44,6 +47,11 @@ def main(ckpt, text, train_text, compare, report, plot, name, compare_name, titl
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     with errors_to_exit():
+        inputs = (ckpt, text, train_text, compare)
+        check_output_file(report, "--report", inputs)
+        check_output_file(plot, "--plot", inputs + (report,))
+        if report and plot and os.path.abspath(report) == os.path.abspath(plot):
+            raise click.UsageError("--report and --plot must be different files")
         rep = perplexity_report(ckpt, text, train_text=train_text, compare=compare,
                                 batch_size=batch_size, bptt=bptt, n_buckets=n_buckets,
                                 device=device, cache_window=cache_window,

@@ -72,7 +72,7 @@ def read_checkpoint(path: Union[str, Path], device="cpu") -> Dict[str, Any]:
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # corrupt file, or a pickle with code weights_only refuses
         raise RescoreError("a rescore checkpoint (torch.save file of plain data)", path=path,
-                           got=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+                           got=f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}") from None
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise RescoreError(f"a checkpoint with format {FORMAT!r}", path=path,
                            got="a foreign file" if not isinstance(ckpt, dict)
@@ -89,8 +89,18 @@ def model_from_checkpoint(ckpt: Dict[str, Any], path=None, device="cpu") -> Neur
     """Rebuild the model of a checkpoint dict (from ``read_checkpoint``)."""
     from rescore.vocab import Vocabulary
 
-    config = ModelConfig.from_dict(ckpt["config"], path=path)
-    vocab = Vocabulary(ckpt["vocab"])
+    if not isinstance(ckpt["config"], dict) or not isinstance(ckpt["vocab"], (list, tuple)) \
+            or not all(isinstance(w, str) for w in ckpt["vocab"]) \
+            or not isinstance(ckpt["state_dict"], dict):
+        raise RescoreError("a checkpoint whose config is a dict, vocab a list of words and "
+                           "state_dict a dict of tensors", path=path)
+    try:
+        config = ModelConfig.from_dict(ckpt["config"], path=path)
+        vocab = Vocabulary(ckpt["vocab"])
+    except RescoreError as e:
+        raise RescoreError(e.expected, path=path, got=e.got) from None
+    except TypeError as e:
+        raise RescoreError("a model config of known fields", path=path, got=str(e)) from None
     if len(vocab) != config.vocab_size:
         raise RescoreError(f"a vocabulary of {config.vocab_size} words", path=path,
                            got=str(len(vocab)))
@@ -100,6 +110,10 @@ def model_from_checkpoint(ckpt: Dict[str, Any], path=None, device="cpu") -> Neur
     except (RuntimeError, ValueError) as e:
         raise RescoreError("weights that fit the checkpoint's config", path=path,
                            got=str(e).splitlines()[0][:200]) from None
+    for name, t in ckpt["state_dict"].items():  # a diverged run's weights give ppl nan, silently
+        if torch.is_tensor(t) and t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise RescoreError("finite weights (a run that diverged? train with a lower --lr)",
+                               path=path, got=f"NaN or infinity in {name}")
     return model.to(device).eval()
 
 
