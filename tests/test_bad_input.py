@@ -575,17 +575,10 @@ def run_case(case: Case, world: Path):
 # report's fixes (rescore-wer) land: expected failures, not strict, so the suite stays green and
 # each one shows as XPASS once fixed. This list only shrinks.
 PENDING = set("""
-FAILED tests/test_bad_input.py::test_bad_input[make-nbest:data-dir-is-file]
-FAILED tests/test_bad_input.py::test_bad_input[make-nbest:data-dir-missing]
-FAILED tests/test_bad_input.py::test_bad_input[nbest:words_text-word-not-in-words.txt]
-FAILED tests/test_bad_input.py::test_bad_input[ppl:--plot-without-train-text]
-FAILED tests/test_bad_input.py::test_bad_input[train-lm:--n-heads-with-lstm]
-FAILED tests/test_bad_input.py::test_bad_input[tune:dev-utts-select-nothing]
-FAILED tests/test_bad_input.py::test_bad_input[tune:eval-utts-select-nothing]
-FAILED tests/test_bad_input.py::test_bad_input[tune:split-half-and-dev-utts]
-FAILED tests/test_bad_input.py::test_bad_input[wer:--plot-without-train-text]
 make-nbest:--nbest=0
 make-nbest:--nj=0
+make-nbest:data-dir-is-file
+make-nbest:data-dir-missing
 make-nbest:dict-missing
 make-nbest:hmm-missing
 make-nbest:out-is-file
@@ -618,14 +611,17 @@ nbest:params-infinity
 nbest:params-nan
 nbest:params-not-utf8
 nbest:params-out-of-range
+nbest:words_text-word-not-in-words.txt
 ppl:--batch-size=x
 ppl:--cache-lambda=1
 ppl:--cache-window=-1
+ppl:--plot-without-train-text
 ppl:report-is-directory
 ppl:text-directory
 ppl:text-missing
 train-lm:--bptt=1.5
 train-lm:--lr=abc
+train-lm:--n-heads-with-lstm
 train-lm:out-dir-is-file
 train-lm:resume-nan-last
 train-lm:train-directory
@@ -647,12 +643,16 @@ tune:--wips=
 tune:apply-to-data-dir
 tune:apply-to-under-file
 tune:dev-utts-empty
+tune:dev-utts-select-nothing
+tune:eval-utts-select-nothing
 tune:params-out-is-input
 tune:params-out-under-file
 tune:report-is-directory
 tune:report-under-file
+tune:split-half-and-dev-utts
 wer:--buckets=-2
 wer:--buckets=0
+wer:--plot-without-train-text
 wer:both-empty
 wer:hyp-extra-utt
 wer:plot-is-hyp

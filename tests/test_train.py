@@ -105,7 +105,7 @@ def test_cli_trains_and_rejects_unknown_head(corpus):
     model = load_checkpoint(corpus / "cli" / "model.pt")
     assert (model.config.head, model.config.history, model.config.memory_aug) == ("pointer", 8, True)
     r = CliRunner().invoke(train_main, args + ["--head", "nonsense"])
-    assert r.exit_code == 1 and "nonsense" in r.output
+    assert r.exit_code == 2 and "nonsense" in r.output  # a bad option: a usage error
 
 
 def test_torchrun_two_processes(corpus):
