@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# Copyright 2026  the rescore authors.  Apache 2.0.
+#
+# Lattice rescoring of a Kaldi decode directory with a neural LM trained by rescore, by
+# Kaldi's path-cover method (steps/pytorchnn/lmrescore_lattice_pytorchnn.sh): lattices in,
+# rescored lattices out, local/score.sh as usual.  The interface is that of
+# lmrescore_nbest.sh (same arguments, same options where they mean the same).
+#
+# Per job JOB of the input decode directory (Kaldi binaries in capitals):
+#   stage 1  LATTICE-PRUNE | LATTICE-EXPAND     -> expanded/lat.JOB.gz (arcs of high posterior
+#                                                  get histories of their own)
+#   stage 2  rescore-lattice cover              -> cover/nbest1.JOB.gz: the best path through
+#                                                  every arc and final state, as an N-best list
+#   stage 3  lmrescore_nbest.sh --stage 2 on those paths: old-LM removal, NBEST-TO-LINEAR,
+#            rescore-nbest (our engine, LM state and pointer history carried along each
+#            conversation from the rescored best path)   -> cover/archives.JOB/lmwt.nn
+#   stage 4  rescore-lattice apply: each arc gets the NN cost of its word after its best
+#            history, graph cost += w * that; then old LM -w * l_ng:
+#            LATTICE-LMRESCORE-CONST-ARPA (G.carpa) or LATTICE-LMRESCORE (G.fst)
+#                                               -> lat.JOB.gz; 1-best -> text
+#   then     local/score.sh (unless --skip-scoring true)
+#
+# The new graph cost of every path is g0 + (1-w)*l_ng + w*l_nn~, l_nn~ the sum of its arcs'
+# estimated NN costs (exact for every path of the cover whose arcs' best paths it is).
+# Lattices go through Python in Kaldi's text form (rescore/lattice.py says why and how).
+#
+# Run it from a Kaldi recipe directory (path.sh, cmd.sh, steps/, utils/, local/score.sh), with
+# recipes/steps/lmrescore_nbest.sh beside this script.
+
+# Begin configuration section.
+cmd=run.pl            # how to run the Kaldi jobs: run.pl, queue.pl, slurm.pl [options]
+rescore_cmd=          # how to run the rescore-nbest jobs (e.g. "queue.pl --gpu 1"); empty: $cmd
+stage=1               # first stage to run, for partial reruns
+inv_acwt=10           # inverse acoustic scale (Kaldi's LMWT) for pruning, expansion, the path
+                      # cover and picking each utterance's best path when carrying state
+weight=0.8            # NN LM weight w in the log-linear interpolation with the old LM
+beam=5                # lattice-prune --beam (Kaldi's pytorchnn default)
+epsilon=0.5           # lattice-expand --epsilon: arcs of posterior above it get unique histories
+wip=0.0               # word insertion penalty for the carried best path and for 'text';
+                      # not part of the lattices: local/score.sh sweeps its own
+state_carry=rescored  # none | first-pass | rescored: whose best path starts the next utterance
+device=auto           # auto | cpu | cuda, for rescore-nbest
+max_tokens=           # tokens per batch of rescore-nbest; empty: its default
+rescore_opts=         # more rescore-nbest options, e.g. "--precision bf16"
+train_text=           # LM training text: adds rare-word bucket WERs to each job's report
+oov_penalty=0         # nats per word outside the LM vocabulary; auto: ln(OOV word types of --train-text)
+keep_ali=true         # false: drop the alignments from the cover paths (smaller archives)
+skip_scoring=false    # true: do not run local/score.sh
+scoring_opts=         # extra options for local/score.sh
+# End configuration section.
+
+echo "$0 $*"  # the command line, for the logs
+
+# Kaldi's path.sh and parse_options.sh read unset variables, hence 'set -u' only after them.
+set -eo pipefail
+# shellcheck disable=SC1091
+[ -f ./path.sh ] && . ./path.sh
+# shellcheck disable=SC1091
+. utils/parse_options.sh
+set -u
+
+if [ $# != 5 ]; then
+  echo "Rescore the lattices of a Kaldi decode directory with a neural LM from rescore, by path cover."
+  echo "The NN LM is log-linearly interpolated with the old n-gram LM (weight --weight)."
+  echo ""
+  echo "Usage: $0 [options] <old-lang-dir> <model-dir-or-checkpoint> <data-dir> <input-decode-dir> <output-decode-dir>"
+  echo " e.g.: $0 --weight 0.8 data/lang_sw1_fsh_fg exp/rescore/lstm_pointer \\"
+  echo "         data/eval2000_hires exp/chain/tdnn/decode_eval2000_sw1_fsh_fg exp/chain/tdnn/decode_eval2000_lstm_pointer_lat"
+  echo "The old lang dir needs words.txt and G.carpa or G.fst (the LM used in decoding);"
+  echo "a model dir needs model.pt (what rescore-train-lm writes)."
+  echo "Main options (defaults in the configuration section of this script):"
+  echo "  --cmd <run.pl|queue.pl [opts]>        # how to run the Kaldi jobs"
+  echo "  --rescore-cmd <run.pl|queue.pl [opts]> # how to run the rescore-nbest jobs (default: --cmd)"
+  echo "  --inv-acwt <x>                        # inverse acoustic scale for pruning and the path cover"
+  echo "  --weight <w>                          # NN LM interpolation weight"
+  echo "  --beam <b>                            # lattice-prune beam"
+  echo "  --epsilon <e>                         # lattice-expand posterior threshold"
+  echo "  --state-carry <none|first-pass|rescored>"
+  echo "  --device <auto|cpu|cuda>"
+  echo "  --oov-penalty <nats|auto>             # cost per OOV word (auto needs --train-text)"
+  echo "  --rescore-opts <options>              # more rescore-nbest options (rescore-nbest --help)"
+  echo "  --stage <stage>                       # first stage to run"
+  echo "  --skip-scoring <true|false>"
+  exit 1
+fi
+
+oldlang=$1
+model=$2
+data=$3
+indir=$4
+dir=$5
+
+nbest_step=$(dirname "$0")/lmrescore_nbest.sh
+
+# Input checks, before any work.
+if [ -f "$oldlang/G.carpa" ]; then
+  oldlm=$oldlang/G.carpa
+elif [ -f "$oldlang/G.fst" ]; then
+  oldlm=$oldlang/G.fst
+else
+  echo "$0: expected $oldlang/G.carpa or $oldlang/G.fst to exist (the LM used in decoding)"
+  exit 1
+fi
+[ -d "$model" ] && [ ! -f "$model/model.pt" ] && echo "$0: expected file $model/model.pt to exist" && exit 1
+[ ! -e "$model" ] && echo "$0: expected file $model to exist" && exit 1
+for f in "$oldlang/words.txt" "$data/utt2spk" "$indir/num_jobs" "$indir/lat.1.gz"; do
+  [ ! -f "$f" ] && echo "$0: expected file $f to exist" && exit 1
+done
+[ ! -x "$nbest_step" ] && echo "$0: expected $nbest_step (the N-best step it calls) to exist" && exit 1
+nj=$(< "$indir/num_jobs")
+case "$nj" in
+  ''|*[!0-9]*) echo "$0: expected a number of jobs in $indir/num_jobs, got '$nj'"; exit 1 ;;
+esac
+for n in $(seq "$nj"); do
+  [ ! -f "$indir/lat.$n.gz" ] && echo "$0: expected file $indir/lat.$n.gz to exist (num_jobs is $nj)" && exit 1
+done
+[ ! -x utils/int2sym.pl ] && echo "$0: expected utils/int2sym.pl (run from a Kaldi recipe directory)" && exit 1
+for x in "$weight" "$inv_acwt" "$beam" "$epsilon"; do
+  case "$x" in
+    ''|*[!0-9.eE+-]*) echo "$0: expected numbers for --weight, --inv-acwt, --beam, --epsilon, got '$x'"; exit 1 ;;
+  esac
+done
+
+if [ "$oldlm" == "$oldlang/G.carpa" ]; then
+  old_bins="lattice-lmrescore-const-arpa"
+else
+  old_bins="lattice-lmrescore fstproject fstcompile"
+fi
+missing=
+# $old_bins is a list of names: it must split.
+# shellcheck disable=SC2086
+for prog in "${cmd%% *}" lattice-prune lattice-expand lattice-copy lattice-best-path \
+            lattice-add-penalty $old_bins rescore-lattice rescore-nbest gzip; do
+  command -v "$prog" >/dev/null 2>&1 || missing="$missing $prog"
+done
+if [ -n "$missing" ]; then
+  echo "$0: not found on PATH:$missing"
+  echo "$0: Kaldi's binaries come from \$KALDI_ROOT through path.sh; rescore-lattice and"
+  echo "$0: rescore-nbest from the Python environment rescore is installed in (activate it in path.sh)."
+  exit 1
+fi
+
+acwt=$(awk -v x="$inv_acwt" 'BEGIN { printf "%.8g", 1.0 / x }')
+neg_weight=$(awk -v x="$weight" 'BEGIN { printf "%.8g", -x }')
+exp_dir=$dir/expanded
+cover=$dir/cover
+mkdir -p "$dir/log" "$exp_dir" "$cover"
+cp "$indir/num_jobs" "$dir/num_jobs"
+cp "$indir/num_jobs" "$exp_dir/num_jobs"
+
+# Stage 1.  Prune, then expand, at the acoustic scale of the rescoring.
+if [ "$stage" -le 1 ]; then
+  echo "$0: pruning (beam $beam) and expanding (epsilon $epsilon) the lattices"
+  $cmd JOB=1:"$nj" "$dir/log/prune_expand.JOB.log" \
+    lattice-prune --acoustic-scale="$acwt" --beam="$beam" "ark:gunzip -c $indir/lat.JOB.gz|" ark:- \| \
+    lattice-expand --acoustic-scale="$acwt" --epsilon="$epsilon" ark:- "ark:|gzip -c >$exp_dir/lat.JOB.gz" || exit 1
+fi
+
+# Stage 2.  The path cover, as the N-best lists the N-best step's stage 2 starts from.
+if [ "$stage" -le 2 ]; then
+  echo "$0: path cover of every lattice"
+  $cmd JOB=1:"$nj" "$dir/log/cover.JOB.log" \
+    lattice-copy "ark:gunzip -c $exp_dir/lat.JOB.gz|" ark,t:- \| \
+    rescore-lattice cover --acoustic-scale="$acwt" - "$cover/nbest1.JOB.gz" || exit 1
+fi
+
+# Stage 3.  Old-LM removal and NN LM costs of the paths: the N-best step from its stage 2.
+if [ "$stage" -le 3 ]; then
+  echo "$0: scoring the paths with $model (N-best step, stages 2-5)"
+  "$nbest_step" --stage 2 --cmd "$cmd" --rescore-cmd "${rescore_cmd:-$cmd}" \
+    --inv-acwt "$inv_acwt" --weight "$weight" --wip "$wip" --state-carry "$state_carry" \
+    --device "$device" --max-tokens "$max_tokens" --rescore-opts "$rescore_opts" \
+    --train-text "$train_text" --oov-penalty "$oov_penalty" --keep-ali "$keep_ali" \
+    --skip-scoring true "$oldlang" "$model" "$data" "$exp_dir" "$cover" || exit 1
+fi
+
+# Stage 4.  Arc NN costs into the lattices, the old LM's weighted cost out.
+if [ "$stage" -le 4 ]; then
+  echo "$0: writing the rescored lattices $dir/lat.*.gz (weight $weight)"
+  if [ "$oldlm" == "$oldlang/G.carpa" ]; then
+    $cmd JOB=1:"$nj" "$dir/log/apply.JOB.log" \
+      lattice-copy "ark:gunzip -c $exp_dir/lat.JOB.gz|" ark,t:- \| \
+      rescore-lattice apply --acoustic-scale="$acwt" --weight="$weight" - "$cover/archives.JOB" - \| \
+      lattice-lmrescore-const-arpa --lm-scale="$neg_weight" ark:- "$oldlm" "ark:|gzip -c >$dir/lat.JOB.gz" || exit 1
+  else
+    # OpenFst renamed fstproject's flag in 1.7.9: try the new one on a one-state FST.
+    if echo 0 | fstcompile | fstproject --project_type=output >/dev/null 2>&1; then
+      project_opt="--project_type=output"
+    else
+      project_opt="--project_output=true"
+    fi
+    $cmd JOB=1:"$nj" "$dir/log/apply.JOB.log" \
+      lattice-copy "ark:gunzip -c $exp_dir/lat.JOB.gz|" ark,t:- \| \
+      rescore-lattice apply --acoustic-scale="$acwt" --weight="$weight" - "$cover/archives.JOB" - \| \
+      lattice-lmrescore --lm-scale="$neg_weight" ark:- "fstproject $project_opt $oldlm |" \
+        "ark:|gzip -c >$dir/lat.JOB.gz" || exit 1
+  fi
+  # The 1-best of the rescored lattices at --inv-acwt and --wip, for rescore-wer.
+  $cmd JOB=1:"$nj" "$dir/log/best_path.JOB.log" \
+    lattice-add-penalty --word-ins-penalty="$wip" "ark:gunzip -c $dir/lat.JOB.gz|" ark:- \| \
+    lattice-best-path --acoustic-scale="$acwt" ark:- ark,t:"$dir/best.JOB.tra" || exit 1
+  for n in $(seq "$nj"); do
+    utils/int2sym.pl -f 2- "$oldlang/words.txt" < "$dir/best.$n.tra"
+  done | sort > "$dir/text"
+fi
+
+if ! $skip_scoring; then
+  if [ ! -x local/score.sh ]; then
+    echo "$0: not scoring: local/score.sh does not exist or is not executable"
+  else
+    echo "$0: scoring"
+    # $scoring_opts holds options: it must split.
+    # shellcheck disable=SC2086
+    local/score.sh --cmd "$cmd" $scoring_opts "$data" "$oldlang" "$dir" ||
+      { echo "$0: scoring failed (skip it with --skip-scoring true)"; exit 1; }
+  fi
+fi
+
+echo "$0: done, rescored lattices in $dir"
+exit 0

@@ -1,0 +1,94 @@
+"""rescore-lattice: the two Python steps of lattice rescoring by path cover (rescore.lattice),
+between the Kaldi binaries of recipes/steps/lmrescore_lattice.sh.
+
+    rescore-lattice cover LATS NBEST      path cover of each lattice -> N-best archive
+    (old-LM removal, nbest-to-linear, rescore-nbest: the N-best step, stages 2 to 5)
+    rescore-lattice apply LATS ARCHIVES OUT --weight W
+                                          arc NN costs from the scored paths -> lattices
+
+Lattices are Kaldi text archives of CompactLattices (``lattice-copy ark:in ark,t:-``); '-' reads
+stdin or writes stdout.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+
+log = logging.getLogger("rescore-lattice")
+
+_CTX = {"show_default": True, "help_option_names": ["-h", "--help"]}
+_scale_options = [
+    click.option("--acoustic-scale", type=float, required=True,
+                 help="Acoustic scale of the path costs (1 / inv_acwt), as lattice-path-cover's."),
+    click.option("--lm-scale", type=float, default=1.0, help="Scale of the graph costs of the path costs."),
+]
+
+
+def _scales(f):
+    for opt in reversed(_scale_options):
+        f = opt(f)
+    return f
+
+
+@click.group(context_settings=_CTX)
+def main():
+    """Lattice rescoring with a neural LM by path cover (Kaldi's steps/pytorchnn method):
+    `cover` writes the best path through every arc as an N-best archive for rescore-nbest;
+    `apply` gives every arc the NN LM cost of its best history and adds it to the lattice."""
+
+
+@main.command(context_settings=_CTX)
+@click.argument("lats", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("nbest_out", type=click.Path(dir_okay=False, allow_dash=True))
+@_scales
+@verbose_option
+def cover(lats, nbest_out, acoustic_scale, lm_scale, verbose):
+    """Path cover of each lattice of LATS (text CompactLattices) written to NBEST_OUT as linear
+    lattices keyed <utt>-<k>, best first (an N-best archive in text form, for nbest-to-linear).
+    A .gz output is gzipped."""
+    setup_logging(verbose)
+    from rescore.lattice import iter_lattices, open_text, write_cover_nbest
+
+    with errors_to_exit(), open_text(lats) as f:
+        stats = write_cover_nbest(iter_lattices(f, lats), nbest_out, acoustic_scale, lm_scale)
+    log.info("%d lattices, %d arcs: %d paths (%.1f per lattice)", stats.lattices, stats.arcs,
+             stats.paths, stats.paths / max(stats.lattices, 1))
+
+
+@main.command(context_settings=_CTX)
+@click.argument("lats", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("archives", type=click.Path(file_okay=False, exists=True))
+@click.argument("lats_out", type=click.Path(dir_okay=False, allow_dash=True))
+@_scales
+@click.option("--weight", type=float, required=True, help="NN LM weight w: graph cost += w * NN cost (the old LM's w * cost comes off in Kaldi next).")
+@verbose_option
+def apply(lats, archives, lats_out, acoustic_scale, lm_scale, weight, verbose):
+    """Add WEIGHT x the estimated NN LM cost to every word arc and final weight of LATS and
+    write LATS_OUT. ARCHIVES is the N-best dir of the cover paths after rescore-nbest (words,
+    lmwt.nn); the path cover is recomputed with the same scales as `cover`."""
+    setup_logging(verbose)
+    from pathlib import Path
+
+    from rescore.io.kaldi import read_nn_costs, read_table
+    from rescore.lattice import CoverStats, iter_lattices, nbest_costs_by_words, open_text, rescore_lattices
+
+    with errors_to_exit():
+        words = read_table(Path(archives) / "words", "ints").as_dict()
+        nn = Path(archives) / "lmwt.nn"
+        costs = nbest_costs_by_words(words, read_nn_costs(nn), nn)
+        stats = CoverStats()
+        from rescore.lattice import write_lattices
+
+        with open_text(lats) as f:
+            n = write_lattices(lats_out, rescore_lattices(iter_lattices(f, lats), costs, acoustic_scale,
+                                                          weight, lm_scale, stats))
+    log.info("%d lattices rescored (%d arcs, %d paths; %d word arcs without an NN cost)", n,
+             stats.arcs, stats.paths, stats.uncovered)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,479 @@
+"""Lattice rescoring by path cover: Kaldi's ``steps/pytorchnn`` method, on Kaldi's text lattices.
+
+The method (Ke Li's ``lmrescore_lattice_pytorchnn.sh``, 2021)::
+
+    lattice-prune | lattice-expand        Kaldi: arcs of high posterior get a history of their own
+    path_cover                            the best path through every arc (and every final state)
+    score the paths with the NN LM        our engine (rescore-nbest): prefix sharing, micro-batches,
+                                          LM state and pointer history carried across utterances
+    arc_nn_costs                          each arc: the NN cost of its word after the history of
+                                          its best path (estimate_arc_nnlm_scores.py)
+    add_nn_costs                          graph cost += w * NN cost on every word arc and final
+    lattice-lmrescore[-const-arpa]        Kaldi: graph cost -= w * old n-gram LM cost
+
+Why this method: it rescores the lattice itself (the output is a lattice for ``local/score.sh``)
+with a bounded number of NN LM queries (one path per arc at most, typically far fewer), it keeps
+every decision inside the first-pass lattice topology, and its paths are an N-best list, so the
+whole N-best machinery (the engine's prefix trie, the state carry from the rescored best, the
+OOV penalty, job splitting) applies unchanged. Kaldi's rnnlm pruned expansion
+(``lmrescore_pruned.sh``) merges NN histories by their last n-gram words, which an implicit
+cache pointer (whose history is the whole conversation) would defeat.
+
+Where this differs from Kaldi's implementation (both fixed here, tests cover them):
+
+* Kaldi names an arc by its (source, destination) state pair, so two arcs between the same states
+  (different words, or the same word with different alignments) share one score; here an arc is
+  its position in the lattice.
+* Kaldi's path words skip epsilon arcs while its state sequences do not, so a path with an
+  epsilon arc gives its later arcs the scores of their neighbours; here positions count word
+  arcs only. And a final state that no cover path ends at gets no end-of-sentence cost in
+  Kaldi; here every final state is covered like an arc (its best path ends there).
+
+Lattices are read and written in Kaldi's text form of a CompactLattice (``lattice-copy ark:in
+ark,t:-``), which earns its place: the arc scores are added without Kaldi's
+``lattice-add-nnlmscore`` (not among the binaries ``build-kaldi.sh`` builds), and the tests need
+no Kaldi. Text form, one lattice::
+
+    utt-id
+    0	1	14722	3.5,812.7,1_1_5_5
+    1	2	0	0,0,
+    2	0.25,0,            (a final state and its weight; a bare state number: weight 0,0,)
+    <empty line>
+
+An arc is ``src dst word graph,acoustic,transition-ids`` (costs: negated natural logs). The
+first line's state is the start state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+from rescore.errors import RescoreError
+
+log = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+
+
+@dataclass
+class Arc:
+    src: int
+    dst: int
+    word: int       # word id (words.txt); 0 = epsilon
+    graph: float    # graph cost (LM + transitions + pronunciation)
+    ac: float       # acoustic cost
+    ali: str = ""   # transition ids as Kaldi writes them ("1_1_5"), kept verbatim
+
+
+@dataclass
+class Lattice:
+    """One CompactLattice. ``finals``: state -> (graph cost, acoustic cost, transition ids)."""
+
+    key: str
+    start: int = -1                      # -1: the empty lattice
+    num_states: int = 0
+    arcs: List[Arc] = field(default_factory=list)
+    finals: Dict[int, Tuple[float, float, str]] = field(default_factory=dict)
+
+    def out_arcs(self) -> List[List[int]]:
+        """state -> indices of its arcs, in file order."""
+        out: List[List[int]] = [[] for _ in range(self.num_states)]
+        for i, a in enumerate(self.arcs):
+            out[a.src].append(i)
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# Text form
+
+
+def _parse_weight(tok: str, path, lineno: int) -> Tuple[float, float, str]:
+    parts = tok.split(",")
+    if len(parts) != 3:
+        raise RescoreError("a CompactLattice weight 'graph,acoustic,transition-ids' (a Lattice "
+                           "in text form has 'graph,acoustic': convert with lattice-copy, which "
+                           "writes compact lattices)", path=path, line=lineno, got=tok)
+    try:
+        g, a = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise RescoreError("numeric costs in 'graph,acoustic,transition-ids'", path=path,
+                           line=lineno, got=tok) from None
+    if not (math.isfinite(g) and math.isfinite(a)):
+        raise RescoreError("finite costs", path=path, line=lineno, got=tok)
+    return g, a, parts[2]
+
+
+def _parse_state(tok: str, path, lineno: int, line: str) -> int:
+    if not tok.isdigit():
+        raise RescoreError("a state number (non-negative integer) first", path=path, line=lineno,
+                           got=line)
+    return int(tok)
+
+
+def iter_lattices(f: IO[str], path: PathLike = "<stdin>") -> Iterator[Lattice]:
+    """Lattices of a Kaldi text archive of CompactLattices, in order. Every format error is a
+    RescoreError naming the file and the line; a truncated last lattice is one too."""
+    lat: Optional[Lattice] = None
+    lineno = 0
+    for lineno, raw in enumerate(f, 1):
+        fields = raw.split()
+        if lat is None:
+            if not fields:
+                continue  # blank lines between lattices
+            if len(fields) != 1:
+                raise RescoreError("a lattice key alone on its line (Kaldi text archive of "
+                                   "CompactLattices, lattice-copy ark:in ark,t:-)", path=path,
+                                   line=lineno, got=raw.rstrip("\n"))
+            lat = Lattice(key=fields[0])
+            continue
+        if not fields:  # the empty line that ends a lattice
+            yield lat
+            lat = None
+            continue
+        s = _parse_state(fields[0], path, lineno, raw.rstrip("\n"))
+        if lat.start < 0:
+            lat.start = s
+        if len(fields) == 4:
+            d = _parse_state(fields[1], path, lineno, raw.rstrip("\n"))
+            if not fields[2].isdigit():
+                raise RescoreError("a word id (non-negative integer) third", path=path,
+                                   line=lineno, got=raw.rstrip("\n"))
+            g, a, ali = _parse_weight(fields[3], path, lineno)
+            lat.arcs.append(Arc(s, d, int(fields[2]), g, a, ali))
+            lat.num_states = max(lat.num_states, s + 1, d + 1)
+        elif len(fields) in (1, 2):
+            if s in lat.finals:
+                raise RescoreError(f"one final weight per state (state {s} has two)", path=path,
+                                   line=lineno)
+            lat.finals[s] = (0.0, 0.0, "") if len(fields) == 1 else _parse_weight(fields[1], path, lineno)
+            lat.num_states = max(lat.num_states, s + 1)
+        else:
+            raise RescoreError("'src dst word graph,acoustic,ali' (an arc) or 'state [weight]' "
+                               "(a final state); 5 fields are a non-compact Lattice",
+                               path=path, line=lineno, got=raw.rstrip("\n"))
+    if lat is not None:  # Kaldi ends every lattice with an empty line: this one is cut short
+        raise RescoreError(f"the empty line that ends lattice '{lat.key}'", path=path,
+                           line=lineno + 1, got="end of file")
+
+
+@contextlib.contextmanager
+def open_text(path: PathLike, mode: str = "r") -> Iterator[IO[str]]:
+    """'-' is stdin/stdout; a path ending in .gz is gzipped; output files are written to a
+    temporary name and renamed only when the block succeeds (rescore.io.kaldi.atomic_output)."""
+    import gzip
+
+    from rescore.io.kaldi import atomic_output
+
+    p = str(path)
+    if mode == "r":
+        if p == "-":
+            yield sys.stdin
+            return
+        try:
+            f = gzip.open(p, "rt", encoding="utf-8") if p.endswith(".gz") else open(p, encoding="utf-8")
+        except OSError as e:
+            raise RescoreError("a readable lattice file", path=p, got=e.strerror) from None
+        with f:
+            yield f
+        return
+    if p == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    if p.endswith(".gz"):
+        with atomic_output(p, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as g, \
+                io.TextIOWrapper(g, encoding="utf-8") as f:
+            yield f
+        return
+    with atomic_output(p, "w") as f:
+        yield f
+
+
+def read_lattices(path: PathLike) -> List[Lattice]:
+    """All lattices of a text archive ('-': stdin)."""
+    with open_text(path) as f:
+        return list(iter_lattices(f, path))
+
+
+def _fmt(x: float) -> str:
+    return repr(float(x)) if x != int(x) else str(int(x))
+
+
+def format_lattice(lat: Lattice) -> str:
+    """Kaldi's text form (what ``lattice-copy ark,t:`` writes): the start state's lines first,
+    then the other states in order, each state's arcs then its final weight."""
+    out = [lat.key + " \n"]
+    if lat.start >= 0:
+        by_state = lat.out_arcs()
+        order = [lat.start] + [s for s in range(lat.num_states) if s != lat.start]
+        for s in order:
+            for i in by_state[s]:
+                a = lat.arcs[i]
+                out.append(f"{a.src}\t{a.dst}\t{a.word}\t{_fmt(a.graph)},{_fmt(a.ac)},{a.ali}\n")
+            if s in lat.finals:
+                g, ac, ali = lat.finals[s]
+                out.append(f"{s}\t{_fmt(g)},{_fmt(ac)},{ali}\n")
+    out.append("\n")
+    return "".join(out)
+
+
+def write_lattices(path: PathLike, lattices: Iterable[Lattice]) -> int:
+    """Write a text archive ('-': stdout; .gz: gzipped), atomically for files. Returns the count."""
+    n = 0
+    with open_text(path, "w") as f:
+        for lat in lattices:
+            f.write(format_lattice(lat))
+            n += 1
+    return n
+
+
+# --------------------------------------------------------------------------------------------
+# Path cover
+
+
+@dataclass
+class CoverPath:
+    """A path from the start state: its arcs (indices into ``Lattice.arcs``), the final state
+    it stops at, and its first-pass cost ``lm_scale * graph + acoustic_scale * ac``."""
+
+    arcs: List[int]
+    end: int
+    cost: float
+
+    def words(self, lat: Lattice) -> List[int]:
+        return [lat.arcs[i].word for i in self.arcs if lat.arcs[i].word != 0]
+
+
+def topological_order(lat: Lattice) -> List[int]:
+    """States in an order where every arc goes forward (Kahn); a cycle is an error."""
+    indeg = [0] * lat.num_states
+    for a in lat.arcs:
+        indeg[a.dst] += 1
+    out = lat.out_arcs()
+    order = [s for s in range(lat.num_states) if indeg[s] == 0]
+    i = 0
+    while i < len(order):
+        for j in out[order[i]]:
+            d = lat.arcs[j].dst
+            indeg[d] -= 1
+            if indeg[d] == 0:
+                order.append(d)
+        i += 1
+    if len(order) != lat.num_states:
+        raise RescoreError(f"an acyclic lattice ('{lat.key}' has a cycle)")
+    return order
+
+
+def path_cover(lat: Lattice, acoustic_scale: float, lm_scale: float = 1.0) -> List[CoverPath]:
+    """Kaldi's path cover (``lattice-path-cover``): for every arc, and every final state, the
+    best path through it; each distinct path once, best first (ties: in discovery order).
+
+    An arc on no complete path (unreachable, or no final state after it) is not covered.
+    """
+    if lat.start < 0:
+        return []
+    inf = math.inf
+    cost = [lm_scale * a.graph + acoustic_scale * a.ac for a in lat.arcs]
+    fcost = {s: lm_scale * g + acoustic_scale * ac for s, (g, ac, _) in lat.finals.items()}
+    order = topological_order(lat)
+    out = lat.out_arcs()
+    alpha = [inf] * lat.num_states   # best cost from the start
+    back = [-1] * lat.num_states     # the arc into a state on that best path
+    alpha[lat.start] = 0.0
+    for s in order:
+        if alpha[s] == inf:
+            continue
+        for i in out[s]:
+            d = lat.arcs[i].dst
+            c = alpha[s] + cost[i]
+            if c < alpha[d]:
+                alpha[d], back[d] = c, i
+    beta = [inf] * lat.num_states    # best cost to the end, final weight included
+    fwd = [-1] * lat.num_states      # the arc out of a state on that best path; -1: stop here
+    for s in reversed(order):
+        beta[s] = fcost.get(s, inf)
+        for i in out[s]:
+            c = cost[i] + beta[lat.arcs[i].dst]
+            if c < beta[s]:
+                beta[s], fwd[s] = c, i
+
+    def prefix(s: int) -> List[int]:
+        arcs = []
+        while s != lat.start:
+            arcs.append(back[s])
+            s = lat.arcs[back[s]].src
+        return arcs[::-1]
+
+    def suffix(s: int) -> Tuple[List[int], int]:
+        arcs = []
+        while fwd[s] >= 0:
+            arcs.append(fwd[s])
+            s = lat.arcs[fwd[s]].dst
+        return arcs, s
+
+    seen: Dict[Tuple[Tuple[int, ...], int], CoverPath] = {}
+    for s in order:
+        if alpha[s] == inf:
+            continue
+        for i in out[s]:
+            a = lat.arcs[i]
+            if beta[a.dst] == inf:
+                continue
+            tail, end = suffix(a.dst)
+            arcs = prefix(s) + [i] + tail
+            seen.setdefault((tuple(arcs), end), CoverPath(arcs, end, alpha[s] + cost[i] + beta[a.dst]))
+        if s in fcost:
+            arcs = prefix(s)
+            seen.setdefault((tuple(arcs), s), CoverPath(arcs, s, alpha[s] + fcost[s]))
+    return sorted(seen.values(), key=lambda p: p.cost)  # stable: ties keep discovery order
+
+
+def path_lattice(lat: Lattice, path: CoverPath, key: str) -> Lattice:
+    """A cover path as a linear lattice (its arcs' weights and transition ids, epsilon arcs
+    included, the end state's final weight): one N-best entry in Kaldi's form."""
+    arcs = [Arc(k, k + 1, lat.arcs[i].word, lat.arcs[i].graph, lat.arcs[i].ac, lat.arcs[i].ali)
+            for k, i in enumerate(path.arcs)]
+    n = len(arcs)
+    return Lattice(key=key, start=0, num_states=n + 1, arcs=arcs, finals={n: lat.finals[path.end]})
+
+
+# --------------------------------------------------------------------------------------------
+# Arc scores
+
+
+@dataclass
+class ArcCosts:
+    """NN LM costs estimated for one lattice: ``arcs[i]`` for arc i (None: a word arc no scored
+    path holds; 0.0 for epsilon arcs), ``finals[s]`` the end-of-sentence cost at final state s."""
+
+    arcs: List[Optional[float]]
+    finals: Dict[int, float]
+
+    @property
+    def missing(self) -> int:
+        return sum(c is None for c in self.arcs)
+
+
+def arc_nn_costs(lat: Lattice, paths: Sequence[CoverPath],
+                 path_costs: Sequence[Optional[Sequence[float]]]) -> ArcCosts:
+    """Each word arc gets the NN cost of its word at its place in the first path (in the given
+    order, best first) that holds it; each final state the end-of-sentence cost of the first
+    path that ends there (estimate_arc_nnlm_scores.py, with arcs named by index and positions
+    counted over word arcs only).
+
+    path_costs[k]: per-token costs of paths[k] (its words, then end of sentence), or None for a
+    path that was not scored (e.g. dropped by the old-LM removal); the next path holding an arc
+    then gives its cost.
+    """
+    arcs: List[Optional[float]] = [0.0 if a.word == 0 else None for a in lat.arcs]
+    finals: Dict[int, float] = {}
+    for path, costs in zip(paths, path_costs):
+        if costs is None:
+            continue
+        n_words = sum(1 for i in path.arcs if lat.arcs[i].word != 0)
+        if len(costs) != n_words + 1:
+            raise RescoreError(f"{n_words + 1} NN costs ({n_words} words + end of sentence) for a "
+                               f"path of lattice '{lat.key}'", got=f"{len(costs)} costs")
+        pos = 0
+        for i in path.arcs:
+            if lat.arcs[i].word == 0:
+                continue
+            if arcs[i] is None:
+                arcs[i] = float(costs[pos])
+            pos += 1
+        finals.setdefault(path.end, float(costs[-1]))
+    return ArcCosts(arcs, finals)
+
+
+def add_nn_costs(lat: Lattice, costs: ArcCosts, scale: float) -> Lattice:
+    """A copy of lat with ``scale * NN cost`` added to the graph cost of every word arc and
+    final weight (Kaldi's lattice-add-nnlmscore --lm-scale). Arcs without a cost keep theirs."""
+    arcs = [Arc(a.src, a.dst, a.word,
+                a.graph + (scale * c if c is not None else 0.0), a.ac, a.ali)
+            for a, c in zip(lat.arcs, costs.arcs)]
+    finals = {s: (g + scale * costs.finals.get(s, 0.0), ac, ali)
+              for s, (g, ac, ali) in lat.finals.items()}
+    return Lattice(lat.key, lat.start, lat.num_states, arcs, finals)
+
+
+# --------------------------------------------------------------------------------------------
+# The two steps of the shell script
+
+
+@dataclass
+class CoverStats:
+    lattices: int = 0
+    arcs: int = 0
+    paths: int = 0
+    uncovered: int = 0   # word arcs without an NN cost (apply)
+
+
+def write_cover_nbest(lattices: Iterable[Lattice], out: PathLike, acoustic_scale: float,
+                      lm_scale: float = 1.0) -> CoverStats:
+    """The path cover of every lattice as an N-best archive: linear lattices keyed
+    ``<utt>-<k>``, k = 1.. best first, what ``lattice-to-nbest`` would write for them (Kaldi's
+    nbest-to-linear and the old-LM removal of lmrescore_nbest.sh read it)."""
+    stats = CoverStats()
+
+    def gen():
+        for lat in lattices:
+            paths = path_cover(lat, acoustic_scale, lm_scale)
+            if not paths:
+                log.warning("lattice '%s' has no complete path: no N-best entries", lat.key)
+            stats.lattices += 1
+            stats.arcs += len(lat.arcs)
+            stats.paths += len(paths)
+            for k, p in enumerate(paths, 1):
+                yield path_lattice(lat, p, f"{lat.key}-{k}")
+
+    write_lattices(out, gen())
+    return stats
+
+
+def nbest_costs_by_words(words: Mapping[str, Sequence[int]], nn_costs: Mapping[str, Sequence[float]],
+                         source: PathLike = "lmwt.nn") -> Dict[str, Dict[Tuple[int, ...], List[float]]]:
+    """utt -> (word ids -> per-token NN costs) from an N-best archive dir's ``words`` and
+    ``lmwt.nn`` (keys ``<utt>-<k>``). Matching by words survives the renumbering of entries
+    that an old-LM removal with G.fst drops; equal words have equal costs (same start state)."""
+    out: Dict[str, Dict[Tuple[int, ...], List[float]]] = {}
+    for key, w in words.items():
+        utt, sep, rank = key.rpartition("-")
+        if not sep or not rank.isdigit():
+            raise RescoreError("N-best keys '<utt>-<rank>'", path=source, got=key)
+        try:
+            c = nn_costs[key]
+        except KeyError:
+            raise RescoreError(f"an NN cost for key '{key}'", path=source, got="none") from None
+        out.setdefault(utt, {})[tuple(w)] = list(c)
+    return out
+
+
+def rescore_lattices(lattices: Iterable[Lattice], costs: Mapping[str, Mapping[Tuple[int, ...], Sequence[float]]],
+                     acoustic_scale: float, weight: float, lm_scale: float = 1.0,
+                     stats: Optional[CoverStats] = None) -> Iterator[Lattice]:
+    """Each lattice with ``weight *`` its estimated arc NN costs added (arc_nn_costs over the
+    same path cover as write_cover_nbest). A lattice whose utterance has no scored path is
+    passed through unchanged, with a warning."""
+    stats = stats if stats is not None else CoverStats()
+    for lat in lattices:
+        paths = path_cover(lat, acoustic_scale, lm_scale)
+        stats.lattices += 1
+        stats.arcs += len(lat.arcs)
+        stats.paths += len(paths)
+        utt = costs.get(lat.key)
+        if not utt:
+            log.warning("lattice '%s': no NN costs for any of its paths, left as it is", lat.key)
+            yield lat
+            continue
+        est = arc_nn_costs(lat, paths, [utt.get(tuple(p.words(lat))) for p in paths])
+        if est.missing:
+            log.warning("lattice '%s': %d word arcs lie on no scored path; they get no NN cost",
+                        lat.key, est.missing)
+            stats.uncovered += est.missing
+        yield add_nn_costs(lat, est, weight)
