@@ -36,12 +36,14 @@ no Kaldi. Text form, one lattice::
 
     utt-id
     0	1	14722	3.5,812.7,1_1_5_5
-    1	2	0	0,0,
-    2	0.25,0,            (a final state and its weight; a bare state number: weight 0,0,)
+    1	2	0                  (an arc without a weight: weight 0,0, = One)
+    2	0.25,0,            (a final state and its weight; a bare state number: weight One)
     <empty line>
 
 An arc is ``src dst word graph,acoustic,transition-ids`` (costs: negated natural logs). The
-first line's state is the start state.
+first line's state is the start state. Kaldi prints 6 significant digits (``909.881`` for a
+binary 909.8809): going through text costs that much precision, ~1e-6 relative, far below
+any cost difference that decides a 1-best. We write floats in full.
 """
 
 from __future__ import annotations
@@ -139,12 +141,12 @@ def iter_lattices(f: IO[str], path: PathLike = "<stdin>") -> Iterator[Lattice]:
         s = _parse_state(fields[0], path, lineno, raw.rstrip("\n"))
         if lat.start < 0:
             lat.start = s
-        if len(fields) == 4:
+        if len(fields) in (3, 4):  # an arc; without a weight: weight 0,0,
             d = _parse_state(fields[1], path, lineno, raw.rstrip("\n"))
             if not fields[2].isdigit():
                 raise RescoreError("a word id (non-negative integer) third", path=path,
                                    line=lineno, got=raw.rstrip("\n"))
-            g, a, ali = _parse_weight(fields[3], path, lineno)
+            g, a, ali = _parse_weight(fields[3], path, lineno) if len(fields) == 4 else (0.0, 0.0, "")
             lat.arcs.append(Arc(s, d, int(fields[2]), g, a, ali))
             lat.num_states = max(lat.num_states, s + 1, d + 1)
         elif len(fields) in (1, 2):
@@ -215,10 +217,13 @@ def format_lattice(lat: Lattice) -> str:
         for s in order:
             for i in by_state[s]:
                 a = lat.arcs[i]
-                out.append(f"{a.src}\t{a.dst}\t{a.word}\t{_fmt(a.graph)},{_fmt(a.ac)},{a.ali}\n")
+                if a.graph == 0 and a.ac == 0 and not a.ali:  # weight One: Kaldi omits it
+                    out.append(f"{a.src}\t{a.dst}\t{a.word}\n")
+                else:
+                    out.append(f"{a.src}\t{a.dst}\t{a.word}\t{_fmt(a.graph)},{_fmt(a.ac)},{a.ali}\n")
             if s in lat.finals:
                 g, ac, ali = lat.finals[s]
-                out.append(f"{s}\t{_fmt(g)},{_fmt(ac)},{ali}\n")
+                out.append(f"{s}\n" if g == 0 and ac == 0 and not ali else f"{s}\t{_fmt(g)},{_fmt(ac)},{ali}\n")
     out.append("\n")
     return "".join(out)
 
@@ -477,3 +482,52 @@ def rescore_lattices(lattices: Iterable[Lattice], costs: Mapping[str, Mapping[Tu
                         lat.key, est.missing)
             stats.uncovered += est.missing
         yield add_nn_costs(lat, est, weight)
+
+
+# --------------------------------------------------------------------------------------------
+# 1-best under many weights (tuning on rescored lattices)
+
+
+def best_paths(lat: Lattice, acoustic_scales: Sequence[float], wips: Sequence[float],
+               lm_scale: float = 1.0) -> List[Tuple[int, ...]]:
+    """The 1-best word sequence of lat for every setting of the grid (acoustic scales outer,
+    word insertion penalties inner): what ``lattice-add-penalty --word-ins-penalty=wip |
+    lattice-best-path --acoustic-scale=a`` gives, for all settings in one pass (numpy over the
+    grid). Cost of a path: lm_scale * graph + a * acoustic + wip * (number of words)."""
+    import numpy as np
+
+    a = np.repeat(np.asarray(acoustic_scales, dtype=np.float64), len(wips))   # (G,)
+    p = np.tile(np.asarray(wips, dtype=np.float64), len(acoustic_scales))      # (G,)
+    G = a.shape[0]
+    if lat.start < 0 or not lat.finals:
+        return [()] * G
+    alpha = np.full((lat.num_states, G), np.inf)
+    back = np.full((lat.num_states, G), -1, dtype=np.int64)
+    alpha[lat.start] = 0.0
+    out = lat.out_arcs()
+    for s in topological_order(lat):
+        if not np.isfinite(alpha[s]).any():
+            continue
+        for i in out[s]:
+            arc = lat.arcs[i]
+            c = alpha[s] + (lm_scale * arc.graph + a * arc.ac + (p if arc.word else 0.0))
+            better = c < alpha[arc.dst]
+            if better.any():
+                alpha[arc.dst] = np.where(better, c, alpha[arc.dst])
+                back[arc.dst] = np.where(better, i, back[arc.dst])
+    finals = sorted(lat.finals)
+    total = np.stack([alpha[f] + lm_scale * lat.finals[f][0] + a * lat.finals[f][1] for f in finals])
+    end = np.asarray(finals)[np.argmin(total, axis=0)]   # (G,) first final on ties
+    result = []
+    for g in range(G):
+        if not np.isfinite(total[:, g]).any():
+            result.append(())
+            continue
+        words, s = [], int(end[g])
+        while s != lat.start:
+            arc = lat.arcs[int(back[s, g])]
+            if arc.word:
+                words.append(arc.word)
+            s = arc.src
+        result.append(tuple(reversed(words)))
+    return result

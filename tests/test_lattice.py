@@ -323,11 +323,27 @@ def read_1best(path: Path):
     return {l.split()[0]: l.split()[1:] for l in path.read_text().splitlines()}
 
 
+def kaldi(*args, stdout=None):
+    """A real Kaldi binary of RESCORE_KALDI_BIN."""
+    r = subprocess.run([str(Path(KALDI_BIN) / args[0]), *map(str, args[1:])], capture_output=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr.decode()
+    return r
+
+
+needs_kaldi = pytest.mark.skipif(not KALDI_BIN, reason="needs real Kaldi binaries: set RESCORE_KALDI_BIN "
+                                 "to their directory (../shared/tools/build-kaldi.sh OUT_DIR/bin)")
+
+
 @pytest.mark.slow
-def test_nbest_shaped_lattice_gives_the_nbest_steps_1best(tmp_path, small_model):
-    n_utts, inv_acwt, weight, wip = 6, 9.5, 0.5, 0.5
+@pytest.mark.parametrize("source", ["python", pytest.param("kaldi", marks=needs_kaldi)])
+def test_nbest_shaped_lattice_gives_the_nbest_steps_1best(tmp_path, small_model, source):
+    """python: the union lattice built here; kaldi: the fixture's lat.1.gz, which Kaldi's own
+    nbest-to-lattice wrote from the dev N-best, read with lattice-copy; the cover archive goes
+    through Kaldi's nbest-to-linear and the output lattices read back with lattice-copy."""
+    inv_acwt, weight, wip = 9.5, 0.5, 0.5
     acwt = 1.0 / inv_acwt
-    entries = nbest_entries(n_utts)
+    entries = nbest_entries(6 if source == "python" else 8)
     data = tmp_path / "data"
     subset_data_dir(data, set(entries))
     opts = ["--model", small_model, "--weight", weight, "--inv-acwt", inv_acwt, "--wip", wip,
@@ -345,25 +361,46 @@ def test_nbest_shaped_lattice_gives_the_nbest_steps_1best(tmp_path, small_model)
 
     # the lattice step: cover -> (old LM removal, nbest-to-linear) -> rescore-nbest -> apply
     lats = tmp_path / "lat.txt"
-    write_lattices(lats, [union_lattice(u, es) for u, es in entries.items()])
+    if source == "python":
+        write_lattices(lats, [union_lattice(u, es) for u, es in entries.items()])
+    else:
+        kaldi("lattice-copy", f"ark:gunzip -c {FIXTURE / 'lat.1.gz'}|", f"ark,t:{lats}")
     run_cli("rescore.cli.lattice", "cover", "--acoustic-scale", acwt, lats, tmp_path / "cover.txt")
     cover = read_lattices(tmp_path / "cover.txt")
     assert sum(len(es) for es in entries.values()) == len(cover)  # every entry is a cover path
     by_words = {(u, tuple(e[1])): e for u, es in entries.items() for e in es}
+    if source == "python":  # nbest-to-linear of the cover, played
+        linear = {}
+        for c in cover:
+            linear[c.key] = ([a.word for a in c.arcs if a.word],
+                             sum(a.ac for a in c.arcs) + sum(f[1] for f in c.finals.values()),
+                             sum(a.graph for a in c.arcs) + sum(f[0] for f in c.finals.values()))
+    else:
+        lin = tmp_path / "linear"
+        kaldi("nbest-to-linear", f"ark:{tmp_path / 'cover.txt'}", "ark:/dev/null", f"ark,t:{lin}.words",
+              f"ark,t:{lin}.lm", f"ark,t:{lin}.ac")
+        col = {x: {l.split()[0]: l.split()[1:] for l in Path(f"{lin}.{x}").read_text().splitlines()}
+               for x in ("words", "lm", "ac")}
+        linear = {k: ([int(i) for i in w], float(col["ac"][k][0]), float(col["lm"][k][0]))
+                  for k, w in col["words"].items()}
     rows = []
-    for c in cover:  # nbest-to-linear of the cover; lmwt.nolm as the old-LM removal would give it
-        utt = c.key.rsplit("-", 1)[0]
-        ids = [a.word for a in c.arcs if a.word]
-        g = sum(a.graph for a in c.arcs) + sum(f[0] for f in c.finals.values())
-        ac = sum(a.ac for a in c.arcs) + sum(f[1] for f in c.finals.values())
-        e = by_words[(utt, tuple(ids))]
-        assert math.isclose(g, e[3], abs_tol=1e-6) and math.isclose(ac, e[2], rel_tol=1e-9)
-        rows.append((c.key, ids, ac, g, e[4]))
+    for key, (ids, ac, g) in linear.items():  # lmwt.nolm as the old-LM removal would give it
+        e = by_words[(key.rsplit("-", 1)[0], tuple(ids))]
+        # Kaldi's text lattices hold 6 significant digits
+        assert math.isclose(g, e[3], rel_tol=1e-5) and math.isclose(ac, e[2], rel_tol=1e-5)
+        rows.append((key, ids, ac, g, e[4]))
     arch = tmp_path / "cover-archives"
     write_nbest_dir(arch, rows, data)
     run_cli("rescore.cli.nbest", arch, arch, *opts)
     out = tmp_path / "rescored.txt"
     run_cli("rescore.cli.lattice", "apply", "--acoustic-scale", acwt, "--weight", weight, lats, arch, out)
+    if source == "kaldi":  # Kaldi reads them back, and writes them as we do
+        kaldi("lattice-copy", f"ark:{out}", f"ark,t:{out}.kaldi")
+        for a, b in zip(read_lattices(f"{out}.kaldi"), read_lattices(out), strict=True):
+            assert (a.key, a.start, a.num_states, sorted(a.finals)) == (b.key, b.start, b.num_states, sorted(b.finals))
+            for x, y in zip(a.arcs, b.arcs, strict=True):  # 6 digits in Kaldi's print
+                assert (x.src, x.dst, x.word) == (y.src, y.dst, y.word)
+                assert math.isclose(x.graph, y.graph, rel_tol=1e-5, abs_tol=1e-4)
 
     # on disjoint paths every arc's best history is its own path's: the added costs are exact
     nn = {l.split()[0]: sum(map(float, l.split()[1:])) for l in (arch / "lmwt.nn").read_text().splitlines()}
@@ -386,6 +423,41 @@ def test_nbest_shaped_lattice_gives_the_nbest_steps_1best(tmp_path, small_model)
                 best = (total, ids)
         got[lat.key] = [sym[i] for i in best[1]]
     assert got == expected
+
+
+@needs_kaldi
+def test_kaldi_reads_what_we_write_and_we_read_what_kaldi_writes(tmp_path):
+    if not FIXTURE.is_dir():
+        pytest.skip(f"needs {FIXTURE} (the shared data) which is absent")
+    theirs = tmp_path / "kaldi.txt"
+    kaldi("lattice-copy", f"ark:gunzip -c {FIXTURE / 'lat.1.gz'}|", f"ark,t:{theirs}")
+    ours = tmp_path / "ours.txt"
+    assert write_lattices(ours, read_lattices(theirs)) == 8
+    assert ours.read_bytes() == theirs.read_bytes()       # byte for byte
+    kaldi("lattice-copy", f"ark:{ours}", f"ark,t:{tmp_path / 'again.txt'}")
+    assert (tmp_path / "again.txt").read_bytes() == theirs.read_bytes()
+
+
+@needs_kaldi
+def test_path_cover_equals_kaldis_lattice_path_cover(tmp_path):
+    if not FIXTURE.is_dir():
+        pytest.skip(f"needs {FIXTURE} (the shared data) which is absent")
+    lat_gz = FIXTURE / "lat.1.gz"
+    acwt = 0.105263
+    kaldi("lattice-path-cover", f"--acoustic-scale={acwt}", f"ark:gunzip -c {lat_gz}|",
+          f"ark,t:{tmp_path / 'words'}", f"ark,t:{tmp_path / 'states'}", f"ark,t:{tmp_path / 'costs'}")
+    words = {l.split()[0]: tuple(map(int, l.split()[1:])) for l in (tmp_path / "words").read_text().splitlines()}
+    costs = {l.split()[0]: float(l.split()[1]) for l in (tmp_path / "costs").read_text().splitlines()}
+    kaldi("lattice-copy", f"ark:gunzip -c {lat_gz}|", f"ark,t:{tmp_path / 'lat.txt'}")
+    total = 0
+    for lat in read_lattices(tmp_path / "lat.txt"):
+        paths = path_cover(lat, acwt)
+        keys = [f"{lat.key}-{k}" for k in range(1, len(paths) + 1)]
+        assert sorted(tuple(p.words(lat)) for p in paths) == sorted(words[k] for k in keys)
+        for p, k in zip(paths, keys):  # best first; Kaldi's text has 6 digits
+            assert math.isclose(p.cost, costs[k], abs_tol=2e-3)
+        total += len(paths)
+    assert total == len(words) == 793
 
 
 # --- the shell steps without Kaldi: usage, input and program checks --------------------------
@@ -465,3 +537,20 @@ def test_kaldi_named_step_takes_kaldis_options_and_refuses_others(tmp_path):
     assert r.returncode == 1 and "rescore-import-kaldi-lm not found on PATH" in r.stdout, r.stdout + r.stderr
     r = run_sh(KALDI_STEP, d, ["--max-arcs", "3"] + kaldi_args)
     assert r.returncode == 1 and "invalid option --max-arcs" in r.stderr
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_best_paths_over_a_grid_match_enumeration(seed):
+    from rescore.lattice import best_paths
+
+    rng = random.Random(100 + seed)
+    lat = random_lattice(rng, rng.randint(3, 9))
+    scales, wips = [0.05, 0.1, 0.3], [-2.0, 0.0, 1.5]
+    got = best_paths(lat, scales, wips)
+    for k, (a, p) in enumerate([(a, p) for a in scales for p in wips]):
+        paths = all_paths(lat, a)
+        cost = lambda x: x[2] + p * sum(1 for i in x[0] if lat.arcs[i].word)  # noqa: E731
+        best = min(cost(x) for x in paths)
+        # the words of a best path (another path may tie with other words)
+        assert any(math.isclose(cost(x), best) and got[k] == tuple(lat.arcs[i].word for i in x[0]
+                                                                    if lat.arcs[i].word) for x in paths)
