@@ -322,21 +322,36 @@ def path_cover(lat: Lattice, acoustic_scale: float, lm_scale: float = 1.0) -> Li
             s = lat.arcs[fwd[s]].dst
         return arcs, s
 
-    seen: Dict[Tuple[Tuple[int, ...], int], CoverPath] = {}
+    # The best path through arc i (s -> d) is prefix(s) + i + suffix(d). A path is named
+    # without building it by (m, e): m the last state up to which it follows the back pointers,
+    # e the arc it takes from m (-1: it stops at m). Then the remainder after e is suffix(dst e),
+    # so (m, e) gives the path back, and every arc or final state whose best path it is names
+    # it the same way: each distinct path is built once (Kaldi's skip of repeats, made exact).
+    walk = [-1] * lat.num_states     # m for the best path through a state
+    for s in reversed(order):
+        f = fwd[s]
+        walk[s] = walk[lat.arcs[f].dst] if f >= 0 and back[lat.arcs[f].dst] == f else s
+    seen: Dict[Tuple[int, int], float] = {}
     for s in order:
         if alpha[s] == inf:
             continue
         for i in out[s]:
-            a = lat.arcs[i]
-            if beta[a.dst] == inf:
+            d = lat.arcs[i].dst
+            if beta[d] == inf:
                 continue
-            tail, end = suffix(a.dst)
-            arcs = prefix(s) + [i] + tail
-            seen.setdefault((tuple(arcs), end), CoverPath(arcs, end, alpha[s] + cost[i] + beta[a.dst]))
+            key = (walk[d], fwd[walk[d]]) if back[d] == i else (s, i)
+            seen.setdefault(key, alpha[s] + cost[i] + beta[d])
         if s in fcost:
-            arcs = prefix(s)
-            seen.setdefault((tuple(arcs), s), CoverPath(arcs, s, alpha[s] + fcost[s]))
-    return sorted(seen.values(), key=lambda p: p.cost)  # stable: ties keep discovery order
+            seen.setdefault((s, -1), alpha[s] + fcost[s])
+    paths = []
+    for (m, e), c in seen.items():
+        if e < 0:
+            paths.append(CoverPath(prefix(m), m, c))
+        else:
+            tail, end = suffix(lat.arcs[e].dst)
+            paths.append(CoverPath(prefix(m) + [e] + tail, end, c))
+    return sorted(paths, key=lambda p: p.cost)  # stable: ties keep discovery order
+
 
 
 def path_lattice(lat: Lattice, path: CoverPath, key: str) -> Lattice:

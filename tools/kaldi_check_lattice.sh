@@ -8,7 +8,8 @@
 #   WORK_DIR       the recipe dir is built there (kept: later runs reuse the setup)
 # Environment: NJ (jobs, default 4), WEIGHT (default 0.8), INV_ACWT (default 10), MODEL (a rescore
 #   checkpoint; default a small random LSTM), ARPA_BIGRAM (default tools/arpa_bigram.py),
-#   STEP_OPTS (more options for both steps, e.g. "--oov-penalty auto --train-text ...").
+#   STEP_OPTS (more options for both steps, e.g. "--oov-penalty auto --train-text ..."),
+#   REUSE=1 (keep the runs already in WORK_DIR: same settings assumed).
 #   rescore (rescore-nbest, rescore-lattice) must be on PATH.
 #
 # Setup: a decode dir from ../shared/data/tts-wikitext2-dev whose old LM is exactly the G.carpa
@@ -89,6 +90,18 @@ setup() {
         nbest-to-lattice ark:- "ark:|gzip -c > exp/decode_dev/lat.$n.gz" 2>> "$t/make.log"
     done
   fi
+  if [ ! -f exp/decode_dev_min/lat.1.gz ]; then
+    # The same 100 word sequences per utterance as one word graph: shared prefixes and, after
+    # minimization, shared suffixes (arcs with several histories, several arcs between two
+    # states): what the path cover's estimate is for. lattice-to-nbest gives the same lists.
+    log "setup: exp/decode_dev_min: exp/decode_dev determinized, pushed and minimized"
+    mkdir -p exp/decode_dev_min/log
+    cp exp/decode_dev/num_jobs exp/decode_dev_min/
+    for n in $(seq "$nj"); do
+      lattice-determinize-pruned --acoustic-scale=0.1 --beam=1000 "ark:gunzip -c exp/decode_dev/lat.$n.gz|" ark:- |
+        lattice-push ark:- ark:- | lattice-minimize ark:- "ark:|gzip -c > exp/decode_dev_min/lat.$n.gz"
+    done 2> exp/decode_dev_min/log/make.log
+  fi
   mkdir -p models
   if [ -n "${MODEL:-}" ]; then
     ln -sfn "$MODEL" models/nnlm.pt
@@ -109,13 +122,16 @@ EOF
 run() {
   local step=$1 name=$2 out=exp/$2 t0 t1
   shift 2
+  if [ "${REUSE:-0}" = 1 ] && [ -f "$out/text" ] && [ -f "exp/$name.time" ]; then
+    log "$name: reusing $out"; return 0
+  fi
   rm -rf "$out"
   log "$name: recipes/steps/$step $*"
   t0=$(date +%s.%N)
   # $step_opts is a list of options: it must split.
   # shellcheck disable=SC2086
   if ! bash "$repo/recipes/steps/$step" --inv-acwt "$inv_acwt" --weight "$weight" --device cpu \
-      --skip-scoring true $step_opts "$@" data/lang models/nnlm.pt data/dev exp/decode_dev "$out" \
+      --skip-scoring true $step_opts "$@" data/lang models/nnlm.pt data/dev "${decode:-exp/decode_dev}" "$out" \
       > "exp/$name.log" 2>&1; then
     echo "FAIL $name: the step exited non-zero (exp/$name.log)"; tail -5 "exp/$name.log"; return 1
   fi
@@ -225,15 +241,18 @@ tune_lattice() {
 check_compare() {
   local r
   for r in 20 100; do
-    [ -f exp/nbest$r/text ] || run lmrescore_nbest.sh "nbest$r" --N "$r" || return 1
+    run lmrescore_nbest.sh "nbest$r" --N "$r" || return 1
     merge_nbest "nbest$r"
   done
-  [ -f exp/lattice_default/text ] || run lmrescore_lattice.sh lattice_default || return 1
-  [ -f exp/lattice_all/text ] || run lmrescore_lattice.sh lattice_all --beam 1000 || return 1
-  for r in nbest20 nbest100 lattice_default lattice_all; do
+  run lmrescore_lattice.sh lattice_default || return 1
+  run lmrescore_lattice.sh lattice_all --beam 1000 || return 1
+  decode=exp/decode_dev_min run lmrescore_lattice.sh lattice_min || return 1
+  decode=exp/decode_dev_min run lmrescore_lattice.sh lattice_min_all --beam 1000 || return 1
+  for r in nbest20 nbest100 lattice_default lattice_all lattice_min lattice_min_all; do
     echo "  $r: $(cat "exp/$r.time") s wall ($(cat exp/"$r"/*/archives.*/words exp/"$r"/archives.*/words 2>/dev/null | wc -l) hypotheses scored)"
   done
-  tune_nbest nbest20 && tune_nbest nbest100 && tune_lattice lattice_default && tune_lattice lattice_all
+  tune_nbest nbest20 && tune_nbest nbest100
+  for r in lattice_default lattice_all lattice_min lattice_min_all; do tune_lattice "$r" || return 1; done
 }
 
 log "kaldi_check_lattice: $kbin, work dir $work, $nj jobs, weight $weight, inv-acwt $inv_acwt"
