@@ -9,7 +9,9 @@
 # Environment: NJ (jobs, default 4), WEIGHT (default 0.8), INV_ACWT (default 10), MODEL (a rescore
 #   checkpoint; default a small random LSTM), ARPA_BIGRAM (default tools/arpa_bigram.py),
 #   STEP_OPTS (more options for both steps, e.g. "--oov-penalty auto --train-text ..."),
-#   REUSE=1 (keep the runs already in WORK_DIR: same settings assumed).
+#   REUSE=1 (keep the runs already in WORK_DIR: same settings assumed); for CHECKS=compare:
+#   WEIGHTS, INV_ACWTS, WIPS (the tuning grid), TUNE_LATTICES (the lattice runs to tune),
+#   FULL_BEAM=1 (also the lattice step with beam 1000 on the N-best-shaped decode dir).
 #   rescore (rescore-nbest, rescore-lattice) must be on PATH.
 #
 # Setup: a decode dir from ../shared/data/tts-wikitext2-dev whose old LM is exactly the G.carpa
@@ -245,14 +247,18 @@ check_compare() {
     merge_nbest "nbest$r"
   done
   run lmrescore_lattice.sh lattice_default || return 1
-  run lmrescore_lattice.sh lattice_all --beam 1000 || return 1
+  if [ "${FULL_BEAM:-0}" = 1 ]; then  # its 1-best is the N=100 step's (check lattice_is_nbest)
+    run lmrescore_lattice.sh lattice_all --beam 1000 || return 1
+  fi
   decode=exp/decode_dev_min run lmrescore_lattice.sh lattice_min || return 1
   decode=exp/decode_dev_min run lmrescore_lattice.sh lattice_min_all --beam 1000 || return 1
   for r in nbest20 nbest100 lattice_default lattice_all lattice_min lattice_min_all; do
+    [ -f "exp/$r.time" ] || continue
     echo "  $r: $(cat "exp/$r.time") s wall ($(cat exp/"$r"/*/archives.*/words exp/"$r"/archives.*/words 2>/dev/null | wc -l) hypotheses scored)"
   done
   tune_nbest nbest20 && tune_nbest nbest100
-  for r in lattice_default lattice_all lattice_min lattice_min_all; do tune_lattice "$r" || return 1; done
+  # lattice_all's 1-best is the N=100 step's (check lattice_is_nbest): not tuned by default
+  for r in ${TUNE_LATTICES:-lattice_default lattice_min lattice_min_all}; do tune_lattice "$r" || return 1; done
 }
 
 log "kaldi_check_lattice: $kbin, work dir $work, $nj jobs, weight $weight, inv-acwt $inv_acwt"
