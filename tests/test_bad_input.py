@@ -12,7 +12,8 @@ CliRunner) and asserts:
 
 A case that exits 0 is a silent acceptance. Failures say which of the three it was (the first
 word of the assertion message: SILENT, TRACEBACK, STATUS, MESSAGE, WRITTEN), so a run's counts
-come from ``pytest tests/test_bad_input.py | grep -c '^E *AssertionError: SILENT'``.
+come from ``RESCORE_BAD_INPUT_STRICT=1 pytest tests/test_bad_input.py | grep -c
+'^E *AssertionError: SILENT'`` (the variable turns the pending cases below into plain ones).
 """
 
 from __future__ import annotations
@@ -169,10 +170,13 @@ def checkpoint(rel: str, how: str) -> Callable[[Path], None]:
         import torch
 
         p = w / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
         if how == "nan":
             ck = torch.load(w / "model.pt", weights_only=True)
             k = next(iter(ck["state_dict"]))
             ck["state_dict"][k] = ck["state_dict"][k].clone().fill_(float("nan"))
+            if p.name == "last.pt":  # a diverged run's last.pt
+                ck["train_state"] = {"step": 3}
             torch.save(ck, p)
         elif how == "foreign":
             torch.save({"a": torch.zeros(2)}, p)
@@ -372,8 +376,9 @@ add("nbest", "data-text-missing-utt", N, must=["text"], setup=[line("nb/data/tex
 add("nbest", "data-text-empty", N, must=["text"], setup=[put("nb/data/text", "")])
 add("nbest", "out-is-data-dir", ["{w}/nb", "{w}/nb/data", "--data-dir", "{w}/nb/data"],
     must=["data"], codes=(1, 2))
-add("nbest", "out-is-nbest-dir", ["{w}/nb", "{w}/nb", "--data-dir", "{w}/nb/data"],
-    must=["nb"], codes=(1, 2))
+add("nbest", "out-text-is-train-text", ["{w}/nb", "{w}/d", "--data-dir", "{w}/nb/data",
+                                        "--train-text", "{w}/d/text"],
+    must=["text"], codes=(1, 2), setup=[put("d/text", TRAIN)])
 add("nbest", "out-is-file", N[:1] + ["{w}/afile"] + N[2:], must=["afile"], codes=(1, 2))
 add("nbest", "out-under-file", N[:1] + ["{w}/afile/out"] + N[2:], must=["afile"], codes=(1, 2))
 add("nbest", "out-unwritable", N[:1] + ["{w}/ro/out"] + N[2:], must=["ro"], codes=(1, 2),
@@ -605,7 +610,7 @@ nbest:model-and-nn-costs
 nbest:nbest-dir-is-file
 nbest:out-is-data-dir
 nbest:out-is-file
-nbest:out-is-nbest-dir
+nbest:out-text-is-train-text
 nbest:out-under-file
 nbest:params-infinity
 nbest:params-nan
@@ -623,7 +628,6 @@ train-lm:--bptt=1.5
 train-lm:--lr=abc
 train-lm:--n-heads-with-lstm
 train-lm:out-dir-is-file
-train-lm:resume-nan-last
 train-lm:train-directory
 train-lm:train-missing
 train-lm:valid-directory
@@ -663,6 +667,8 @@ wer:report-is-ref
 wer:report-under-file
 wer:train-text-empty
 """.split())
+if os.environ.get("RESCORE_BAD_INPUT_STRICT"):  # count every failure: no case is pending
+    PENDING = set()
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(
