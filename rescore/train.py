@@ -233,7 +233,11 @@ def train_lm(config: ModelConfig, opts: TrainOptions) -> Dict[str, Any]:
 
 def check_out_dir(opts: TrainOptions) -> None:
     """Before any work: OUT_DIR can be a writable directory, and a fresh run would not replace
-    an earlier run's files (that needs ``resume``, or removing them)."""
+    an earlier run's files (that needs ``resume``, or removing them).
+
+    An error rather than a warning: a restart without --resume would overwrite the model.pt of
+    what may be days of training, and a warning scrolls by in a cluster log unseen. Removing
+    the files (or another --out-dir) says "start afresh" without doubt."""
     out = Path(opts.out_dir)
     check_output_dir(out, "--out-dir", names=("last.pt", "model.pt", "train.json"),
                      inputs=(opts.train, opts.valid))
