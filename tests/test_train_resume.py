@@ -118,28 +118,38 @@ def test_kill_9_then_resume_is_bit_identical(corpus):
     assert r.exit_code == 0, r.output
     env = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
     cmd = [sys.executable, "-m", "rescore.cli.train_lm",
-           *cli_args(corpus, corpus / "killed", setup, epochs=5), "--save-every", "4"]
-    target = random.Random().randint(8, 80)  # a random step of epochs 1-4
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+           *cli_args(corpus, corpus / "killed", setup, epochs=5), "--save-every", "4", "--resume"]
     last = corpus / "killed" / "last.pt"
-    deadline = time.time() + 120
-    try:
-        while proc.poll() is None and time.time() < deadline:
-            if last.exists():
-                try:
-                    step = torch.load(last, weights_only=True)["train_state"]["step"]
-                except (RuntimeError, OSError, EOFError):  # replaced while we read it
-                    continue
-                if step >= target:
-                    time.sleep(random.random() * 0.05)  # somewhere after that checkpoint
+    rng = random.Random()
+    # first a kill at a random time (start-up, or the first steps: --resume then finds no
+    # last.pt, or an early one), then one at a random step after a periodic checkpoint
+    for when in ("time", "step"):
+        target, delay = rng.randint(8, 80), rng.uniform(0.3, 2.5)
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        t0 = time.time()
+        deadline = t0 + 120
+        try:
+            while proc.poll() is None and time.time() < deadline:
+                if when == "time" and time.time() - t0 >= delay:
                     proc.send_signal(signal.SIGKILL)
                     break
-            time.sleep(0.005)
-    finally:
-        proc.wait(timeout=60)
-    assert proc.returncode == -signal.SIGKILL, (target, proc.stderr.read()[-2000:])
-    status = json.loads((corpus / "killed" / "train.json").read_text())["status"]
-    assert status == "running"  # a killed run is marked incomplete
+                if when == "step" and last.exists():
+                    try:
+                        step = torch.load(last, weights_only=True)["train_state"]["step"]
+                    except (RuntimeError, OSError, EOFError):  # replaced while we read it
+                        continue
+                    if step >= target:
+                        time.sleep(random.random() * 0.05)  # somewhere after that checkpoint
+                        proc.send_signal(signal.SIGKILL)
+                        break
+                time.sleep(0.005)
+        finally:
+            proc.wait(timeout=60)
+        if when == "step":
+            assert proc.returncode == -signal.SIGKILL, (target, proc.stderr.read()[-2000:])
+        if proc.returncode == -signal.SIGKILL and (corpus / "killed" / "train.json").exists():
+            status = json.loads((corpus / "killed" / "train.json").read_text())["status"]
+            assert status == "running"  # a killed run is marked incomplete
     # the resumed run goes on from what the killed one left (a stale temporary file included)
     r = CliRunner().invoke(train_main, cli_args(corpus, corpus / "killed", setup, epochs=5)
                            + ["--save-every", "4", "--resume"])
