@@ -89,6 +89,26 @@ class LSTMBody(nn.Module):
         return cached[1]
 
 
+@register_body("gru")
+class GRUBody(nn.Module):
+    """Multi-layer GRU (Cho et al. 2014), as Kaldi's steps/pytorchnn offers; state h: (B, layers,
+    H) float."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.layers, self.hidden = config.layers, config.hidden
+        self.rnn = nn.GRU(config.hidden, config.hidden, config.layers, batch_first=True,
+                          dropout=config.dropout if config.layers > 1 else 0.0)
+
+    def init_state(self, batch_size: int, device=None) -> Dict[str, Tensor]:
+        return {"h": torch.zeros(batch_size, self.layers, self.hidden, device=device)}
+
+    def forward(self, x: Tensor, state: Dict[str, Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
+        h0 = state["h"].transpose(0, 1).contiguous().to(x.dtype)  # (layers, B, H)
+        out, h = self.rnn(x, h0)  # (B, T, H)
+        return out, {"h": h.transpose(0, 1)}
+
+
 def sinusoidal(pos: Tensor, dim: int) -> Tensor:
     """Sinusoidal position embeddings (Vaswani et al. 2017, §3.5): (...) int64 -> (..., dim)."""
     half = dim // 2
@@ -168,6 +188,11 @@ class TransformerBody(nn.Module):
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.layers))
         self.ln_f = nn.LayerNorm(config.hidden)
 
+    def inputs(self, x: Tensor, pos: Optional[Tensor]) -> Tensor:
+        """The first block's input from the embeddings x (B, T, H), with the stream positions pos
+        (B, T) int64 when the positions are sinusoidal (else None)."""
+        return x if pos is None else x + sinusoidal(pos, x.shape[-1]).to(x.dtype)
+
     def init_state(self, batch_size: int, device=None) -> Dict[str, Tensor]:
         c = self.config
         shape = (batch_size, c.n_heads, c.context, c.hidden // c.n_heads)
@@ -183,10 +208,11 @@ class TransformerBody(nn.Module):
         B, T, H = x.shape
         W = self.config.context
         new_state = {}
+        pos = None
         if "pos" in state:
             pos = state["pos"].unsqueeze(1) + torch.arange(T, device=x.device)  # (B, T)
-            x = x + sinusoidal(pos, H).to(x.dtype)
             new_state["pos"] = state["pos"] + T
+        x = self.inputs(x, pos)
         # key s of [cache (W) ; current (T)] sits at stream offset s - W; query t sees the keys
         # at distance t - (s - W) in [0, W)
         t = torch.arange(T, device=x.device).unsqueeze(1)
@@ -222,8 +248,7 @@ class TransformerBody(nn.Module):
         """
         B, N, H = x.shape
         W = self.config.context
-        if "pos" in state:
-            x = x + sinusoidal(state["pos"].unsqueeze(1) + depth, H).to(x.dtype)
+        x = self.inputs(x, state["pos"].unsqueeze(1) + depth if "pos" in state else None)
         d_cache = depth.unsqueeze(-1) + W - torch.arange(W, device=x.device)  # (B, N, W)
         d_tree = depth.unsqueeze(-1) - depth.unsqueeze(-2)  # (B, N, N)
         dist = torch.cat([d_cache, d_tree], dim=-1)  # (B, N, W + N)
@@ -232,3 +257,79 @@ class TransformerBody(nn.Module):
         for i, block in enumerate(self.blocks):
             x, _, _ = block(x, state[f"kv_k{i}"], state[f"kv_v{i}"], allowed, dist)
         return self.ln_f(x)
+
+
+def interleaved_sinusoidal(pos: Tensor, dim: int) -> Tensor:
+    """Vaswani et al.'s position encoding laid out as pytorch/examples (and so Kaldi's
+    steps/pytorchnn model.py) builds it: sin at even, cos at odd dims, computed the same way in
+    float32. (...) int64 -> (..., dim); dim must be even."""
+    div = torch.exp(torch.arange(0, dim, 2, device=pos.device).float() * (-math.log(10000.0) / dim))
+    angle = pos.unsqueeze(-1).float() * div  # (..., dim / 2)
+    return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2)  # sin, cos, sin, cos...
+
+
+class PostNormBlock(nn.Module):
+    """torch.nn.TransformerEncoderLayer (post-LayerNorm, GELU), the layer of Kaldi's
+    steps/pytorchnn TransformerModel, over the KV cache of ``Block``'s interface.
+
+    Parameter names follow that layer (self_attn in/out projections, linear1/2, norm1/2), so a
+    Kaldi state_dict maps onto it name by name (rescore.kaldi_lm).
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        H = config.hidden
+        if H % config.n_heads:
+            raise ValueError("hidden must be divisible by n_heads")
+        self.n_heads = config.n_heads
+        self.in_proj = nn.Linear(H, 3 * H)  # rows [q; k; v], as MultiheadAttention.in_proj_weight
+        self.out_proj = nn.Linear(H, H)
+        self.linear1 = nn.Linear(H, config.ff_mult * H)
+        self.linear2 = nn.Linear(config.ff_mult * H, H)
+        self.norm1 = nn.LayerNorm(H)
+        self.norm2 = nn.LayerNorm(H)
+        self.drop = nn.Dropout(config.dropout)
+
+    def forward(self, x: Tensor, cache_k: Tensor, cache_v: Tensor, allowed: Tensor,
+                dist: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        """As ``Block.forward``; ``dist`` is unused (positions enter at the input only)."""
+        B, T, H = x.shape
+        W = cache_k.shape[2]
+        nh, d = self.n_heads, H // self.n_heads
+        q, k, v = self.in_proj(x).split(H, dim=-1)  # (B, T, H) each
+        heads = lambda z: z.reshape(B, T, nh, d).transpose(1, 2)  # noqa: E731
+        qh = heads(q) / math.sqrt(d)  # (B, nh, T, d)
+        ck, cv = cache_k.to(q.dtype), cache_v.to(q.dtype)  # (B, nh, W, d)
+        kh, vh = heads(k), heads(v)
+        att = torch.cat([qh @ ck.transpose(-1, -2), qh @ kh.transpose(-1, -2)], dim=-1)
+        att = att.masked_fill(~allowed.unsqueeze(1), float("-inf"))
+        att = self.drop(F.softmax(att, dim=-1))
+        y = (att[..., :W] @ cv + att[..., W:] @ vh).transpose(1, 2).reshape(B, T, H)
+        x = self.norm1(x + self.drop(self.out_proj(y)))
+        x = self.norm2(x + self.drop(self.linear2(self.drop(F.gelu(self.linear1(x))))))
+        return x, kh, vh
+
+
+@register_body("kaldi-transformer")
+class KaldiTransformerBody(TransformerBody):
+    """The Transformer of Kaldi's steps/pytorchnn (model.py TransformerModel, as
+    compute_sentence_scores.py builds it): the embedding times sqrt(H) plus the interleaved
+    sinusoidal encoding of the absolute position, post-LayerNorm GELU layers of feed-forward
+    width ff_mult * H, no final LayerNorm. Kaldi's causal mask is this body's window: exact for a
+    sentence of up to ``context`` tokens; the carried state (a KV cache, as ``TransformerBody``)
+    goes past what Kaldi does, which starts every sentence at position 0.
+    """
+
+    def __init__(self, config):
+        nn.Module.__init__(self)
+        if config.hidden % 2:
+            raise ValueError("kaldi-transformer needs an even hidden size")
+        if config.positions != "sinusoidal":  # the next token's position is part of the state
+            raise ValueError("kaldi-transformer needs positions='sinusoidal'")
+        self.config = config
+        self.blocks = nn.ModuleList(PostNormBlock(config) for _ in range(config.layers))
+        self.ln_f = nn.Identity()
+
+    def inputs(self, x: Tensor, pos: Optional[Tensor]) -> Tensor:
+        H = x.shape[-1]
+        return x * math.sqrt(H) + interleaved_sinusoidal(pos, H).to(x.dtype)

@@ -1,0 +1,57 @@
+"""rescore-import-kaldi-lm: a model of Kaldi's steps/pytorchnn/train.py as a rescore checkpoint."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+
+# A copy of rescore.kaldi_lm.MODEL_TYPES, so that --help does not import torch.
+MODEL_TYPES = ("LSTM", "GRU", "Transformer")
+
+
+@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+@click.argument("model", type=click.Path(dir_okay=False))
+@click.argument("vocab", type=click.Path(dir_okay=False))
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.option("--model-type", "--model_type", type=click.Choice(MODEL_TYPES), required=True,
+              help="Kaldi's --model-type (train.py --model).")
+@click.option("--embedding-dim", "--embedding_dim", type=int, required=True,
+              help="Kaldi's --embedding-dim (train.py --emsize).")
+@click.option("--hidden-dim", "--hidden_dim", type=int, required=True,
+              help="Kaldi's --hidden-dim (train.py --nhid; a Transformer's feed-forward size).")
+@click.option("--nlayers", type=int, required=True, help="Layers (train.py --nlayers).")
+@click.option("--nhead", type=int, default=2,
+              help="Transformer attention heads (train.py --nhead).")
+@click.option("--tied", is_flag=True,
+              help="The model was trained with train.py --tied: check that its input and "
+                   "output weights are equal.")
+@click.option("--oov", default="<unk>", help="Kaldi's OOV symbol (compute_sentence_scores.py --oov).")
+@click.option("--sent-boundary", default="<s>",
+              help="Kaldi's sentence boundary symbol (compute_sentence_scores.py --sent-boundary).")
+@click.option("--context", type=int, default=200,
+              help="Transformer: attention window in tokens; the costs equal Kaldi's for "
+                   "sentences of up to this many words + 1.")
+@verbose_option
+def main(model, vocab, out_dir, model_type, embedding_dim, hidden_dim, nlayers, nhead, tied,
+         oov, sent_boundary, context, verbose):
+    """Turn MODEL (the state_dict Kaldi's steps/pytorchnn/train.py saves) and VOCAB (its
+    words.txt) into OUT_DIR/model.pt, a rescore checkpoint that gives the per-sentence costs of
+    Kaldi's compute_sentence_scores.py (conventions: rescore/kaldi_lm.py)."""
+    setup_logging(verbose)
+    from pathlib import Path
+
+    from rescore.kaldi_lm import import_kaldi_lm
+
+    with errors_to_exit():
+        import_kaldi_lm(model, vocab, Path(out_dir) / "model.pt", model_type=model_type,
+                        embedding_dim=embedding_dim, hidden_dim=hidden_dim, nlayers=nlayers,
+                        nhead=nhead, tied=tied, oov=oov, sent_boundary=sent_boundary,
+                        context=context)
+    logging.getLogger("rescore-import-kaldi-lm").info("wrote %s/model.pt", out_dir)
+
+
+if __name__ == "__main__":
+    main()
