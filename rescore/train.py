@@ -85,6 +85,7 @@ class TrainOptions:
     max_anneals: int = 3  # early stop: the valid loss failed to improve this many times
     clip: float = 0.25  # gradient-norm clipping (0: none)
     max_vocab: Optional[int] = None  # vocabulary: the most frequent training words (None: all)
+    words_txt: Optional[Path] = None  # vocabulary: a Kaldi words.txt instead (OOV words: <unk>)
     epoch_batches: Optional[int] = None  # batches per epoch (None: the whole training text)
     seed: int = 1  # random seed (init, dropout)
     device: str = "auto"  # "auto", "cpu", "cuda", "cuda:1"...
@@ -309,7 +310,11 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
     else:
         if opts.resume:
             log.warning("no %s to resume from; starting afresh", last_path)
-        vocab = Vocabulary.from_text(opts.train, opts.max_vocab)
+        if opts.words_txt is not None and opts.max_vocab is not None:
+            raise RescoreError("either a words.txt or a maximum vocabulary size, not both",
+                               path=opts.words_txt)
+        vocab = (Vocabulary.from_words_txt(opts.words_txt) if opts.words_txt is not None
+                 else Vocabulary.from_text(opts.train, opts.max_vocab))
         torch.manual_seed(opts.seed)  # same initial weights on every process
         model = build_model(config, vocab)
     log.info("vocabulary %d words; model %s/%s, %d parameters", len(vocab), config.arch,

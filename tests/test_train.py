@@ -136,3 +136,24 @@ def test_same_seed_same_result(corpus):
                              dropout=0.3), opts)
         losses.append(json.loads((corpus / run / "train.json").read_text())["records"][0]["valid_loss"])
     assert losses[0] == losses[1]
+
+
+def test_vocabulary_from_kaldi_words_txt(corpus):
+    """--words-txt: the vocabulary is words.txt's (in id order, Kaldi's symbols left out) and
+    training words outside it are <unk>, as in Kaldi's pytorchnn recipes."""
+    words = ["<eps>", "!SIL", "the", "cat", "a", "dog", "saw", "and", "<unk>", "#0", "<s>", "</s>"]
+    wt = corpus / "words.txt"
+    wt.write_text("".join(f"{w} {i}\n" for i, w in enumerate(words)))
+    r = CliRunner().invoke(train_main, [
+        "--train", str(corpus / "train.txt"), "--valid", str(corpus / "valid.txt"),
+        "--out-dir", str(corpus / "out"), "--words-txt", str(wt), "--hidden", "8", "--layers",
+        "1", "--epochs", "1", "--epoch-batches", "2", "--bptt", "8", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    vocab = load_checkpoint(corpus / "out/model.pt").vocab
+    assert vocab.words == ["<eos>", "<unk>", "!SIL", "the", "cat", "a", "dog", "saw", "and"]
+    assert vocab.encode(["name3", "saw", "the", "old", "man"])[0] == [1, 7, 3, 1, 1]
+    r = CliRunner().invoke(train_main, [
+        "--train", str(corpus / "train.txt"), "--valid", str(corpus / "valid.txt"),
+        "--out-dir", str(corpus / "out2"), "--words-txt", str(wt), "--max-vocab", "5",
+        "--device", "cpu"])
+    assert r.exit_code == 1 and "either a words.txt or a maximum vocabulary size" in r.output

@@ -57,6 +57,10 @@ DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
 @click.option("--clip", type=float, default=0.25, help="Gradient-norm clipping (0: none).")
 @click.option("--max-vocab", type=int, default=None,
               help="Keep the most frequent training words (counting <eos>, <unk>) [default: all].")
+@click.option("--words-txt", type=click.Path(exists=True, dir_okay=False),
+              help="Vocabulary from a Kaldi words.txt (all but <eps>, <s>, </s>, #n) instead of "
+                   "the training text; words outside it are <unk>, as in Kaldi's pytorchnn "
+                   "recipes.")
 @click.option("--epoch-batches", type=int, default=None,
               help="Batches per epoch (cycling through the text) [default: the whole text].")
 @click.option("--seed", type=int, default=1, help="Random seed.")
@@ -73,7 +77,7 @@ DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
 def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, layers, dropout,
          n_heads, context, positions, ff_mult, coverage_weight, self_norm, epochs, batch_size,
          eval_batch_size, optimizer, lr, warmup, anneal, max_anneals, clip, max_vocab,
-         epoch_batches, seed, device, threads, resume, save_every, verbose):
+         words_txt, epoch_batches, seed, device, threads, resume, save_every, verbose):
     """Train a word LM on TRAIN (concatenated sentences, BPTT chunks) and keep the best
     model on VALID as OUT_DIR/model.pt. Runs under torchrun for several processes.
 
@@ -99,7 +103,8 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
                                 optimizer=optimizer,
                                 lr=DEFAULT_LR[optimizer] if lr is None else lr, warmup=warmup,
                                 anneal=anneal, max_anneals=max_anneals, clip=clip,
-                                max_vocab=max_vocab, epoch_batches=epoch_batches, seed=seed,
+                                max_vocab=max_vocab, words_txt=words_txt,
+                                epoch_batches=epoch_batches, seed=seed,
                                 device=device, threads=threads, resume=resume,
                                 save_every_steps=steps, save_every_minutes=minutes)
             summary = train_lm(config, opts)

@@ -108,16 +108,6 @@ if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
     awk '$2 >= next_id { next_id = $2 + 1 } END { print "<unk>", next_id }' \
       "$lang/words.txt" >> "$lmdata/words.txt"
   fi
-  rm -f "$lmdata/train.invocab.txt" "$lmdata/valid.invocab.txt"
-  if ! rescore-train-lm --help | grep -- --words-txt >/dev/null; then
-    # This rescore-train-lm takes its vocabulary from the text: give it text whose words
-    # outside words.txt are <unk> already.
-    for f in train valid; do
-      awk 'NR == FNR { if ($1 !~ /^(<eps>|<s>|<\/s>|#.*)$/) v[$1] = 1; next }
-           { for (i = 1; i <= NF; i++) if (!($i in v)) $i = "<unk>"; print }' \
-        "$lmdata/words.txt" "$lmdata/$f.txt" > "$lmdata/$f.invocab.txt"
-    done
-  fi
 fi
 
 if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
@@ -136,11 +126,8 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
       *) opts+=(--head softmax) ;;
     esac
     [ -n "$epochs" ] && opts+=(--epochs "$epochs")
-    if [ -f "$lmdata/train.invocab.txt" ]; then
-      text_opts=(--train "$lmdata/train.invocab.txt" --valid "$lmdata/valid.invocab.txt")
-    else
-      text_opts=(--train "$lmdata/train.txt" --valid "$lmdata/valid.txt" --words-txt "$lmdata/words.txt")
-    fi
+    # the vocabulary is words.txt's; training words outside it are <unk> (rescore-train-lm)
+    text_opts=(--train "$lmdata/train.txt" --valid "$lmdata/valid.txt" --words-txt "$lmdata/words.txt")
     echo "$0: stage 3: training $model (log: exp/rescore/$model/log/train.log)"
     mkdir -p "exp/rescore/$model/log"
     # cuda_cmd comes from cmd.sh; $train_opts is a list of options: it must split.
