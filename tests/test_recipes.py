@@ -13,6 +13,7 @@ archives as strictly as Kaldi's readers do.
 
 from __future__ import annotations
 
+import atexit
 import gzip
 import math
 import os
@@ -20,6 +21,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -104,9 +106,14 @@ def write(wspec, text):
     elif target == "-":
         sys.stdout.write(text)
 
+def dropped(key, skip):
+    # skip: comma-separated keys; "<utt>-*" drops every hypothesis of <utt>
+    return any(key == s or (s.endswith("-*") and key.rsplit("-", 1)[0] == s[:-2])
+               for s in skip.split(",") if s)
+
 def archive(name, skip=""):
     lines = open(os.path.join(fixture, name)).read().splitlines(keepends=True)
-    return "".join(l for l in lines if l.split()[0] != skip)
+    return "".join(l for l in lines if not dropped(l.split()[0], skip))
 
 if prog == "nbest-to-linear":
     # nbest2 (old LM removed) lost DROP_KEY in the composition; nbest1 has every hypothesis.
@@ -219,8 +226,29 @@ def inputs(tmp: Path, num_jobs=1, g="G.carpa", model="model.pt"):
     return [str(lang), str(mdl), str(data), str(decode), str(tmp / "out")]
 
 
+_SYSTEM_BIN = []
+
+
+def system_bin() -> Path:
+    """/usr/bin and /bin without Kaldi's and OpenFst's programs: a directory of links to all the
+    others. Kaldi machines often have Debian's libfst-tools (/usr/bin/fstproject ...), and a test
+    that leaves a program out must find it missing."""
+    if not _SYSTEM_BIN:
+        d = Path(tempfile.mkdtemp(prefix="rescore-sysbin-"))
+        atexit.register(shutil.rmtree, d, True)
+        for src in (Path("/bin"), Path("/usr/bin")):
+            for p in sorted(src.iterdir()) if src.is_dir() else []:
+                name = p.name
+                if (name in KALDI_PROGS or name.startswith(("fst", "rescore-"))
+                        or (d / name).exists() or not os.access(p, os.X_OK)):
+                    continue
+                (d / name).symlink_to(p)
+        _SYSTEM_BIN.append(d)
+    return _SYSTEM_BIN[0]
+
+
 def run_step(cwd: Path, args, path_dirs=(), env_extra=None):
-    env = {"PATH": os.pathsep.join([str(p) for p in path_dirs] + ["/usr/bin", "/bin"]),
+    env = {"PATH": os.pathsep.join([str(p) for p in path_dirs] + [str(system_bin())]),
            "HOME": str(cwd), "LC_ALL": "C"}
     env.update(env_extra or {})
     return subprocess.run(["bash", str(STEP)] + list(args), cwd=cwd, env=env,
@@ -387,7 +415,8 @@ mkdir -p "$2" && cp "$1/lmwt.withlm" "$2/lmwt.interp" && : > "$2/text"
 DROP = "dev-a000-rms-003-100"  # the last hypothesis of an utterance, lost in old-LM removal
 
 
-def run_on_fixture(tmp_path, g, checkpoint=None, weight=0.5, new_openfst=True, extra=()):
+def run_on_fixture(tmp_path, g, checkpoint=None, weight=0.5, new_openfst=True, extra=(),
+                   drop=DROP):
     """The steps script on the Kaldi fixture with old LM file g; the real rescore-nbest with
     checkpoint, else a stand-in."""
     d = kaldi_dir(tmp_path)
@@ -404,7 +433,7 @@ def run_on_fixture(tmp_path, g, checkpoint=None, weight=0.5, new_openfst=True, e
         write_exe(bindir / "rescore-nbest", RESCORE_NBEST_COPY)
     r = run_step(d, ["--weight", str(weight), "--inv-acwt", "9.5", "--N", "100", "--device", "cpu",
                      "--skip-scoring", "true", *extra, lang, mdl, data, decode, out], [bindir],
-                 {"CALLS": str(calls), "FIXTURE": str(FIXTURE), "DROP_KEY": DROP,
+                 {"CALLS": str(calls), "FIXTURE": str(FIXTURE), "DROP_KEY": drop,
                   "FSTPROJECT_NEW": "1" if new_openfst else "0", "OMP_NUM_THREADS": "1"})
     logs = "".join(p.read_text() for p in sorted(Path(out, "log").glob("*.log"))) \
         if Path(out, "log").is_dir() else ""
@@ -431,6 +460,31 @@ def test_old_lm_removal_with_g_fst(tmp_path, new_openfst):
     assert "warning: job 1: 1 of 793 hypotheses lost in the old-LM removal" in r.stdout
     adir = out / "archives.1"
     assert list(read_table(adir / "lmwt.withlm")) == list(read_table(adir / "words"))
+
+
+def test_g_fst_rejecting_hypotheses_renumbers_and_rescues(tmp_path, tiny_checkpoint):
+    """G.fst drops hypotheses in the middle of an utterance and all of another: the rest are
+    renumbered from 1, the emptied utterance keeps its first-pass best, every stage runs."""
+    drop = "dev-a000-rms-001-5,dev-a000-rms-001-6,dev-a000-rms-002-*"
+    r, called, lang, out = run_on_fixture(tmp_path, "G.fst", tiny_checkpoint, drop=drop)
+    assert "warning: job 1: 102 of 793 hypotheses lost in the old-LM removal" in r.stdout
+    assert ("warning: job 1: utterance dev-a000-rms-002 lost every hypothesis in the old-LM "
+            "removal; it keeps its first-pass best path") in r.stdout
+    adir = out / "archives.1"
+    fixture_words = read_table(FIXTURE / "words")
+    tables = {n: read_table(adir / n) for n in ("ali", "words", "acwt", "lmwt.nolm", "lmwt.withlm",
+                                                "lmwt.interp", "lmwt.nn")}
+    keys = list(tables["words"])
+    assert all(list(t) == keys for t in tables.values())  # every archive on the same keys
+    by_utt = Counter(k.rsplit("-", 1)[0] for k in keys)
+    assert by_utt["dev-a000-rms-001"] == 91 and by_utt["dev-a000-rms-002"] == 1
+    assert all(f"{u}-{i}" in tables["words"] for u, n in by_utt.items() for i in range(1, n + 1))
+    # renumbered: old 7 is new 5; the rescued one is rank 1 of the first pass, no old LM removed
+    assert tables["words"]["dev-a000-rms-001-5"] == fixture_words["dev-a000-rms-001-7"]
+    assert tables["words"]["dev-a000-rms-002-1"] == fixture_words["dev-a000-rms-002-1"]
+    assert tables["lmwt.nolm"]["dev-a000-rms-002-1"] == tables["lmwt.withlm"]["dev-a000-rms-002-1"]
+    assert len(read_table(out / "text")) == 8
+    assert (out / "lat.1.gz").is_file()
 
 
 def test_steps_script_end_to_end(tmp_path, tiny_checkpoint):
@@ -478,8 +532,7 @@ def test_steps_script_end_to_end(tmp_path, tiny_checkpoint):
 # --- the recipes' text and vocabulary stages on a miniature Kaldi system --------------------
 
 RESCORE_STANDIN = r'''#!/bin/sh
-# stand-in for {name}: --help says which options it has, anything else is recorded
-if [ "$1" = --help ]; then echo "Options: --train --valid --out-dir {extra}"; exit 0; fi
+# stand-in for {name}: its command line is recorded
 echo "{name} $*" >> "$CALLS"
 '''
 
@@ -540,7 +593,7 @@ def mini_kaldi(tmp: Path, corpus: str) -> tuple:
 REAL_MODULES = {"rescore-train-lm": "rescore.cli.train_lm", "rescore-wer": "rescore.cli.wer"}
 
 
-def run_recipe(tmp: Path, recipe: Path, root: Path, args, words_txt_option: bool, real=()):
+def run_recipe(tmp: Path, recipe: Path, root: Path, args, real=()):
     """run.sh of the recipe copy with stand-ins for the rescore commands, or the real ones
     (from this checkout) for the names in real."""
     b = tmp / "bin"
@@ -549,8 +602,7 @@ def run_recipe(tmp: Path, recipe: Path, root: Path, args, words_txt_option: bool
             write_exe(b / name, f'#!/bin/sh\nPYTHONPATH="{REPO}" OMP_NUM_THREADS=1 exec '
                                 f'"{sys.executable}" -m {REAL_MODULES[name]} "$@"\n')
         else:
-            extra = "--words-txt" if name == "rescore-train-lm" and words_txt_option else ""
-            write_exe(b / name, RESCORE_STANDIN.replace("{name}", name).replace("{extra}", extra))
+            write_exe(b / name, RESCORE_STANDIN.replace("{name}", name))
     write_exe(b / "run.pl", RUN_PL)
     env = {"PATH": f"{b}:/usr/bin:/bin", "HOME": str(tmp), "KALDI_ROOT": str(root),
            "CALLS": str(tmp / "calls")}
@@ -558,11 +610,9 @@ def run_recipe(tmp: Path, recipe: Path, root: Path, args, words_txt_option: bool
                           text=True, timeout=120)
 
 
-@pytest.mark.parametrize("words_txt_option", [True, False])
-def test_swbd_recipe_text_and_vocabulary(tmp_path, words_txt_option):
+def test_swbd_recipe_text_and_vocabulary(tmp_path):
     root, egs, recipe = mini_kaldi(tmp_path, "swbd")
-    r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2", "--swbd-copies", "2"],
-                   words_txt_option)
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2", "--swbd-copies", "2"])
     assert r.returncode == 0, r.stdout + r.stderr
     assert os.readlink(recipe / "utils") == str(root / "egs/wsj/s5/utils")
     lm = recipe / "data" / "rescore"
@@ -574,17 +624,13 @@ def test_swbd_recipe_text_and_vocabulary(tmp_path, words_txt_option):
     vocab = (lm / "words.txt").read_text().splitlines()
     assert vocab[:13] == (egs / "data/lang_sw1_fsh_fg/words.txt").read_text().splitlines()
     assert vocab[13:] == ["<unk> 13"]
-    if words_txt_option:
-        assert not (lm / "train.invocab.txt").exists()
-    else:  # words outside words.txt become <unk> for a trainer that builds its own vocabulary
-        assert (lm / "train.invocab.txt").read_text().splitlines()[-1] == "okay um <unk>"
     assert not (tmp_path / "calls").exists()  # stages 3-5 did not run
 
 
 def test_wsj_recipe_text_and_vocabulary(tmp_path):
     root, egs, recipe = mini_kaldi(tmp_path, "wsj")
     r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2",
-                                            "--valid-every", "3"], True)
+                                            "--valid-every", "3"])
     assert r.returncode == 0, r.stdout + r.stderr
     lm = recipe / "data" / "rescore"
     assert (lm / "valid.txt").read_text() == "LINE 3 OKAY ZEBRA\nLINE 6 OKAY ZEBRA\nLINE 9 OKAY ZEBRA\n"
@@ -603,7 +649,7 @@ def test_wsj_recipe_text_and_vocabulary(tmp_path):
 def test_recipe_names_a_missing_kaldi_file(tmp_path, corpus, remove):
     root, egs, recipe = mini_kaldi(tmp_path, corpus)
     os.remove(egs / remove)
-    r = run_recipe(tmp_path, recipe, root, [], True)
+    r = run_recipe(tmp_path, recipe, root, [])
     assert r.returncode == 1
     system = "SWBD" if corpus == "swbd" else "WSJ"
     assert f"expected file {egs / remove} to exist (a finished Kaldi {system} system)" in r.stdout
@@ -616,7 +662,7 @@ def test_swbd_recipe_wer_table(tmp_path):
     except ImportError as e:
         pytest.skip(f"rescore-wer not in this checkout yet: {e}")
     root, egs, recipe = mini_kaldi(tmp_path, "swbd")
-    r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2"], True)
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2"])
     assert r.returncode == 0, r.stdout + r.stderr
     u = "sw0eval2000"
     (egs / "data/eval2000/text").write_text(f"{u}-A_000098-001156 hi yeah [laughter]\n"
@@ -633,7 +679,7 @@ def test_swbd_recipe_wer_table(tmp_path):
     (dec / "text").write_text(f"{u}-A_000098-001156 hi yeah\n{u}-A_001980-002131 okay\n"
                               f"{u}-B_000529-001410 sure um um\n")
     r = run_recipe(tmp_path, recipe, root, ["--stage", "5", "--models", "lstm",
-                                            "--decode-sets", "eval2000"], True, real=["rescore-wer"])
+                                            "--decode-sets", "eval2000"], real=["rescore-wer"])
     assert r.returncode == 0, r.stdout + r.stderr
     wer = recipe / "exp/rescore/wer"
     assert (wer / "eval2000.first-pass.text").read_text() == \
@@ -654,14 +700,14 @@ def test_swbd_recipe_trains_its_models(tmp_path):
     except ImportError as e:
         pytest.skip(f"rescore-train-lm not in this checkout yet: {e}")
     root, egs, recipe = mini_kaldi(tmp_path, "swbd")
-    r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2"], True)
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "1", "--stop-stage", "2"])
     assert r.returncode == 0, r.stdout + r.stderr
     models = "lstm_pointer transformer"
     r = run_recipe(tmp_path, recipe, root, [
         "--stage", "2", "--stop-stage", "3", "--models", models, "--lstm-hidden", "8",
         "--lstm-layers", "1", "--transformer-hidden", "8", "--transformer-layers", "1",
         "--transformer-heads", "2", "--bptt", "4", "--history", "4", "--epochs", "1",
-        "--memory-aug", "true", "--device", "cpu"], True, real=["rescore-train-lm"])
+        "--memory-aug", "true", "--device", "cpu"], real=["rescore-train-lm"])
     logs = {m: (recipe / "exp/rescore" / m / "log/train.log").read_text() for m in models.split()}
     assert r.returncode == 0, r.stdout + r.stderr + "".join(logs.values())
     for model in models.split():
@@ -670,3 +716,96 @@ def test_swbd_recipe_trains_its_models(tmp_path):
     assert "--arch lstm --hidden 8 --layers 1 --head pointer --history 4 --memory-aug" in logs["lstm_pointer"]
     assert "--arch transformer --hidden 8 --layers 1 --n-heads 2 --head softmax" in logs["transformer"]
     assert "--memory-aug" not in logs["transformer"]
+    # the vocabulary is words.txt's, in id order, Kaldi's symbols left out; fisher's 'zebra' is OOV
+    from rescore.models import load_checkpoint
+
+    vocab = load_checkpoint(recipe / "exp/rescore/lstm_pointer/model.pt").vocab.words
+    assert vocab == ["<eos>", "<unk>", "!sil", "hi", "okay", "sure", "um", "um-hum", "yeah",
+                     "first", "call"]
+
+
+# --- the drop-in for Kaldi's steps/pytorchnn/lmrescore_nbest_pytorchnn.sh -------------------
+
+PYTORCHNN = RECIPES / "steps" / "pytorchnn" / "lmrescore_nbest_pytorchnn.sh"
+
+
+def run_pytorchnn(cwd: Path, args, path_dirs=(), env_extra=None):
+    env = {"PATH": os.pathsep.join([str(p) for p in path_dirs] + [str(system_bin())]),
+           "HOME": str(cwd), "LC_ALL": "C"}
+    env.update(env_extra or {})
+    return subprocess.run(["bash", str(PYTORCHNN)] + list(args), cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_pytorchnn_usage_and_unimplemented_options(tmp_path):
+    d = kaldi_dir(tmp_path)
+    r = run_pytorchnn(d, [f"a{i}" for i in range(5)])
+    assert r.returncode == 1
+    assert "<old-lang-dir> <nn-model> <vocab> <data-dir> <input-decode-dir> <output-decode-dir>" \
+        in r.stdout
+    for opt in ("--use-phi", "--test"):
+        r = run_pytorchnn(d, [opt, "true"] + [f"a{i}" for i in range(6)])
+        assert r.returncode == 1 and f"{opt} true is not implemented" in r.stdout
+    r = run_pytorchnn(d, ["--no-such-option", "1"] + [f"a{i}" for i in range(6)])
+    assert r.returncode == 1 and "invalid option --no-such-option" in r.stderr
+
+
+@pytest.fixture(scope="module")
+def kaldi_lstm(tmp_path_factory):
+    """A model as Kaldi's steps/pytorchnn/train.py saves it (state_dict of its RNNModel: LSTM,
+    tied), random weights, over the dev set's words.txt."""
+    if not FIXTURE.is_dir() or not DEV.is_dir():
+        pytest.skip(f"shared data not found at {SHARED} (the Kaldi fixture and the dev N-best)")
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    V = len((DEV / "lang" / "words.txt").read_text().splitlines())
+    enc = torch.nn.Embedding(V, 8)
+    rnn = torch.nn.LSTM(8, 8, 1)
+    sd = {"encoder.weight": enc.weight.detach(), "decoder.weight": enc.weight.detach(),
+          "decoder.bias": torch.zeros(V), **{f"rnn.{k}": v for k, v in rnn.state_dict().items()}}
+    d = tmp_path_factory.mktemp("kaldi_lstm")
+    torch.save(sd, d / "model.pt")
+    return d / "model.pt"
+
+
+@pytest.mark.parametrize("carry", ["kaldi", "rescored"])
+def test_pytorchnn_kaldi_call_runs_our_step(tmp_path, kaldi_lstm, carry):
+    """run_nnlm.sh's rescoring line (options spelled as there), the model imported once and
+    reused, Kaldi's settings passed on."""
+    d = kaldi_dir(tmp_path)
+    lang, _, data, decode, out = inputs(tmp_path, g="G.carpa")
+    shutil.copy(DEV / "lang" / "words.txt", Path(lang) / "words.txt")
+    shutil.rmtree(data)
+    shutil.copytree(DEV / "data", data)
+    shutil.copytree(DEV / "data", Path(data) / "split1" / "1")
+    model = tmp_path / "exp" / "model.pt"
+    model.parent.mkdir()
+    shutil.copy(kaldi_lstm, model)
+    bindir = make_bin(tmp_path, KALDI_PROGS, rescore_nbest=True)
+    write_exe(bindir / "rescore-import-kaldi-lm",
+              f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m rescore.cli.import_kaldi_lm "$@"\n')
+    env = {"CALLS": str(tmp_path / "calls"), "FIXTURE": str(FIXTURE), "DROP_KEY": "",
+           "OMP_NUM_THREADS": "1"}
+    args = ["--cmd", "run.pl --mem 4G", "--N", "20", "--model-type", "LSTM", "--embedding_dim", "8",
+            "--hidden_dim", "8", "--nlayers", "1", "--nhead", "8", "--weight", "0.8",
+            "--carry", carry, "--device", "cpu", "--skip-scoring", "true",
+            lang, str(model), str(Path(lang) / "words.txt"), data, decode, out]
+    r = run_pytorchnn(d, args, [bindir], env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"importing {model} (LSTM) into {model}.rescore/model.pt" in r.stdout
+    called = (tmp_path / "calls").read_text()
+    assert "lattice-to-nbest --acoustic-scale=0.1 --n=20" in called
+    rescore_line = (Path(out) / "log" / "rescore.1.log").read_text().splitlines()[0]
+    assert f"--model {model}.rescore/model.pt --weight 0.8 --inv-acwt 10 --wip 0" in rescore_line
+    assert "--oov-penalty 0" in rescore_line
+    if carry == "kaldi":  # first-pass best, along the job's archive
+        assert "--state-carry first-pass" in rescore_line
+        assert f"--data-dir {out}/carry_data/1" in rescore_line
+        assert set((Path(out) / "carry_data/1/utt2spk").read_text().split()[1::2]) == {"job1"}
+    else:
+        assert "--state-carry rescored" in rescore_line and f"--data-dir {data}/split1/1" in rescore_line
+    adir = Path(out) / "archives.1"
+    assert (adir / "lmwt.interp.0.8").read_text() == (adir / "lmwt.interp").read_text()
+    # a second run reuses the imported model
+    r = run_pytorchnn(d, args, [bindir], env)
+    assert r.returncode == 0 and f"using the imported model {model}.rescore/model.pt" in r.stdout

@@ -19,6 +19,13 @@
 #   stage 6  LINEAR-TO-NBEST | NBEST-TO-LATTICE -> lat.JOB.gz
 #   then     local/score.sh (unless --skip-scoring true)
 #
+# The old LM, G.carpa or G.fst, give different lmwt.nolm for the same N-best: G.carpa removes the
+# explicit n-gram cost of the words (lattice-lmrescore-const-arpa), while the G.fst path removes
+# the cost of the best path through G, which may take a backoff arc where the n-gram exists and
+# so come out lower than the explicit n-gram (Kaldi's own lmrescore_nbest_pytorchnn.sh does the
+# same).  A hypothesis G.fst cannot accept at all is dropped with a warning and the others are
+# renumbered; an utterance that loses every hypothesis keeps its first-pass best path (stage 3).
+#
 # lmwt.interp is the new graph cost g0 + (1-w)*l_ng + w*l_nn (docs: design section 3),
 # with g0 = lmwt.nolm and l_ng = lmwt.withlm - lmwt.nolm, so that local/score.sh can
 # sweep the LM weight and the word insertion penalty on the rescored lattices as usual.
@@ -39,12 +46,16 @@ weight=0.8            # NN LM weight w in the log-linear interpolation with the 
 wip=0.0               # word insertion penalty for rescore-nbest's 1-best (state carry, text);
                       # not part of lmwt.interp: local/score.sh sweeps its own
 state_carry=rescored  # none | first-pass | rescored: whose best hypothesis starts the next utterance
+carry_scope=data      # data: carry along each recording (segments) or speaker (utt2spk) of the
+                      # data dir, in time order; job: along all utterances of a lattice archive in
+                      # archive order, as Kaldi's steps/pytorchnn scorer does
 device=auto           # auto | cpu | cuda, for rescore-nbest
 max_tokens=           # tokens per batch of rescore-nbest; empty: its default
 rescore_opts=         # more rescore-nbest options, e.g. "--precision bf16" or
                       # "--cache-window 1000 --cache-theta 0.6 --cache-lambda 0.3"
 train_text=           # LM training text: adds rare-word bucket WERs to each job's report
-oov_penalty=0         # nats per word outside the LM vocabulary; auto: ln(OOV word types of --train-text)
+oov_penalty=          # nats per word outside the LM vocabulary; auto: ln(OOV word types of
+                      # --train-text); empty: auto with --train-text, else 0
 keep_ali=true         # false: drop the alignments from the N-best (smaller archives)
 skip_scoring=false    # true: do not run local/score.sh
 scoring_opts=         # extra options for local/score.sh
@@ -78,7 +89,9 @@ if [ $# != 5 ]; then
   echo "  --state-carry <none|first-pass|rescored>"
   echo "  --device <auto|cpu|cuda>"
   echo "  --train-text <file>                   # LM training text: rare-word buckets in the reports"
-  echo "  --oov-penalty <nats|auto>             # cost per OOV word (auto needs --train-text; default $oov_penalty)"
+  echo "  --oov-penalty <nats|auto>             # cost per OOV word (auto needs --train-text;"
+  echo "                                        # default: auto with --train-text, else 0)"
+  echo "  --carry-scope <data|job>              # carry along the data dir's recordings or a job's archive"
   echo "  --rescore-opts <options>              # more rescore-nbest options (rescore-nbest --help)"
   echo "  --stage <stage>                       # first stage to run"
   echo "  --skip-scoring <true|false>"
@@ -117,9 +130,15 @@ for f in utils/int2sym.pl utils/split_data.sh; do
   [ ! -x "$f" ] && echo "$0: expected $f (run from a Kaldi recipe directory)" && exit 1
 done
 [ -n "$train_text" ] && [ ! -f "$train_text" ] && echo "$0: expected file $train_text to exist" && exit 1
+if [ -z "$oov_penalty" ]; then
+  if [ -n "$train_text" ]; then oov_penalty=auto; else oov_penalty=0; fi
+fi
 [ "$oov_penalty" = auto ] && [ -z "$train_text" ] && echo "$0: --oov-penalty auto needs --train-text" && exit 1
 case "$state_carry" in none|first-pass|rescored) ;;
   *) echo "$0: --state-carry must be none, first-pass or rescored, got '$state_carry'"; exit 1 ;;
+esac
+case "$carry_scope" in data|job) ;;
+  *) echo "$0: --carry-scope must be data or job, got '$carry_scope'"; exit 1 ;;
 esac
 
 # The programs the stages call; path.sh puts Kaldi's on PATH, rescore-nbest comes from
@@ -194,21 +213,43 @@ if [ "$stage" -le 3 ]; then
   for n in $(seq "$nj"); do mkdir -p "$adir.$n"; done
   $cmd JOB=1:"$nj" "$dir/log/to_linear.JOB.log" \
     nbest-to-linear "ark:gunzip -c $dir/nbest2.JOB.gz|" \
-      "ark,t:$adir.JOB/ali" "ark,t:$adir.JOB/words" "ark,t:$adir.JOB/lmwt.nolm" "ark,t:$adir.JOB/acwt" '&&' \
-    nbest-to-linear "ark:gunzip -c $dir/nbest1.JOB.gz|" ark:/dev/null ark:/dev/null \
-      "ark,t:$adir.JOB/lmwt.withlm.all" ark:/dev/null || exit 1
-  # A hypothesis G cannot accept is dropped by the composition of stage 2: keep lmwt.withlm's
-  # keys equal to the others' so that no archive is misaligned, and say how many were lost.
+      "ark,t:$adir.JOB/ali.kept" "ark,t:$adir.JOB/words.kept" "ark,t:$adir.JOB/lmwt.nolm.kept" \
+      "ark,t:$adir.JOB/acwt.kept" '&&' \
+    nbest-to-linear "ark:gunzip -c $dir/nbest1.JOB.gz|" "ark,t:$adir.JOB/ali.all" \
+      "ark,t:$adir.JOB/words.all" "ark,t:$adir.JOB/lmwt.withlm.all" "ark,t:$adir.JOB/acwt.all" || exit 1
+  # A hypothesis the old LM cannot accept (G.fst without a path for its words) is dropped by
+  # the composition of stage 2.  Keep every archive on the same keys, renumbered contiguous from
+  # 1 per utterance (what rescore-nbest and Kaldi's readers expect); an utterance that lost every
+  # hypothesis keeps its first-pass best (rank 1 of nbest1) as its only entry, its old-LM cost
+  # taken as 0 (lmwt.nolm = lmwt.withlm), so its lattice is that path.
   for n in $(seq "$nj"); do
-    awk 'NR == FNR { keep[$1] = 1; next } ($1 in keep)' \
-      "$adir.$n/lmwt.nolm" "$adir.$n/lmwt.withlm.all" > "$adir.$n/lmwt.withlm"
-    n_all=$(wc -l < "$adir.$n/lmwt.withlm.all")
-    n_kept=$(wc -l < "$adir.$n/lmwt.withlm")
+    a=$adir.$n
+    awk 'NR == FNR { kept[$1] = 1; next }
+         function flush() { if (utt != "" && k == 0) print first, utt "-1", "all" }
+         { u = $1; sub(/-[0-9]+$/, "", u)
+           if (u != utt) { flush(); utt = u; first = $1; k = 0 }
+           if ($1 in kept) print $1, utt "-" (++k), "kept" }
+         END { flush() }' "$a/lmwt.nolm.kept" "$a/lmwt.withlm.all" > "$a/keys.map"
+    # archive name, its source for kept and for rescued entries -> renumbered archive
+    for spec in "ali ali.kept ali.all" "words words.kept words.all" "acwt acwt.kept acwt.all" \
+                "lmwt.nolm lmwt.nolm.kept lmwt.withlm.all" "lmwt.withlm lmwt.withlm.all lmwt.withlm.all"; do
+      read -r name kept all <<< "$spec"
+      awk 'FILENAME == ARGV[1] { new[$1] = $2; src[$1] = $3; order[++m] = $1; next }
+           FILENAME == ARGV[2] && src[$1] == "kept" || FILENAME == ARGV[3] && src[$1] == "all" {
+             k = $1; sub(/^[^ ]+/, new[k]); line[k] = $0 }
+           END { for (i = 1; i <= m; i++) print line[order[i]] }' \
+        "$a/keys.map" "$a/$kept" "$a/$all" > "$a/$name"
+    done
+    n_all=$(wc -l < "$a/lmwt.withlm.all")
+    n_kept=$(wc -l < "$a/lmwt.nolm.kept")
     if [ "$n_kept" -ne "$n_all" ]; then
       echo "$0: warning: job $n: $((n_all - n_kept)) of $n_all hypotheses lost in the old-LM removal"
     fi
-    [ "$n_kept" -eq 0 ] && echo "$0: job $n: no hypotheses left in $adir.$n" && exit 1
-    rm "$adir.$n/lmwt.withlm.all"
+    awk -v job="$n" -v me="$0" '$3 == "all" { sub(/-1$/, "", $2)
+      print me ": warning: job " job ": utterance " $2 " lost every hypothesis in the old-LM " \
+            "removal; it keeps its first-pass best path" }' "$a/keys.map"
+    [ ! -s "$a/words" ] && echo "$0: job $n: no hypotheses in $a" && exit 1
+    rm "$a"/*.kept "$a"/*.all
   done
 fi
 
@@ -229,6 +270,21 @@ if [ "$stage" -le 5 ]; then
   if [ ! -f "$sdata/$nj/utt2spk" ]; then
     utils/split_data.sh "$data" "$nj" || exit 1
   fi
+  jdata=$sdata/JOB
+  if [ "$carry_scope" = job ]; then
+    # One conversation per job: every utterance of the split as one speaker, no segments, so
+    # rescore-nbest takes them in sorted-id order, which is the archive's order when it is sorted.
+    jdata=$dir/carry_data/JOB
+    for n in $(seq "$nj"); do
+      mkdir -p "$dir/carry_data/$n"
+      awk -v spk="job$n" '{ print $1, spk }' "$sdata/$n/utt2spk" > "$dir/carry_data/$n/utt2spk"
+      [ -f "$sdata/$n/text" ] && cp "$sdata/$n/text" "$dir/carry_data/$n/text"
+      if ! cut -d' ' -f1 "$adir.$n/words_text" | sed 's/-[0-9]*$//' | uniq | LC_ALL=C sort -c 2>/dev/null; then
+        echo "$0: warning: job $n: the lattice archive is not in sorted utterance order;" \
+             "the state is carried in sorted order"
+      fi
+    done
+  fi
   extra_opts=
   [ -n "$max_tokens" ] && extra_opts="--max-tokens $max_tokens"
   [ -n "$train_text" ] && extra_opts="$extra_opts --train-text $train_text"
@@ -237,7 +293,7 @@ if [ "$stage" -le 5 ]; then
   # shellcheck disable=SC2086
   $rescore_cmd JOB=1:"$nj" "$dir/log/rescore.JOB.log" \
     rescore-nbest "$adir.JOB" "$adir.JOB" \
-      --data-dir "$sdata/JOB" --allow-missing --words-txt "$oldlang/words.txt" --model "$model" \
+      --data-dir "$jdata" --allow-missing --words-txt "$oldlang/words.txt" --model "$model" \
       --weight "$weight" --inv-acwt "$inv_acwt" --wip "$wip" \
       --state-carry "$state_carry" --device "$device" --oov-penalty "$oov_penalty" $extra_opts || exit 1
   for n in $(seq "$nj"); do
