@@ -1,29 +1,22 @@
-"""Interpolation in Kaldi's cost conventions, 1-best selection, and the rescore-nbest job.
+"""Interpolation of an N-best set's costs, 1-best selection and the tuning sweep.
 
-design §3: for hypothesis h with n-gram LM cost l_ng = withlm - nolm, graph rest g_0 = nolm,
-NN LM cost l_nn, acoustic cost ac and |h| words::
-
-    cost(h) = ac / inv_acwt + g_0 + (1 - w) * l_ng + w * l_nn + wip * |h|
-            = fixed_cost(h)                         + w * l_nn
-
-fixed_cost holds everything but the NN term, so the engine (which computes l_nn while carrying
-LM state along the best hypotheses) can pick each utterance's best by the final cost. The new
-graph cost written back for Kaldi (``lmwt.interp``) is ``g_0 + (1 - w) * l_ng + w * l_nn``:
-Kaldi's ``local/score.sh`` adds the acoustic scale and the insertion penalty itself.
+The cost formula itself (design §3) lives in rescore.interp; this module applies it to loaded
+N-best sets (rescore.nbest) and NN LM costs. Writing the outputs and the report is the job
+layer's (rescore.pipeline) and the report's content is rescore.metrics'.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
+from rescore import interp
 from rescore.errors import RescoreError
+from rescore.interp import Params, total_cost
 from rescore.nbest import Hypothesis, NbestSet
 
 log = logging.getLogger(__name__)
@@ -31,48 +24,14 @@ PathLike = Union[str, Path]
 NnCosts = Mapping[str, Sequence[float]]  # key -> per-token costs (n + 1) or [total]
 
 
-@dataclass
-class Params:
-    """The interpolation setting; what rescore-tune writes and rescore-nbest --params reads."""
-
-    weight: float = 0.0  # w, NN LM weight (0: first-pass n-gram only, 1: NN LM only)
-    inv_acwt: float = 10.0  # LMWT = 1 / acoustic scale (Kaldi's --lmwt / PocketSphinx's lw)
-    wip: float = 0.0  # word insertion penalty, cost per hypothesis word
-
-    def to_json(self, path: PathLike, **extra) -> None:
-        from rescore.io.kaldi import atomic_output
-
-        with atomic_output(path, "w") as f:
-            json.dump({**asdict(self), **extra}, f, indent=1)
-            f.write("\n")
-
-    @classmethod
-    def from_json(cls, path: PathLike) -> "Params":
-        try:
-            d = json.loads(Path(path).read_text())
-        except OSError as e:
-            raise RescoreError("a readable JSON file", path=path, got=e.strerror) from None
-        except json.JSONDecodeError as e:
-            raise RescoreError("JSON", path=path, line=e.lineno, got=e.msg) from None
-        try:
-            return cls(**{k: float(d[k]) for k in ("weight", "inv_acwt", "wip")})
-        except (KeyError, TypeError, ValueError):
-            raise RescoreError("an object with numeric 'weight', 'inv_acwt', 'wip'", path=path) from None
-
-
 def fixed_cost(hyp: Hypothesis, weight: float, inv_acwt: float, wip: float) -> float:
-    """ac / inv_acwt + nolm + (1 - weight) * (withlm - nolm) + wip * |words| (design §3)."""
-    return hyp.ac / inv_acwt + hyp.nolm + (1.0 - weight) * (hyp.withlm - hyp.nolm) + wip * len(hyp.words)
-
-
-def total_cost(fixed: float, l_nn: float, weight: float) -> float:
-    """Final interpolated cost: fixed_cost + weight * l_nn."""
-    return fixed + weight * l_nn
+    """rescore.interp.fixed_cost of one hypothesis."""
+    return interp.fixed_cost(hyp.ac, hyp.withlm, hyp.nolm, len(hyp.words), weight, inv_acwt, wip)
 
 
 def graph_cost(hyp: Hypothesis, weight: float, l_nn: float) -> float:
-    """New graph cost for Kaldi: nolm + (1 - weight) * (withlm - nolm) + weight * l_nn."""
-    return hyp.nolm + (1.0 - weight) * (hyp.withlm - hyp.nolm) + weight * l_nn
+    """rescore.interp.graph_cost of one hypothesis: its new graph cost for Kaldi."""
+    return interp.graph_cost(hyp.withlm, hyp.nolm, l_nn, weight)
 
 
 def nn_cost(hyp: Hypothesis, nn_costs: Optional[NnCosts], source: Optional[PathLike] = None) -> float:
@@ -140,9 +99,9 @@ class CostArrays:
     def best(self, params: Params) -> np.ndarray:
         """(U,) int64 flat index of each utterance's lowest-cost hypothesis (first on ties);
         the same arithmetic, in the same order, as fixed_cost + weight * l_nn."""
-        w = params.weight
-        cost = self.ac / params.inv_acwt + self.nolm + (1.0 - w) * (self.withlm - self.nolm) \
-            + params.wip * self.nwords + w * self.lnn
+        fixed = interp.fixed_cost(self.ac, self.withlm, self.nolm, self.nwords, params.weight,
+                                  params.inv_acwt, params.wip)
+        cost = total_cost(fixed, self.lnn, params.weight)
         mins = np.minimum.reduceat(cost, self.starts)
         seg = np.repeat(np.arange(len(self.starts)), np.diff(np.append(self.starts, len(cost))))
         at_min = np.flatnonzero(cost == mins[seg])
@@ -153,109 +112,16 @@ class CostArrays:
         """WER (percent) of the 1-best under params."""
         if self.errors is None:
             raise RescoreError("references (a data dir with 'text')")
-        return 100.0 * float(self.errors[self.best(params)].sum()) / max(self.ref_words, 1)
+        if self.ref_words == 0:
+            raise RescoreError("references with at least one word (WER is undefined on none)")
+        return 100.0 * float(self.errors[self.best(params)].sum()) / self.ref_words
 
 
-def _write_text(path: Path, rows: Mapping[str, Sequence[str]]) -> None:
-    from rescore.io.kaldi import atomic_output
-
-    with atomic_output(path, "w") as f:
-        for u, words in rows.items():
-            f.write(" ".join([u, *words]) + "\n")
-
-
-def rescore_nbest(
-    nbest: NbestSet,
-    out_dir: PathLike,
-    *,
-    params: Params,
-    nn_costs: Optional[NnCosts] = None,
-    nn_source: Optional[PathLike] = None,
-    train_counts=None,
-    num_buckets: int = 10,
-    plot: bool = True,
-    extra_report: Optional[dict] = None,
-) -> Optional[dict]:
-    """Interpolate, pick the 1-best, write OUT_DIR/{lmwt.interp,text} and, with references,
-    report.json / report.txt (+ buckets.png with train_counts). Returns the report (or None).
-
-    nn_costs: key -> per-token NN LM costs (n + 1, last = end of sentence) or [total], from a
-    ``lmwt.nn`` file or computed by a model; None means no NN LM (weight must then be 0).
-    train_counts: Counter of training-text words, for the rare-word bucket table.
-    """
-    from rescore.io.kaldi import atomic_output, write_table
-    from rescore import metrics
-
-    if nn_costs is None and params.weight != 0.0:
-        raise RescoreError("NN LM costs (--nn-costs or a model) when --weight is not 0",
-                           got=f"weight {params.weight}")
-    for name, v in asdict(params).items():
-        if not math.isfinite(v):
-            raise RescoreError(f"a finite {name}", got=str(v))
-    if params.inv_acwt <= 0:
-        raise RescoreError("inv_acwt > 0", got=str(params.inv_acwt))
-    if nn_costs is not None:
-        check_nn_costs(nbest, nn_costs, nn_source)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-
-    best = best_hypotheses(nbest, params, nn_costs, nn_source)
-    interp = {h.key: graph_cost(h, params.weight, nn_cost(h, nn_costs, nn_source))
-              for u in nbest.utterances() for h in u.hyps}
-    write_table(out / "lmwt.interp", "float", interp)
-    one_best = {u.id: u.hyps[best[u.id]].words for u in nbest.utterances()}
-    _write_text(out / "text", one_best)
-    log.info("wrote %s and %s", out / "lmwt.interp", out / "text")
-    if nbest.refs is None:
-        log.info("no references (no --data-dir with 'text'): no WER report")
-        return None
-
-    stats, alignments = metrics.align(nbest.refs, one_best)
-    nbests = {u.id: [h.words for h in u.hyps] for u in nbest.utterances()}
-    report = {
-        **stats.as_dict(),
-        "num_hyps": nbest.num_hyps,
-        "num_conversations": len(nbest.conversations),
-        "grouping": nbest.grouping,
-        "oracle_wer": metrics.oracle_wer(nbest.refs, nbests),
-        "first_rank_wer": metrics.align(nbest.refs, {u.id: u.hyps[0].words for u in nbest.utterances()})[0].wer,
-        "changed_utts": sum(1 for i in best.values() if i != 0),
-        "params": asdict(params),
-        "nbest_dir": nbest.path,
-        **(extra_report or {}),
-    }
-    if train_counts is not None:
-        buckets = metrics.rare_word_buckets(train_counts, (w for r in nbest.refs.values() for w in r), num_buckets)
-        report["buckets"] = metrics.bucket_wer(alignments, buckets)
-    report["comparison"] = metrics.compare_nbest(nbest, one_best, train_counts=train_counts, num_buckets=num_buckets)
-    if train_counts is not None and plot:
-        metrics.plot_comparison(report["comparison"], out / "buckets.png", metrics.nbest_chart_title(nbest))
-    with atomic_output(out / "report.json", "w") as f:
-        json.dump(report, f, indent=1)
-        f.write("\n")
-    with atomic_output(out / "report.txt", "w") as f:
-        f.write(format_report(report) + "\n")
-    return report
-
-
-def format_report(report: dict) -> str:
-    """The readable report.txt (also what the commands print)."""
-    p = report.get("params", {})
-    lines = [
-        f"N-best dir   {report.get('nbest_dir', '')}",
-        f"setting      weight {p.get('weight')}  inv_acwt {p.get('inv_acwt')}  wip {p.get('wip')}",
-        f"utterances   {report['num_utts']}  hypotheses {report['num_hyps']}  conversations "
-        f"{report.get('num_conversations')} (by {report.get('grouping')})",
-        f"%WER {report['wer']:.2f} [ {report['errors']} / {report['ref_words']}, {report['insertions']} ins, "
-        f"{report['deletions']} del, {report['substitutions']} sub ]",
-        f"rank-1 WER   {report['first_rank_wer']:.2f} %   oracle WER {report['oracle_wer']:.2f} %   "
-        f"1-best changed in {report['changed_utts']} utterances",
-    ]
-    if "comparison" in report:
-        from rescore.metrics import format_comparison
-
-        lines += ["", "first pass (rank 1 of the N-best) against rescored:", format_comparison(report["comparison"])]
-    return "\n".join(lines)
+def graph_costs(nbest: NbestSet, params: Params, nn_costs: Optional[NnCosts] = None,
+                source: Optional[PathLike] = None) -> Dict[str, float]:
+    """key -> new graph cost (``lmwt.interp``) of every hypothesis, in the set's order."""
+    return {h.key: graph_cost(h, params.weight, nn_cost(h, nn_costs, source))
+            for u in nbest.utterances() for h in u.hyps}
 
 
 # --------------------------------------------------------------------------------------------

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -54,6 +53,7 @@ import torch
 from torch import Tensor
 
 from rescore.errors import RescoreError
+from rescore.interp import total_cost
 from rescore.models.base import HeadOutput, LanguageModel, LMState
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ class UttInput:
     """One utterance as the engine needs it.
 
     hyps:  hypotheses' word lists, in first-pass rank order (index 0 = rank 1).
-    fixed: each hypothesis' fixed cost (``rescore.combine.fixed_cost``); the final interpolated
+    fixed: each hypothesis' fixed cost (``rescore.interp.fixed_cost``); the final interpolated
            cost is ``fixed + weight * sum(nn costs)``. Only used to pick the best hypothesis for
            ``state_carry="rescored"``.
     """
@@ -290,7 +290,7 @@ def score_nbest(
     oov_penalty: extra cost per out-of-vocabulary word, on its ``<unk>`` part.
     conv_batch: conversations the fast engine scores side by side. Blocks of conv_batch
         conversations are scored independently, so a job of ``split_slice(..., block=
-        conv_batch)`` computes exactly what one process computes for them (same batches, same
+        conv_batch)`` (rescore.pipeline) computes exactly what one process computes for them (same batches, same
         floats).
     schedule: fast engine's order of work, the same costs: ``levels`` (one-token rows, trie
         level by level), ``segments`` (branch-free chains as multi-token rows), ``tree`` (each
@@ -365,7 +365,7 @@ class _Context:
         """Index of the hypothesis whose end state the next utterance starts from."""
         if self.state_carry == "first-pass":
             return 0
-        totals = [f + self.weight * sum(c) for f, c in zip(fixed, costs)]
+        totals = [total_cost(f, sum(c), self.weight) for f, c in zip(fixed, costs)]
         return min(range(len(totals)), key=totals.__getitem__)
 
     def tensor(self, x) -> Tensor:
@@ -808,66 +808,3 @@ def _score_trees(ctx: _Context, forest: _Forest, starts: LMState, edge_lp: Tenso
                     tree=(depth_t.to(ctx.device), ancestor.to(ctx.device)))
     done = set(small)
     return [r for r in forest.roots if r not in done]
-
-
-# --------------------------------------------------------------------------------------------
-# Job splitting (Kaldi's $cmd JOB=1:$nj)
-
-
-def parse_split(spec: str) -> Tuple[int, int]:
-    """``"K/N"`` -> (K, N) with 1 <= K <= N (Kaldi's JOB numbering starts at 1)."""
-    try:
-        k, n = (int(x) for x in spec.split("/"))
-    except ValueError:
-        raise RescoreError("--split K/N with integers, e.g. 2/8", got=spec) from None
-    if not 1 <= k <= n:
-        raise RescoreError("--split K/N with 1 <= K <= N", got=spec)
-    return k, n
-
-
-def split_slice(n_items: int, k: int, n_jobs: int, block: int = 1) -> slice:
-    """Job k of n_jobs (1-based): a contiguous run of whole blocks of ``block`` items, block
-    counts differing by at most one, earlier jobs first. Concatenating the outputs of jobs
-    1..N in order (``cat``) gives the lines of one process in the same order; with
-    ``block = conv_batch`` the fast engine's batches, hence its floats, are the same too."""
-    n_blocks = -(-n_items // block)
-    base, extra = divmod(n_blocks, n_jobs)
-    start = (k - 1) * base + min(k - 1, extra)
-    stop = start + base + (1 if k <= extra else 0)
-    return slice(min(n_items, start * block), min(n_items, stop * block))
-
-
-# --------------------------------------------------------------------------------------------
-# N-best sets (rescore.nbest) in, Kaldi lmwt.nn costs out
-
-
-def auto_oov_penalty(vocab, train_counts) -> float:
-    """ln(number of training word types outside ``vocab``): the cost that spreads the ``<unk>``
-    probability evenly over the words it stands for, so that the NN LM does not favour hypotheses
-    with words it never saw (found on the mini recipe and the dev benchmark: docs/benchmarks.md).
-
-    vocab: a Vocabulary (``.words``); train_counts: Counter of the LM training text's words.
-    """
-    known = set(vocab.words)
-    oov_types = sum(1 for w in train_counts if w not in known and w != "<unk>")
-    return math.log(max(1, oov_types))
-
-
-def score_nbest_set(model: LanguageModel, nbest, params, **options) -> Dict[str, Costs]:
-    """Per-token NN costs of every hypothesis of a loaded N-best set (``rescore.nbest.NbestSet``),
-    keyed by hypothesis key, in the set's order (conversations, utterances, ranks): the lines of
-    ``lmwt.nn``. ``params`` (``rescore.combine.Params``) gives the fixed costs and the weight
-    that pick the carried best hypothesis; ``options`` go to ``score_nbest``."""
-    from rescore.combine import fixed_cost
-
-    conversations = [[UttInput([h.words for h in u.hyps],
-                               [fixed_cost(h, params.weight, params.inv_acwt, params.wip)
-                                for h in u.hyps])
-                      for u in c.utterances] for c in nbest.conversations]
-    costs = score_nbest(model, conversations, weight=params.weight, **options)
-    out: Dict[str, Costs] = {}
-    for conv, conv_costs in zip(nbest.conversations, costs):
-        for utt, utt_costs in zip(conv.utterances, conv_costs):
-            for hyp, c in zip(utt.hyps, utt_costs):
-                out[hyp.key] = c
-    return out

@@ -732,3 +732,51 @@ def format_wer_report(report: dict) -> str:
     if "buckets" in report:
         lines += ["", "per rare-word bucket (0 = rarest in training text):", format_bucket_table(report["buckets"])]
     return "\n".join(lines)
+
+
+def nbest_report(nbest, best: Mapping[str, int], *, params: Mapping[str, float], train_counts=None,
+                 num_buckets: int = 10, extra: Optional[dict] = None) -> dict:
+    """The report of a rescored N-best set (``rescore.nbest.NbestSet`` with references): WER of
+    the chosen 1-best (``best``: utt -> 0-based rank), rank-1 and oracle WER, how many 1-bests
+    changed, the setting, the per rare-word bucket table when train_counts is given, and the
+    first pass against the rescored 1-best (compare_nbest)."""
+    if nbest.refs is None:
+        raise RescoreError("references (a data dir with 'text')", path=nbest.path)
+    one_best = {u.id: u.hyps[best[u.id]].words for u in nbest.utterances()}
+    stats, alignments = align(nbest.refs, one_best)
+    nbests = {u.id: [h.words for h in u.hyps] for u in nbest.utterances()}
+    report = {
+        **stats.as_dict(),
+        "num_hyps": nbest.num_hyps,
+        "num_conversations": len(nbest.conversations),
+        "grouping": nbest.grouping,
+        "oracle_wer": oracle_wer(nbest.refs, nbests),
+        "first_rank_wer": align(nbest.refs, {u.id: u.hyps[0].words for u in nbest.utterances()})[0].wer,
+        "changed_utts": sum(1 for i in best.values() if i != 0),
+        "params": dict(params),
+        "nbest_dir": nbest.path,
+        **(extra or {}),
+    }
+    if train_counts is not None:
+        buckets = rare_word_buckets(train_counts, (w for r in nbest.refs.values() for w in r), num_buckets)
+        report["buckets"] = bucket_wer(alignments, buckets)
+    report["comparison"] = compare_nbest(nbest, one_best, train_counts=train_counts, num_buckets=num_buckets)
+    return report
+
+
+def format_report(report: dict) -> str:
+    """The readable report.txt of rescore-nbest (also what the commands print)."""
+    p = report.get("params", {})
+    lines = [
+        f"N-best dir   {report.get('nbest_dir', '')}",
+        f"setting      weight {p.get('weight')}  inv_acwt {p.get('inv_acwt')}  wip {p.get('wip')}",
+        f"utterances   {report['num_utts']}  hypotheses {report['num_hyps']}  conversations "
+        f"{report.get('num_conversations')} (by {report.get('grouping')})",
+        f"%WER {report['wer']:.2f} [ {report['errors']} / {report['ref_words']}, {report['insertions']} ins, "
+        f"{report['deletions']} del, {report['substitutions']} sub ]",
+        f"rank-1 WER   {report['first_rank_wer']:.2f} %   oracle WER {report['oracle_wer']:.2f} %   "
+        f"1-best changed in {report['changed_utts']} utterances",
+    ]
+    if "comparison" in report:
+        lines += ["", "first pass (rank 1 of the N-best) against rescored:", format_comparison(report["comparison"])]
+    return "\n".join(lines)

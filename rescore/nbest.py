@@ -36,7 +36,9 @@ from rescore.io.kaldi import DataDir, Table, read_data_dir, read_symbol_table, r
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
 
-# Container variants tried for each archive name, first match wins.
+# The archives of an N-best dir (module doc), and the container variants tried for each name
+# (first match wins).
+ARCHIVES = ("words", "words_text", "acwt", "lmwt.withlm", "lmwt.nolm", "ali")
 _SUFFIXES = ("", ".gz", ".ark", ".bin.gz", ".ark.gz", ".scp")
 
 
@@ -183,7 +185,9 @@ def check_same_keys(ref: Table, other: Table) -> None:
                        path=where, line=None if other.binary else line, got="end of archive")
 
 
-def _default_words_txt(nbest_dir: Path) -> Optional[Path]:
+def default_words_txt(nbest_dir: Path) -> Optional[Path]:
+    """The symbol table beside an N-best dir: NBEST_DIR/words.txt, NBEST_DIR/lang/words.txt or
+    NBEST_DIR/../lang/words.txt, the first that exists (None: none)."""
     for p in (nbest_dir / "words.txt", nbest_dir / "lang" / "words.txt", nbest_dir.parent / "lang" / "words.txt"):
         if p.is_file():
             return p
@@ -221,14 +225,14 @@ def load_nbest_dir(
     nd = Path(nbest_dir)
     if not nd.is_dir():
         raise RescoreError("an N-best directory", path=nd, got="no such directory")
-    paths = {n: find_archive(nd, n) for n in ("words", "words_text", "acwt", "lmwt.withlm", "lmwt.nolm", "ali")}
+    paths = {n: find_archive(nd, n) for n in ARCHIVES}
     for n in ("acwt", "lmwt.withlm", "lmwt.nolm"):
         if paths[n] is None:
             raise RescoreError(f"archive '{n}' (or {n}.gz / {n}.scp ...)", path=nd, got="not found")
     if paths["words"] is None and paths["words_text"] is None:
         raise RescoreError("archive 'words' or 'words_text'", path=nd, got="neither found")
     if words_txt is None:
-        words_txt = _default_words_txt(nd)
+        words_txt = default_words_txt(nd)
     if paths["words"] is not None and paths["words_text"] is None and words_txt is None:
         raise RescoreError("words.txt to map 'words' ids (give --words-txt)", path=paths["words"])
 

@@ -156,7 +156,7 @@ def test_nbest_command_with_cache_equals_naive_scoring(tmp_path):
 
     from rescore.cli.nbest import main
     from rescore.combine import Params
-    from rescore.engine import score_nbest_set
+    from rescore.pipeline import score_nbest_set
     from rescore.io.kaldi import read_nn_costs
     from rescore.models import save_checkpoint
     from rescore.nbest import load_nbest_dir

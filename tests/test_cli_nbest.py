@@ -94,4 +94,4 @@ def test_nn_costs_file_changes_the_choice(tmp_path):
     assert "%WER 0.00 [ 0 / 21" in r.output
     r = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "p"), "--data-dir", str(NBEST_SMALL / "data"),
                                   "--weight", "0.5"])
-    assert r.exit_code == 1 and "NN LM costs" in r.output
+    assert r.exit_code == 2 and "NN LM costs" in r.output  # a usage error, before any work

@@ -1,8 +1,7 @@
-"""Interpolation (design §3), 1-best selection, rescore_nbest outputs and tuning."""
+"""Interpolation (design §3), 1-best selection and tuning (the outputs: tests/test_pipeline.py)."""
 
 from __future__ import annotations
 
-import json
 import random
 
 import pytest
@@ -13,13 +12,11 @@ from rescore.combine import (
     best_hypotheses,
     fixed_cost,
     graph_cost,
-    rescore_nbest,
     split_half,
     total_cost,
     tune,
 )
 from rescore.errors import RescoreError
-from rescore.io.kaldi import read_table, write_nn_costs, read_nn_costs
 from rescore.nbest import Hypothesis, load_nbest_dir
 
 
@@ -49,53 +46,6 @@ def test_fast_sweep_agrees_with_scalar_path(nbest_small):
         best = best_hypotheses(s, p, costs)
         flat = arrays.best(p) - arrays.starts
         assert [best[u] for u in arrays.utt_ids] == flat.tolist()
-
-
-def test_rescore_nbest_outputs(nbest_small, tmp_path):
-    s = load_nbest_dir(nbest_small, nbest_small / "data")
-    costs = _random_nn_costs(s, per_token=False)
-    write_nn_costs(tmp_path / "lmwt.nn", costs)
-    costs = read_nn_costs(tmp_path / "lmwt.nn")
-    p = Params(weight=0.5, inv_acwt=11.0, wip=0.25)
-    out = tmp_path / "out"
-    report = rescore_nbest(s, out, params=p, nn_costs=costs)
-    # lmwt.interp: Kaldi text archive with trailing spaces, one new graph cost per hypothesis
-    text = (out / "lmwt.interp").read_text().splitlines(keepends=True)
-    assert len(text) == 17 and all(line.endswith(" \n") for line in text)
-    interp = read_table(out / "lmwt.interp", "float").as_dict()
-    hyps = {h.key: h for u in s.utterances() for h in u.hyps}
-    for k, v in interp.items():
-        assert v == pytest.approx(hyps[k].nolm + 0.5 * (hyps[k].withlm - hyps[k].nolm) + 0.5 * costs[k][0])
-    # text: brute-force argmin of the full cost
-    one_best = dict(line.split(" ", 1) for line in (out / "text").read_text().splitlines())
-    for u in s.utterances():
-        c = [h.ac / 11.0 + interp[h.key] + 0.25 * len(h.words) for h in u.hyps]
-        assert one_best[u.id].split() == u.hyps[c.index(min(c))].words
-    saved = json.loads((out / "report.json").read_text())
-    assert saved == json.loads(json.dumps(report))
-    for k in ("wer", "substitutions", "deletions", "insertions", "ref_words", "num_utts", "num_hyps", "oracle_wer"):
-        assert k in saved
-    assert saved["num_hyps"] == 17 and saved["ref_words"] == 21 and saved["oracle_wer"] == 0.0
-    assert "%WER" in (out / "report.txt").read_text()
-
-
-def test_rescore_nbest_refuses_bad_nn_costs(nbest_small, tmp_path):
-    s = load_nbest_dir(nbest_small, nbest_small / "data")
-    with pytest.raises(RescoreError, match="NN LM costs"):
-        rescore_nbest(s, tmp_path / "o", params=Params(weight=0.3))
-    costs = _random_nn_costs(s)
-    costs["rec1-rms-000-2"] = costs["rec1-rms-000-2"][:-1]  # one per-token cost short
-    with pytest.raises(RescoreError, match=r"lmwt\.nn: expected 1 total or 5 per-token costs.*rec1-rms-000-2"):
-        rescore_nbest(s, tmp_path / "o", params=Params(weight=0.3), nn_costs=costs, nn_source="lmwt.nn")
-    costs = _random_nn_costs(s)
-    del costs["rec2-awb-001-3"]
-    with pytest.raises(RescoreError, match="rec2-awb-001-3"):
-        rescore_nbest(s, tmp_path / "o", params=Params(weight=0.3), nn_costs=costs)
-    costs = _random_nn_costs(s)
-    costs["nobody-1"] = [1.0]
-    with pytest.raises(RescoreError, match="nobody-1"):
-        rescore_nbest(s, tmp_path / "o", params=Params(weight=0.3), nn_costs=costs)
-    assert not (tmp_path / "o" / "text").exists()  # nothing written on bad input
 
 
 def test_tune_picks_the_grid_minimum_and_reports_held_out(nbest_small):

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from rescore import engine as E
-from rescore.engine import EngineStats, UttInput, score_nbest, split_slice
+from rescore.engine import EngineStats, UttInput, score_nbest
+from rescore.pipeline import parse_split, split_slice
 from rescore.errors import RescoreError
 
 from engine_toys import ToyAttention, ToyLSTM, ToyPointer, ToyVocab
@@ -319,10 +320,10 @@ def test_split_merges_into_one_process_output():
                       score_nbest(model, convs[s], weight=0.5, device="cpu", engine=eng,
                                   conv_batch=2, max_tokens=8, progress=False)]
             assert merged == whole
-    assert E.parse_split("2/8") == (2, 8)
+    assert parse_split("2/8") == (2, 8)
     for bad in ("0/3", "4/3", "x", "1/2/3"):
         with pytest.raises(RescoreError):
-            E.parse_split(bad)
+            parse_split(bad)
 
 
 def test_bad_options():
@@ -443,7 +444,7 @@ def test_cli_model_writes_lmwt_nn_and_split_merges(tmp_path):
 
     from rescore.cli.nbest import main
     from rescore.combine import Params
-    from rescore.engine import score_nbest_set
+    from rescore.pipeline import score_nbest_set
     from rescore.io.kaldi import read_nn_costs
     from rescore.models import ModelConfig, build_model, save_checkpoint
     from rescore.nbest import load_nbest_dir
@@ -501,7 +502,7 @@ def test_cli_oov_penalty_auto(tmp_path):
     from click.testing import CliRunner
 
     from rescore.cli.nbest import main
-    from rescore.engine import auto_oov_penalty
+    from rescore.pipeline import auto_oov_penalty
     from rescore.io.kaldi import read_nn_costs
     from rescore.models import ModelConfig, build_model, save_checkpoint
     from rescore.nbest import load_nbest_dir

@@ -144,7 +144,8 @@ def worker(args) -> None:
     import torch
 
     from rescore.combine import Params
-    from rescore.engine import EngineStats, resolve_normalize, score_nbest_set
+    from rescore.engine import EngineStats, resolve_normalize
+    from rescore.pipeline import score_nbest_set
     from rescore.models import load_checkpoint
 
     torch.set_num_threads(args.threads)

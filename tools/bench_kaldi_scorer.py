@@ -184,7 +184,7 @@ def main(argv=None) -> None:
     import torch
 
     from rescore.combine import Params
-    from rescore.engine import score_nbest_set
+    from rescore.pipeline import score_nbest_set
     from rescore.models import load_checkpoint
     from rescore.nbest import load_nbest_dir
 

@@ -1,4 +1,13 @@
-"""What every command shares: logging to stderr and turning RescoreError into `error: ...`, exit 1."""
+"""What every command shares: one decorator (``@command()``: help on -h/--help, defaults shown,
+``--version``, errors as ``error: ...``), logging to stderr, and the grid option parser.
+
+Exit statuses, the same in every command:
+
+* 0   done;
+* 1   bad input data (a RescoreError: it names the file, the line and what was expected);
+* 2   a bad option or combination of options (click's own checks, or an OptionError of the
+      library's validation), before any work.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +18,53 @@ from typing import Iterator
 
 import click
 
+from rescore import __version__
 from rescore.errors import OptionError, RescoreError
 
 verbose_option = click.option("-v", "--verbose", count=True, help="More log output on stderr (-vv: debug).")
+version_option = click.version_option(__version__, "--version", message="%(prog)s (rescore) %(version)s")
+
+CONTEXT_SETTINGS = {"show_default": True, "help_option_names": ["-h", "--help"]}
+
+
+def fail(e: RescoreError) -> "NoReturn":  # type: ignore[name-defined]  # noqa: F821
+    """Print ``error: <message>`` on stderr and exit: 2 for an OptionError, 1 for bad data."""
+    click.echo(f"error: {e}", err=True)
+    sys.exit(2 if isinstance(e, OptionError) else 1)
+
+
+class Command(click.Command):
+    """A click command whose every error reads ``error: ...`` on stderr: click's option errors
+    (exit 2, with a pointer to --help), OptionError (exit 2) and RescoreError (exit 1)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as e:
+            path = e.ctx.command_path if e.ctx is not None else (prog_name or self.name)
+            click.echo(f"error: {e.format_message()} (see '{path} --help')", err=True)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            click.echo(f"error: {e.format_message()}", err=True)
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            click.echo("error: aborted", err=True)
+            sys.exit(1)
+        except RescoreError as e:
+            fail(e)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def command(**kwargs):
+    """``@click.command`` with rescore's settings: -h/--help, defaults shown, --version, and the
+    ``error: ...`` messages and exit statuses of :class:`Command`."""
+
+    def decorate(f):
+        return click.command(cls=Command, context_settings=CONTEXT_SETTINGS, **kwargs)(version_option(f))
+
+    return decorate
 
 
 def setup_logging(verbose: int = 0) -> None:
@@ -24,27 +77,43 @@ def setup_logging(verbose: int = 0) -> None:
 
 @contextlib.contextmanager
 def errors_to_exit() -> Iterator[None]:
-    """Bad input becomes `error: <file>:<line>: expected ...` on stderr and exit status 1."""
+    """Bad input becomes `error: <file>:<line>: expected ...` on stderr and exit status 1 (2 for
+    an OptionError). Commands declared with ``@command()`` get this for the whole command; the
+    block form stays for code that runs outside one."""
     try:
         yield
     except RescoreError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(2 if isinstance(e, OptionError) else 1)
+        fail(e)
+
+
+MAX_GRID_POINTS = 10_000  # per axis; rescore-tune also bounds the product of the axes
 
 
 def parse_grid(spec: str, name: str) -> list:
-    """'0,0.5,1' or 'start:stop:step' (stop included) -> sorted list of floats."""
+    """'0,0.5,1' or 'start:stop:step' (stop included) -> sorted list of finite floats, at most
+    MAX_GRID_POINTS of them."""
+    import math
+
     try:
         if ":" in spec:
             start, stop, step = (float(x) for x in spec.split(":"))
-            if step <= 0:
+            if not all(math.isfinite(x) for x in (start, stop, step)) or step <= 0 or stop < start:
                 raise ValueError
             n = int(round((stop - start) / step))
+            if n + 1 > MAX_GRID_POINTS:
+                raise OptionError(f"at most {MAX_GRID_POINTS} values", option=name,
+                                  got=f"{spec} ({n + 1} values)")
             vals = [round(start + i * step, 10) for i in range(n + 1)]
         else:
             vals = [float(x) for x in spec.split(",") if x.strip()]
+            if not all(math.isfinite(v) for v in vals):
+                raise ValueError
         if not vals:
             raise ValueError
     except ValueError:
-        raise click.BadParameter(f"expected 'a,b,c' or 'start:stop:step', got {spec!r}", param_hint=name) from None
-    return sorted(set(vals))
+        raise OptionError("'a,b,c' or 'start:stop:step' (finite numbers, stop >= start, step > 0)",
+                          option=name, got=spec) from None
+    vals = sorted(set(vals))
+    if len(vals) > MAX_GRID_POINTS:
+        raise OptionError(f"at most {MAX_GRID_POINTS} values", option=name, got=f"{len(vals)} values")
+    return vals

@@ -1,24 +1,15 @@
-"""The NN LM scoring options of rescore-nbest (issue 4): ``--model`` and the engine's settings.
+"""The NN LM scoring options of rescore-nbest: ``--model`` and the engine's settings.
 
-Kept apart from rescore/cli/nbest.py so that command stays readable: it adds
-``@engine_options`` and calls ``apply_engine_options`` after loading the N-best set.
+Kept apart from rescore/cli/nbest.py so that command stays readable: it adds ``@engine_options``
+and turns the values into a ``rescore.pipeline.ScoringOptions`` with ``scoring_options``.
 """
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
-
 import click
 
-# Copies of rescore.engine's names, so that `--help` does not import torch (a test checks them).
-ENGINES = ("fast", "padded", "naive")
-STATE_CARRY = ("none", "first-pass", "rescored")
-SCHEDULES = ("auto", "levels", "segments", "tree")
-PRECISIONS = ("auto", "fp32", "bf16")
-NORMALIZE = ("exact", "none", "auto")
-
-log = logging.getLogger("rescore-nbest")
+# rescore.engine's names, from a module that does not import torch (`--help` stays instant).
+from rescore.pipeline import ENGINES, NORMALIZE, PRECISIONS, SCHEDULES, STATE_CARRY, ScoringOptions
 
 
 class OovPenalty(click.ParamType):
@@ -72,14 +63,15 @@ _OPTIONS = [
     click.option("--split", "split_spec", metavar="K/N",
                  help="Score only job K of N (contiguous runs of --conv-batch blocks of "
                       "conversations); `cat` the jobs' lmwt.nn in job order to get exactly the "
-                      "one-process file."),
+                      "one-process file. Each job needs its own OUT_DIR (Kaldi's archives.JOB): "
+                      "a dir that holds another job's outputs is refused."),
     # Neural cache (issue 5): a test-time wrapper of the loaded model, rescore.models.cache.
-    click.option("--cache-window", type=click.IntRange(min=0), default=0,
+    click.option("--cache-window", type=int, default=0,
                  help="Neural cache (Grave et al. 2017) on --model: (hidden state, next word) "
                       "pairs kept, over the decoded history; 0: no cache."),
-    click.option("--cache-theta", type=float, default=0.3, help="Neural cache flatness theta."),
-    click.option("--cache-lambda", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.1,
-                 help="Neural cache interpolation weight lambda."),
+    click.option("--cache-theta", type=float, default=0.3, help="Neural cache flatness theta (> 0)."),
+    click.option("--cache-lambda", type=float, default=0.1,
+                 help="Neural cache interpolation weight lambda, in [0, 1)."),
 ]
 
 
@@ -89,51 +81,12 @@ def engine_options(f):
     return f
 
 
-def apply_engine_options(nbest, params, out_dir, nn_costs, *, model, state_carry, device,
-                         max_tokens, engine, oov_penalty, conv_batch, split_spec,
-                         schedule="auto", precision="auto", normalize="exact",
-                         cache_window=0, cache_theta=0.3,
-                         cache_lambda=0.1, train_counts=None):
-    """(N-best set to rescore, NN costs or None, their source path) after --split and --model."""
-    from rescore.engine import parse_split, score_nbest_set, split_slice
-
-    if split_spec:
-        k, n = parse_split(split_spec)
-        part = nbest.conversations[split_slice(len(nbest.conversations), k, n, conv_batch)]
-        nbest = nbest.subset([c.id for c in part])
-        log.info("job %d of %d: %d of the %d conversations", k, n, len(part),
-                 len(nbest.conversations))
-        if not part:
-            log.warning("job %d of %d has no conversations (fewer blocks of --conv-batch %d "
-                        "than jobs)", k, n, conv_batch)
-    if model is None:
-        return nbest, None, nn_costs
-    if nn_costs:
-        raise click.UsageError("--model and --nn-costs exclude each other")
-    from rescore.engine import resolve_device
-    from rescore.io.kaldi import write_nn_costs
-    from rescore.models import load_checkpoint
-
-    dev = resolve_device(device)
-    lm = load_checkpoint(model, dev)
-    if cache_window > 0:
-        from rescore.models.cache import with_cache
-
-        lm = with_cache(lm, cache_window, cache_theta, cache_lambda)
-        log.info("neural cache: window %d, theta %g, lambda %g", cache_window, cache_theta,
-                 cache_lambda)
-    if oov_penalty == "auto":
-        if train_counts is None:
-            raise click.UsageError("--oov-penalty auto needs --train-text (the LM training text)")
-        from rescore.engine import auto_oov_penalty
-
-        oov_penalty = auto_oov_penalty(lm.vocab, train_counts)
-        log.info("OOV penalty (auto): %.3f nats per out-of-vocabulary word", oov_penalty)
-    costs = score_nbest_set(lm, nbest, params, state_carry=state_carry, device=dev,
-                            max_tokens=max_tokens, engine=engine, oov_penalty=oov_penalty,
-                            conv_batch=conv_batch, schedule=schedule, precision=precision,
-                            normalize=normalize)
-    path = Path(out_dir) / "lmwt.nn"
-    write_nn_costs(path, costs)
-    log.info("wrote %s (%d hypotheses)", path, len(costs))
-    return nbest, costs, str(path)
+def scoring_options(*, model, state_carry, device, max_tokens, engine, oov_penalty, conv_batch,
+                    schedule, precision, normalize, cache_window, cache_theta,
+                    cache_lambda) -> ScoringOptions:
+    """The options of ``@engine_options`` (but --split) as a checked ScoringOptions."""
+    return ScoringOptions(model=model, state_carry=state_carry, device=device, max_tokens=max_tokens,
+                          engine=engine, oov_penalty=oov_penalty, conv_batch=conv_batch,
+                          schedule=schedule, precision=precision, normalize=normalize,
+                          cache_window=cache_window,
+                          cache_theta=cache_theta, cache_lambda=cache_lambda)

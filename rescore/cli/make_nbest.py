@@ -6,12 +6,12 @@ import logging
 
 import click
 
-from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 
 log = logging.getLogger("rescore-make-nbest")
 
 
-@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+@command()
 @click.argument("data_dir", type=click.Path(file_okay=False, exists=True))
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--nbest", "-n", type=click.IntRange(1, 10000), default=100, help="Distinct word sequences per utterance (at most).")

@@ -4,58 +4,65 @@
 from __future__ import annotations
 
 import logging
-import sys
 
 import click
-from click.core import ParameterSource
 
-from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
-from rescore.cli.engine_options import apply_engine_options, engine_options  # issue 4
+from rescore.cli.common import command, setup_logging, verbose_option
+from rescore.cli.engine_options import engine_options, scoring_options
 
 log = logging.getLogger("rescore-nbest")
 
 
-@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+def resolve_params(params_file, weight, inv_acwt, wip, *, has_nn_costs: bool):
+    """The setting: options given on the command line, else the --params file's values, else
+    the defaults; the NN LM weight defaults to Kaldi's 0.8 when there are NN LM costs."""
+    from rescore.interp import KALDI_DEFAULT_WEIGHT, Params
+
+    base = Params.from_json(params_file) if params_file else None
+    if weight is None:
+        weight = base.weight if base else (KALDI_DEFAULT_WEIGHT if has_nn_costs else 0.0)
+    if inv_acwt is None:
+        inv_acwt = base.inv_acwt if base else Params.inv_acwt
+    if wip is None:
+        wip = base.wip if base else Params.wip
+    return Params(weight=weight, inv_acwt=inv_acwt, wip=wip)
+
+
+@command()
 @click.argument("nbest_dir", type=click.Path(file_okay=False))
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--data-dir", type=click.Path(file_okay=False), help="Kaldi data dir: text (references), segments/utt2spk (conversations).")
 @click.option("--words-txt", type=click.Path(dir_okay=False), help="Symbol table for 'words' ids; when not given, NBEST_DIR/words.txt, NBEST_DIR/lang/words.txt and NBEST_DIR/../lang/words.txt are tried.")
 @click.option("--nn-costs", type=click.Path(dir_okay=False), help="NN LM costs per hypothesis, lmwt.nn format (key c1 ... c_{n+1}, or key total).")
 @click.option("--params", "params_file", type=click.Path(dir_okay=False), help="JSON with weight, inv_acwt, wip (as rescore-tune writes); options given on the command line win.")
-@click.option("--weight", type=float, default=0.0, help="NN LM weight w: cost = ac/inv_acwt + nolm + (1-w)(withlm-nolm) + w*nn + wip*|h|.")
-@click.option("--inv-acwt", type=float, default=10.0, help="Inverse acoustic scale (Kaldi's LMWT).")
-@click.option("--wip", type=float, default=0.0, help="Word insertion penalty (cost per word).")
+@click.option("--weight", type=float, default=None, show_default="0.8 with --model or --nn-costs (Kaldi's default), else 0", help="NN LM weight w in [0, 1]: cost = ac/inv_acwt + nolm + (1-w)(withlm-nolm) + w*nn + wip*|h|.")
+@click.option("--inv-acwt", type=float, default=None, show_default="10", help="Inverse acoustic scale (Kaldi's LMWT), > 0.")
+@click.option("--wip", type=float, default=None, show_default="0", help="Word insertion penalty (cost per word).")
 @click.option("--train-text", type=click.Path(dir_okay=False), help="LM training text: adds the per rare-word bucket table and buckets.png.")
-@click.option("--buckets", "num_buckets", type=int, default=10, help="Number of rare-word buckets.")
+@click.option("--buckets", "num_buckets", type=int, default=10, help="Number of rare-word buckets (>= 1).")
 @click.option("--allow-missing", is_flag=True, help="References without an N-best are dropped with a warning instead of an error.")
-@engine_options  # --model ... (issue 4)
+@engine_options
 @verbose_option
-@click.pass_context
-def main(ctx, nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, inv_acwt, wip, train_text,
-         num_buckets, allow_missing, verbose, **engine_kw):
+def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, inv_acwt, wip, train_text,
+         num_buckets, allow_missing, verbose, split_spec, **engine_kw):
     """Rescore NBEST_DIR (Kaldi layout: words/words_text, acwt, lmwt.withlm, lmwt.nolm) into
     OUT_DIR: lmwt.interp (new graph costs, Kaldi text archive for linear-to-nbest), text
-    (1-best words) and, with references, report.json and report.txt (printed)."""
+    (1-best words), lmwt.nn with --model and, with references, report.json and report.txt
+    (printed). OUT_DIR is written as one set: one run at a time, the outputs of an older run
+    removed first, and manifest.json marked complete at the end. No output may replace an input
+    (OUT_DIR may be NBEST_DIR, as in Kaldi's archives.JOB, but not the data dir)."""
     setup_logging(verbose)
-    from rescore.combine import Params, format_report, rescore_nbest
-    from rescore.io.kaldi import read_nn_costs
-    from rescore.metrics import count_words
-    from rescore.nbest import load_nbest_dir
+    from rescore.metrics import format_report
+    from rescore.pipeline import NbestJob, parse_split, rescore_nbest_dir
 
-    with errors_to_exit():
-        params = Params.from_json(params_file) if params_file else Params()
-        for name, value in (("weight", weight), ("inv_acwt", inv_acwt), ("wip", wip)):
-            if params_file is None or ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
-                setattr(params, name, value)
-        nbest = load_nbest_dir(nbest_dir, data_dir, words_txt, allow_missing=allow_missing)
-        # --split and --model (issue 4): score with the NN LM, lmwt.nn into OUT_DIR
-        train_counts = count_words(train_text) if train_text else None
-        nbest, costs, nn_costs = apply_engine_options(nbest, params, out_dir, nn_costs,
-                                                      train_counts=train_counts, **engine_kw)
-        if costs is None:
-            costs = read_nn_costs(nn_costs) if nn_costs else None
-        report = rescore_nbest(nbest, out_dir, params=params, nn_costs=costs, nn_source=nn_costs,
-                               train_counts=train_counts, num_buckets=num_buckets)
+    scoring = scoring_options(**engine_kw)
+    params = resolve_params(params_file, weight, inv_acwt, wip,
+                            has_nn_costs=scoring.model is not None or nn_costs is not None)
+    job = NbestJob(nbest_dir=nbest_dir, out_dir=out_dir, params=params, data_dir=data_dir, words_txt=words_txt,
+                   nn_costs=nn_costs, scoring=scoring, train_text=train_text, num_buckets=num_buckets,
+                   allow_missing=allow_missing, split=parse_split(split_spec) if split_spec else None,
+                   params_file=params_file)
+    report = rescore_nbest_dir(job)
     if report is not None:
         click.echo(format_report(report))
     log.info("outputs in %s", out_dir)

@@ -6,10 +6,10 @@ import os
 
 import click
 
-from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 
 
-@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+@command()
 @click.argument("ckpt", type=click.Path(exists=True, dir_okay=False))
 @click.argument("text", type=click.Path(exists=True, dir_okay=False))
 @click.option("--train-text", type=click.Path(exists=True, dir_okay=False), default=None,

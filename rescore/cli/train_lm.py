@@ -7,14 +7,14 @@ import sys
 
 import click
 
-from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 
 # Kept in sync with rescore.train.DEFAULT_LR (the test of the CLI checks it); here so --help
 # needs no torch import.
 DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
 
 
-@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+@command()
 @click.option("--train", "train", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Training text, one sentence per line.")
 @click.option("--valid", required=True, type=click.Path(exists=True, dir_okay=False),

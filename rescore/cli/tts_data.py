@@ -6,12 +6,12 @@ import logging
 
 import click
 
-from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 
 log = logging.getLogger("rescore-tts-data")
 
 
-@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+@command()
 @click.argument("text", type=click.Path(dir_okay=False, exists=True))
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--docids", type=click.Path(dir_okay=False, exists=True), help="Document id per line of TEXT; without it blank lines separate documents.")

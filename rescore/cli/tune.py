@@ -3,24 +3,16 @@ penalty on a dev N-best dir; report the best setting and, where asked, apply it 
 
 from __future__ import annotations
 
-import json
 import logging
 
 import click
 
-from rescore.cli.common import errors_to_exit, parse_grid, setup_logging, verbose_option
+from rescore.cli.common import command, parse_grid, setup_logging, verbose_option
 
 log = logging.getLogger("rescore-tune")
 
 
-def _read_utt_list(path: str) -> list:
-    """First field of each line: a plain list, or a data/text, utt2spk, segments file."""
-    from rescore.io.kaldi import read_text_table
-
-    return read_text_table(path, "tokens").keys
-
-
-@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+@command()
 @click.argument("nbest_dir", type=click.Path(file_okay=False))
 @click.option("--data-dir", type=click.Path(file_okay=False), required=True, help="Data dir of NBEST_DIR (text = references).")
 @click.option("--words-txt", type=click.Path(dir_okay=False), help="Symbol table for 'words' ids (found beside NBEST_DIR when not given).")
@@ -45,46 +37,32 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, spl
     score.sh reports the WER of the set it tuned on; to report honestly, tune on one part and
     report another (--split-half, --dev-utts/--eval-utts) or apply the setting to a test dir."""
     setup_logging(verbose)
-    from rescore.combine import Params, format_report, rescore_nbest, split_half as halves, tune
-    from rescore.io.kaldi import atomic_output, read_nn_costs
-    from rescore.nbest import load_nbest_dir
+    from rescore.metrics import format_report
+    from rescore.pipeline import NbestJob, TuneJob, tune_nbest_dir
 
-    if split_half and (dev_utts or eval_utts):
-        raise click.UsageError("--split-half and --dev-utts/--eval-utts exclude each other")
-    grid = {"weights": parse_grid(weights, "--weights"), "inv_acwts": parse_grid(inv_acwts, "--inv-acwts"),
-            "wips": parse_grid(wips, "--wips")}
-    with errors_to_exit():
-        nbest = load_nbest_dir(nbest_dir, data_dir, words_txt, allow_missing=allow_missing)
-        costs = read_nn_costs(nn_costs) if nn_costs else None
-        held_out = None
-        if split_half:
-            nbest, held_out = halves(nbest)
-        else:
-            if eval_utts:
-                held_out = nbest.subset_utts(_read_utt_list(eval_utts))
-            if dev_utts:
-                nbest = nbest.subset_utts(_read_utt_list(dev_utts))
-        result = tune(nbest, nn_costs=costs, nn_source=nn_costs, held_out=held_out, **grid)
-        best = Params(**result["best"])
-        click.echo(f"best setting: weight {best.weight:g}  inv_acwt {best.inv_acwt:g}  wip {best.wip:g}")
-        click.echo(f"tuned on {result['dev_utts']} utterances: WER {result['dev_wer']:.2f} %")
-        if held_out is not None:
-            click.echo(f"held out {result['held_out_utts']} utterances: WER {result['held_out_wer']:.2f} % "
-                       f"(rank 1: {result['held_out_first_pass_wer']:.2f} %)")
-        if params_out:
-            best.to_json(params_out, tuned_on=nbest_dir, dev_wer=result["dev_wer"])
-        if report:
-            with atomic_output(report, "w") as f:
-                json.dump(result, f, indent=1)
-                f.write("\n")
-        if apply_to:
-            test_dir, out_dir = apply_to
-            test = load_nbest_dir(test_dir, apply_data_dir, apply_words_txt, allow_missing=allow_missing)
-            test_costs = read_nn_costs(apply_nn_costs) if apply_nn_costs else None
-            rep = rescore_nbest(test, out_dir, params=best, nn_costs=test_costs, nn_source=apply_nn_costs,
-                                extra_report={"tuned_on": nbest_dir, "tuned_dev_wer": result["dev_wer"]})
-            if rep is not None:
-                click.echo(format_report(rep))
+    if not apply_to:
+        for name, v in (("--apply-data-dir", apply_data_dir), ("--apply-nn-costs", apply_nn_costs),
+                        ("--apply-words-txt", apply_words_txt)):
+            if v is not None:
+                raise click.UsageError(f"{name} goes with --apply-to (it would do nothing)")
+    apply = None
+    if apply_to:
+        test_dir, out_dir = apply_to
+        apply = NbestJob(nbest_dir=test_dir, out_dir=out_dir, data_dir=apply_data_dir, nn_costs=apply_nn_costs,
+                         words_txt=apply_words_txt, allow_missing=allow_missing)
+    job = TuneJob(nbest_dir=nbest_dir, data_dir=data_dir, words_txt=words_txt, nn_costs=nn_costs,
+                  weights=parse_grid(weights, "--weights"), inv_acwts=parse_grid(inv_acwts, "--inv-acwts"),
+                  wips=parse_grid(wips, "--wips"), split_half=split_half, dev_utts=dev_utts, eval_utts=eval_utts,
+                  params_out=params_out, report=report, apply=apply, allow_missing=allow_missing)
+    result = tune_nbest_dir(job)
+    best = result["best"]
+    click.echo(f"best setting: weight {best['weight']:g}  inv_acwt {best['inv_acwt']:g}  wip {best['wip']:g}")
+    click.echo(f"tuned on {result['dev_utts']} utterances: WER {result['dev_wer']:.2f} %")
+    if "held_out_wer" in result:
+        click.echo(f"held out {result['held_out_utts']} utterances: WER {result['held_out_wer']:.2f} % "
+                   f"(rank 1: {result['held_out_first_pass_wer']:.2f} %)")
+    if result.get("applied") is not None:
+        click.echo(format_report(result["applied"]))
 
 
 if __name__ == "__main__":

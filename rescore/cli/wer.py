@@ -8,7 +8,7 @@ import os
 
 import click
 
-from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 
 
 def _systems(hyp_texts, names):
@@ -30,7 +30,7 @@ def _systems(hyp_texts, names):
     return out
 
 
-@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+@command()
 @click.argument("ref_text", type=click.Path(dir_okay=False))
 @click.argument("hyp_texts", nargs=-1, required=True, metavar="HYP_TEXT [HYP_TEXT ...]")
 @click.option("--name", "names", multiple=True, help="Name of each HYP_TEXT in order (repeat it); or write a HYP_TEXT as NAME=PATH. Default: the path.")

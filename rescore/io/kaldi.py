@@ -18,8 +18,9 @@ not: both are accepted. Containers:
 * ``scp`` indexes (``key file.ark:offset``) pointing at either of the above.
 
 Every error is a :class:`~rescore.errors.RescoreError` naming the file and the line (text and
-scp) or the entry number (binary archives). Outputs go through :func:`atomic_output`: a
-temporary file in the target directory renamed into place, so nothing is left half-written.
+scp) or the entry number (binary archives). Outputs go through
+:func:`rescore.io.files.atomic_output`: a temporary file in the target directory renamed into
+place, so nothing is left half-written.
 """
 
 from __future__ import annotations
@@ -28,9 +29,7 @@ import contextlib
 import gzip
 import io
 import math
-import os
 import struct
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import IO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
 import numpy as np
 
 from rescore.errors import RescoreError
+from rescore.io.files import atomic_output  # noqa: F401  (the one atomic write; re-exported)
 
 PathLike = Union[str, Path]
 Kind = str  # "float" | "ints" | "tokens"
@@ -455,22 +455,6 @@ def write_nn_costs(path: PathLike, costs: Mapping[str, Sequence[float]]) -> None
 
 # --------------------------------------------------------------------------------------------
 # Writing
-
-
-@contextlib.contextmanager
-def atomic_output(path: PathLike, mode: str = "w") -> Iterator[IO]:
-    """Open a temporary file beside ``path``; rename it onto ``path`` only if the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
-            yield f
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 def _format_value(kind: Kind, v) -> str:

@@ -1,0 +1,251 @@
+"""An output directory written as one set: one writer, no mix of two runs, a completion mark.
+
+``with OutputSet(out_dir, outputs, inputs, known=...) as out:`` then write each file through
+``out.path(name)`` (with any atomic writer) or ``out.open(name)``:
+
+1. before any work (:meth:`OutputSet.check`, also run by the job when it is built): no output
+   is an input or would replace one (the same path, a link to it, or a hard link), and OUT_DIR
+   is not a file;
+2. on entry: OUT_DIR is created and locked (``OUT_DIR/.rescore.lock``, ``flock``): a second
+   writer fails at once with the pid of the first; the lock goes with the process, so a killed
+   run leaves none behind. Temporary files of killed runs (``.name.*.tmp``) are removed;
+3. before the first output (a run that fails on its input leaves an older set as it was):
+   ``manifest.json`` is written with ``"complete": false`` and every file an older run may have
+   written (``known``) is removed, unless it is an input of this run: after a kill, the dir
+   holds only files of the killed run, and a manifest that says it is incomplete;
+4. on success ``manifest.json`` gets ``"complete": true``, the settings, and the size and
+   SHA-256 of every input and output. On an error the outputs written so far are removed and
+   the manifest says why the set is incomplete; a dir this run created and never wrote to is
+   removed again.
+
+A ``--split K/N`` job refuses a dir that holds another job's outputs (its manifest says which):
+Kaldi gives each job its own dir (``archives.JOB``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import logging
+import os
+import time
+from pathlib import Path
+from typing import IO, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+
+from rescore.errors import OptionError, RescoreError
+from rescore.io.files import atomic_output, dumps_json, is_temporary
+
+log = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+
+LOCK_NAME = ".rescore.lock"
+MANIFEST_NAME = "manifest.json"
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_not_input(output: Path, inputs: Iterable[PathLike], option: str) -> None:
+    """An OptionError when writing ``output`` would overwrite or replace an input file."""
+    for p in inputs:
+        p = Path(p)
+        if _same_file(output, p):
+            raise OptionError(f"an output that is not one of the inputs (writing {output} would "
+                              f"replace the input {p})", option=option, got=str(output))
+    if output.is_dir():
+        raise OptionError("a file path, not a directory", option=option, got=str(output))
+    for parent in output.parents:
+        if parent.exists() and not parent.is_dir():
+            raise OptionError(f"a path in a directory ({parent} is a file)", option=option, got=str(output))
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _describe(paths: Iterable[Path]) -> List[dict]:
+    out = []
+    for p in paths:
+        if p.is_file():
+            out.append({"path": str(p), "bytes": p.stat().st_size, "sha256": sha256(p)})
+    return out
+
+
+def read_manifest(out_dir: PathLike) -> Optional[dict]:
+    """OUT_DIR's manifest, or None when there is none (or it cannot be read)."""
+    import json
+
+    try:
+        return json.loads((Path(out_dir) / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+class OutputSet:
+    """OUT_DIR as one set of ``outputs`` (file names) written by one run; see the module doc.
+
+    inputs: every file the run reads (none may be replaced by an output; the ones inside
+    OUT_DIR are kept); known: every name a run of this kind may write (an older run's are
+    removed first); settings: recorded in the manifest; split: (K, N) of a --split job.
+    """
+
+    def __init__(self, out_dir: PathLike, outputs: Sequence[str], inputs: Iterable[PathLike], *,
+                 known: Sequence[str] = (), settings: Optional[dict] = None,
+                 split: Optional[Tuple[int, int]] = None, option: str = "OUT_DIR"):
+        self.dir = Path(out_dir)
+        self.outputs = list(outputs)
+        self.inputs = [Path(p) for p in inputs]
+        self.known = list(dict.fromkeys([*known, *outputs]))
+        self.settings = settings or {}
+        self.split = split
+        self.option = option
+        self.written: List[str] = []
+        self._lock: Optional[IO] = None
+        self._writing = False  # outputs begun (the old set removed, the manifest incomplete)
+        self._created = False  # OUT_DIR made by this run
+
+    # -- checks before any work
+
+    def check(self) -> None:
+        """OptionError when OUT_DIR cannot be a directory or an output would replace an input."""
+        for p in (self.dir, *self.dir.parents):
+            if p.exists() and not p.is_dir():
+                raise OptionError(f"a directory ({p} is a file)", option=self.option, got=str(self.dir))
+        for name in [*self.outputs, MANIFEST_NAME]:
+            check_not_input(self.dir / name, self.inputs, self.option)
+
+    def _is_input(self, p: Path) -> bool:
+        return any(_same_file(p, q) for q in self.inputs if q.exists())
+
+    # -- writing
+
+    def path(self, name: str) -> Path:
+        """Where output ``name`` goes (it must be one of the outputs)."""
+        if name not in self.outputs:
+            raise ValueError(f"{name} is not an output of this set ({self.outputs})")
+        if not self._writing:
+            self._begin_writing()
+        if name not in self.written:
+            self.written.append(name)
+        return self.dir / name
+
+    def _begin_writing(self) -> None:
+        """Before the first output: mark the set incomplete, remove an older run's outputs."""
+        self._writing = True
+        self._write_manifest(False, note="being written (or the run was killed): incomplete")
+        self._clean_outputs()
+
+    @contextlib.contextmanager
+    def open(self, name: str, mode: str = "w") -> Iterator[IO]:
+        with atomic_output(self.path(name), mode) as f:
+            yield f
+
+    def _write_manifest(self, complete: bool, **extra) -> None:
+        m = {"complete": complete, "written_by": f"pid {os.getpid()}", "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+             "settings": self.settings, "split": list(self.split) if self.split else None, **extra}
+        text = dumps_json(m)
+        with atomic_output(self.dir / MANIFEST_NAME, "w") as f:
+            f.write(text)
+
+    def _acquire(self) -> None:
+        import fcntl
+
+        lock_path = self.dir / LOCK_NAME
+        f = open(lock_path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                f.close()
+                raise
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            f.close()
+            raise RescoreError(f"an output directory that no other run is writing ({holder} holds "
+                               f"{lock_path}; wait for it, or give each run its own directory)",
+                               path=self.dir) from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()}\n")
+        f.flush()
+        self._lock = f
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()  # closing the file releases the flock
+            self._lock = None
+
+    def _check_split(self) -> None:
+        old = read_manifest(self.dir)
+        if old is None or self.split is None:
+            return
+        old_split = old.get("split")
+        if old_split and tuple(old_split) != tuple(self.split):
+            raise RescoreError(f"a directory of its own for --split {self.split[0]}/{self.split[1]} (it holds "
+                               f"the outputs of job {old_split[0]}/{old_split[1]}; Kaldi gives each job one, "
+                               f"e.g. archives.JOB)", path=self.dir)
+
+    def _clean_temporary(self) -> None:
+        for entry in os.scandir(self.dir):
+            if entry.is_file() and is_temporary(entry.name):
+                log.info("removing %s, left by a killed run", entry.path)
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+    def _clean_outputs(self) -> None:
+        for name in self.known:
+            p = self.dir / name
+            if (p.is_file() or p.is_symlink()) and not self._is_input(p):
+                if name not in self.outputs:
+                    log.info("removing %s: an output of an older run that this run does not write", p)
+                os.unlink(p)
+
+    def __enter__(self) -> "OutputSet":
+        self.check()
+        self._created = not self.dir.exists()
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RescoreError("a directory that can be created", path=self.dir, got=e.strerror or str(e)) from None
+        if not os.access(self.dir, os.W_OK | os.X_OK):
+            raise RescoreError("a writable directory", path=self.dir, got="permission denied")
+        self._acquire()
+        try:
+            self._check_split()
+            self._clean_temporary()
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                if not self._writing:
+                    self._begin_writing()  # a run that writes nothing still replaces the old set
+                self._write_manifest(True, inputs=_describe(self.inputs),
+                                     outputs=_describe(self.dir / n for n in self.written))
+                return
+            if not self._writing:  # failed before writing: the dir is as it was
+                if self._created:
+                    with contextlib.suppress(OSError):
+                        (self.dir / LOCK_NAME).unlink()
+                        self.dir.rmdir()
+                return
+            for name in self.written:
+                with contextlib.suppress(OSError):
+                    (self.dir / name).unlink()
+            reason = str(exc) if isinstance(exc, RescoreError) else (exc_type.__name__ if exc_type else "")
+            with contextlib.suppress(Exception):
+                self._write_manifest(False, note=f"the run failed: {reason}; its outputs were removed")
+        finally:
+            self._release()

@@ -1,0 +1,463 @@
+"""The jobs of the commands: rescore an N-best dir, tune a setting; the job split and the OOV
+penalty that they use.
+
+A command parses its options into a job (:class:`NbestJob`, :class:`TuneJob`) and calls
+:func:`rescore_nbest_dir` or :func:`tune_nbest_dir`. A job is checked when it is built, before
+any work: every value finite and in range, the options a sensible combination (an
+:class:`~rescore.errors.OptionError`, exit 2), no output path that is an input. Bad data found
+while working is a :class:`~rescore.errors.RescoreError` (exit 1).
+
+An output dir is written as one set (:class:`rescore.io.outdir.OutputSet`): one writer at a time
+(a lock), the outputs of an older run removed first, ``manifest.json`` marked complete only at
+the end, temporary files of killed runs cleaned up.
+
+The flow of rescore-nbest (design §3 and §6)::
+
+    load NBEST_DIR (+ data dir)  ->  [--split K/N: job K's conversations]
+      -> NN LM costs: --model (engine, writes lmwt.nn) | --nn-costs | none
+      -> interpolation (rescore.interp) -> 1-best per utterance
+      -> OUT_DIR/{lmwt.interp, text} + report.{json,txt} (rescore.metrics) with references
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple, Union
+
+from rescore.errors import OptionError, RescoreError
+from rescore.interp import Params, check_inv_acwt, check_weight, check_wip
+from rescore.io.outdir import OutputSet
+
+log = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+
+# The engine's names (rescore.engine has the same; kept here so that building a job, and a
+# command's --help, does not import torch; a test checks that they agree).
+ENGINES = ("fast", "padded", "naive")
+STATE_CARRY = ("none", "first-pass", "rescored")
+SCHEDULES = ("auto", "levels", "segments", "tree")
+PRECISIONS = ("auto", "fp32", "bf16")
+NORMALIZE = ("exact", "none", "auto")
+
+# Every file rescore-nbest may write into OUT_DIR: an older run's are removed before a new run
+# writes (unless one is an input of the new run), so a set never mixes two runs.
+NBEST_OUTPUTS = ("lmwt.nn", "lmwt.interp", "text", "report.json", "report.txt", "buckets.png")
+
+MAX_TUNE_SETTINGS = 100_000  # product of the grid axes of rescore-tune
+
+
+# --------------------------------------------------------------------------------------------
+# Job splitting (Kaldi's $cmd JOB=1:$nj)
+
+
+def parse_split(spec: str) -> Tuple[int, int]:
+    """``"K/N"`` -> (K, N) with 1 <= K <= N (Kaldi's JOB numbering starts at 1)."""
+    try:
+        k, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise OptionError("K/N with integers, e.g. 2/8", option="--split", got=spec) from None
+    if not 1 <= k <= n:
+        raise OptionError("K/N with 1 <= K <= N", option="--split", got=spec)
+    return k, n
+
+
+def split_slice(n_items: int, k: int, n_jobs: int, block: int = 1) -> slice:
+    """Job k of n_jobs (1-based): a contiguous run of whole blocks of ``block`` items, block
+    counts differing by at most one, earlier jobs first. Concatenating the outputs of jobs
+    1..N in order (``cat``) gives the lines of one process in the same order; with
+    ``block = conv_batch`` the fast engine's batches, hence its floats, are the same too."""
+    n_blocks = -(-n_items // block)
+    base, extra = divmod(n_blocks, n_jobs)
+    start = (k - 1) * base + min(k - 1, extra)
+    stop = start + base + (1 if k <= extra else 0)
+    return slice(min(n_items, start * block), min(n_items, stop * block))
+
+
+def split_job(nbest, k: int, n: int, block: int):
+    """The part of an N-best set (rescore.nbest.NbestSet) that job k of n scores."""
+    part = nbest.conversations[split_slice(len(nbest.conversations), k, n, block)]
+    log.info("job %d of %d: %d of the %d conversations", k, n, len(part), len(nbest.conversations))
+    if not part:
+        log.warning("job %d of %d has no conversations (fewer blocks of --conv-batch %d than jobs)",
+                    k, n, block)
+    return nbest.subset([c.id for c in part])
+
+
+# --------------------------------------------------------------------------------------------
+# NN LM scoring of an N-best set (rescore.engine), Kaldi lmwt.nn costs out
+
+
+def auto_oov_penalty(vocab, train_counts) -> float:
+    """ln(number of training word types outside ``vocab``): the cost that spreads the ``<unk>``
+    probability evenly over the words it stands for, so that the NN LM does not favour hypotheses
+    with words it never saw (found on the mini recipe and the dev benchmark: docs/benchmarks.md).
+
+    vocab: a Vocabulary (``.words``); train_counts: Counter of the LM training text's words.
+    """
+    known = set(vocab.words)
+    oov_types = sum(1 for w in train_counts if w not in known and w != "<unk>")
+    return math.log(max(1, oov_types))
+
+
+def score_nbest_set(model, nbest, params: Params, **options) -> Dict[str, List[float]]:
+    """Per-token NN costs of every hypothesis of a loaded N-best set (``rescore.nbest.NbestSet``),
+    keyed by hypothesis key, in the set's order (conversations, utterances, ranks): the lines of
+    ``lmwt.nn``. ``params`` gives the fixed costs and the weight that pick the carried best
+    hypothesis; ``options`` go to ``rescore.engine.score_nbest``."""
+    from rescore.combine import fixed_cost
+    from rescore.engine import UttInput, score_nbest
+
+    conversations = [[UttInput([h.words for h in u.hyps],
+                               [fixed_cost(h, params.weight, params.inv_acwt, params.wip)
+                                for h in u.hyps])
+                      for u in c.utterances] for c in nbest.conversations]
+    costs = score_nbest(model, conversations, weight=params.weight, **options)
+    out: Dict[str, List[float]] = {}
+    for conv, conv_costs in zip(nbest.conversations, costs):
+        for utt, utt_costs in zip(conv.utterances, conv_costs):
+            for hyp, c in zip(utt.hyps, utt_costs):
+                out[hyp.key] = c
+    return out
+
+
+@dataclass(frozen=True)
+class ScoringOptions:
+    """How rescore-nbest scores with an NN LM (``--model`` and the engine's settings; see
+    ``rescore-nbest --help`` and rescore.engine.score_nbest). Checked when built."""
+
+    model: Optional[str] = None  # LM checkpoint; None: no NN LM scoring
+    state_carry: str = "rescored"
+    device: str = "auto"
+    max_tokens: int = 2048
+    engine: str = "fast"
+    oov_penalty: Union[float, str] = 0.0  # nats per OOV word, or "auto" (needs train counts)
+    conv_batch: int = 16
+    schedule: str = "auto"
+    precision: str = "auto"
+    normalize: str = "exact"  # exact | none | auto (rescore.engine.resolve_normalize)
+    cache_window: int = 0  # neural cache (rescore.models.cache); 0: none
+    cache_theta: float = 0.3
+    cache_lambda: float = 0.1
+
+    def __post_init__(self):
+        for name, value, allowed in (("--state-carry", self.state_carry, STATE_CARRY),
+                                     ("--engine", self.engine, ENGINES),
+                                     ("--schedule", self.schedule, SCHEDULES),
+                                     ("--precision", self.precision, PRECISIONS),
+                                     ("--normalize", self.normalize, NORMALIZE)):
+            if value not in allowed:
+                raise OptionError(f"one of {', '.join(allowed)}", option=name, got=str(value))
+        for name, value, low in (("--max-tokens", self.max_tokens, 1), ("--conv-batch", self.conv_batch, 1),
+                                 ("--cache-window", self.cache_window, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise OptionError(f"an integer >= {low}", option=name, got=str(value))
+        if self.oov_penalty != "auto":
+            if isinstance(self.oov_penalty, str) or not math.isfinite(self.oov_penalty) or self.oov_penalty < 0:
+                raise OptionError("a finite number of nats >= 0, or 'auto'", option="--oov-penalty",
+                                  got=str(self.oov_penalty))
+        if not (math.isfinite(self.cache_theta) and self.cache_theta > 0):
+            raise OptionError("a finite number > 0", option="--cache-theta", got=str(self.cache_theta))
+        if not (math.isfinite(self.cache_lambda) and 0.0 <= self.cache_lambda < 1.0):
+            raise OptionError("a number in [0, 1)", option="--cache-lambda", got=str(self.cache_lambda))
+        if self.model is None:
+            # Without a model these settings would do nothing: say so rather than ignore them.
+            if self.cache_window > 0:
+                raise OptionError("--model for the neural cache", option="--cache-window",
+                                  got=str(self.cache_window))
+            if self.oov_penalty not in (0, 0.0):
+                raise OptionError("--model for an OOV penalty (it applies to the NN LM's <unk>)",
+                                  option="--oov-penalty", got=str(self.oov_penalty))
+
+    def load_model(self, train_counts=None):
+        """(model on its device, device, OOV penalty in nats) for scoring."""
+        from rescore.engine import resolve_device
+        from rescore.models import load_checkpoint
+
+        dev = resolve_device(self.device)
+        lm = load_checkpoint(self.model, dev)
+        if self.cache_window > 0:
+            from rescore.models.cache import with_cache
+
+            lm = with_cache(lm, self.cache_window, self.cache_theta, self.cache_lambda)
+            log.info("neural cache: window %d, theta %g, lambda %g", self.cache_window,
+                     self.cache_theta, self.cache_lambda)
+        penalty = self.oov_penalty
+        if penalty == "auto":
+            penalty = auto_oov_penalty(lm.vocab, train_counts)
+            log.info("OOV penalty (auto): %.3f nats per out-of-vocabulary word", penalty)
+        return lm, dev, float(penalty)
+
+    def score(self, nbest, params: Params, train_counts=None) -> Dict[str, List[float]]:
+        """NN costs of every hypothesis of nbest (lmwt.nn lines)."""
+        lm, dev, penalty = self.load_model(train_counts)
+        return score_nbest_set(lm, nbest, params, state_carry=self.state_carry, device=dev,
+                               max_tokens=self.max_tokens, engine=self.engine, oov_penalty=penalty,
+                               conv_batch=self.conv_batch, schedule=self.schedule,
+                               precision=self.precision, normalize=self.normalize)
+
+
+# --------------------------------------------------------------------------------------------
+# rescore-nbest
+
+
+def nbest_input_files(nbest_dir: PathLike, data_dir: Optional[PathLike], words_txt: Optional[PathLike]) -> List[Path]:
+    """The files loading this N-best dir (and data dir) reads; cheap (no file is opened)."""
+    from rescore.nbest import ARCHIVES, default_words_txt, find_archive
+
+    files = [p for p in (find_archive(nbest_dir, n) for n in ARCHIVES) if p is not None]
+    if data_dir is not None:
+        files += [Path(data_dir) / n for n in ("text", "utt2spk", "spk2utt", "segments")]
+    w = Path(words_txt) if words_txt is not None else default_words_txt(Path(nbest_dir))
+    if w is not None:
+        files.append(w)
+    return files
+
+
+@dataclass(frozen=True)
+class NbestJob:
+    """rescore-nbest: interpolate NBEST_DIR's costs (with NN LM costs: computed by
+    ``scoring.model`` or read from ``nn_costs``), pick each utterance's 1-best and write OUT_DIR.
+    Checked when built (OptionError for a bad value or combination, before any work)."""
+
+    nbest_dir: str
+    out_dir: str
+    params: Params = field(default_factory=Params)
+    data_dir: Optional[str] = None
+    words_txt: Optional[str] = None
+    nn_costs: Optional[str] = None  # lmwt.nn to read (excludes scoring.model)
+    scoring: ScoringOptions = field(default_factory=ScoringOptions)
+    train_text: Optional[str] = None  # LM training text: rare-word buckets, --oov-penalty auto
+    num_buckets: int = 10
+    allow_missing: bool = False
+    split: Optional[Tuple[int, int]] = None  # (K, N): job K of N
+    plot: bool = True
+    params_file: Optional[str] = None  # where params came from (an input, for the checks)
+    extra_report: Dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not isinstance(self.params, Params):
+            raise TypeError("params must be a rescore.interp.Params")
+        if isinstance(self.num_buckets, bool) or not isinstance(self.num_buckets, int) or self.num_buckets < 1:
+            raise OptionError("an integer >= 1", option="--buckets", got=str(self.num_buckets))
+        if self.scoring.model is not None and self.nn_costs is not None:
+            raise OptionError("one source of NN LM costs: --model and --nn-costs exclude each other",
+                              option="--nn-costs", got=self.nn_costs)
+        if self.params.weight != 0.0 and self.scoring.model is None and self.nn_costs is None:
+            raise OptionError("NN LM costs (--nn-costs or --model) for an NN LM weight other than 0",
+                              option="--weight", got=f"{self.params.weight:g}")
+        if self.scoring.oov_penalty == "auto" and self.train_text is None:
+            raise OptionError("--train-text (the LM training text) for --oov-penalty auto",
+                              option="--oov-penalty", got="auto")
+        if self.split is not None:
+            k, n = self.split
+            if not 1 <= k <= n:
+                raise OptionError("K/N with 1 <= K <= N", option="--split", got=f"{k}/{n}")
+        self.output_set().check()  # no output is an input, OUT_DIR can be a directory
+
+    # -- what it reads and writes
+
+    def inputs(self) -> List[Path]:
+        files = nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
+        files += [Path(p) for p in (self.nn_costs, self.train_text, self.scoring.model, self.params_file)
+                  if p is not None]
+        return files
+
+    def outputs(self) -> List[str]:
+        """The files of NBEST_OUTPUTS this job will write (reports only with references)."""
+        names = ["lmwt.interp", "text"]
+        if self.scoring.model is not None:
+            names.insert(0, "lmwt.nn")
+        if self.data_dir is not None and (Path(self.data_dir) / "text").exists():
+            names += ["report.json", "report.txt"]
+            if self.train_text is not None and self.plot:
+                names.append("buckets.png")
+        return names
+
+    def settings(self) -> dict:
+        return {"command": "rescore-nbest", "nbest_dir": self.nbest_dir, "data_dir": self.data_dir,
+                "params": self.params.as_dict(), "nn_costs": self.nn_costs,
+                "model": self.scoring.model, "split": list(self.split) if self.split else None,
+                "scoring": {k: v for k, v in vars(self.scoring).items() if k != "model"}
+                if self.scoring.model else None,
+                "train_text": self.train_text, "num_buckets": self.num_buckets}
+
+    def output_set(self) -> OutputSet:
+        return OutputSet(self.out_dir, self.outputs(), self.inputs(), known=NBEST_OUTPUTS,
+                         settings=self.settings(), split=self.split)
+
+
+def rescore_nbest_dir(job: NbestJob) -> Optional[dict]:
+    """Run a rescore-nbest job: OUT_DIR/{lmwt.nn (with a model), lmwt.interp, text} and, with
+    references, report.json / report.txt (+ buckets.png with train_text). Returns the report,
+    or None without references."""
+    from rescore.nbest import load_nbest_dir
+
+    with job.output_set() as out:
+        nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing)
+        if job.split is not None:
+            nbest = split_job(nbest, *job.split, block=job.scoring.conv_batch)
+        return write_rescored(out, job, nbest)
+
+
+def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
+    """Score (with a model), interpolate and write a loaded N-best set into an open output set."""
+    from rescore import metrics
+    from rescore.combine import best_hypotheses, check_nn_costs, graph_costs
+    from rescore.io.files import write_json
+    from rescore.io.kaldi import read_nn_costs, write_nn_costs, write_table
+
+    train_counts = metrics.count_words(job.train_text) if job.train_text else None
+    source = job.nn_costs
+    if job.scoring.model is not None:
+        costs = job.scoring.score(nbest, job.params, train_counts)
+        source = str(out.path("lmwt.nn"))
+        write_nn_costs(out.path("lmwt.nn"), costs)
+        log.info("wrote %s (%d hypotheses)", source, len(costs))
+    else:
+        costs = read_nn_costs(job.nn_costs) if job.nn_costs else None
+    if costs is not None:
+        check_nn_costs(nbest, costs, source)
+
+    best = best_hypotheses(nbest, job.params, costs, source)
+    write_table(out.path("lmwt.interp"), "float", graph_costs(nbest, job.params, costs, source))
+    with out.open("text") as f:  # Kaldi's data/text: 'utt w1 w2 ...', no trailing space
+        for u in nbest.utterances():
+            f.write(" ".join([u.id, *u.hyps[best[u.id]].words]) + "\n")
+    log.info("wrote %s and %s", out.path("lmwt.interp"), out.path("text"))
+    if nbest.refs is None:
+        log.info("no references (no --data-dir with 'text'): no WER report")
+        return None
+    report = metrics.nbest_report(nbest, best, params=job.params.as_dict(), train_counts=train_counts,
+                                  num_buckets=job.num_buckets, extra=job.extra_report)
+    if train_counts is not None and job.plot:
+        metrics.plot_comparison(report["comparison"], out.path("buckets.png"), metrics.nbest_chart_title(nbest))
+    write_json(out.path("report.json"), report)
+    with out.open("report.txt") as f:
+        f.write(metrics.format_report(report) + "\n")
+    return report
+
+
+# --------------------------------------------------------------------------------------------
+# rescore-tune
+
+
+@dataclass(frozen=True)
+class TuneJob:
+    """rescore-tune: sweep (weight, inv_acwt, wip) by WER on NBEST_DIR; report on a held-out part
+    (split_half, or eval_utts) and apply the best setting to another N-best dir (``apply``, an
+    NbestJob whose params are replaced by the best ones). Checked when built."""
+
+    nbest_dir: str
+    data_dir: str
+    weights: Sequence[float]
+    inv_acwts: Sequence[float]
+    wips: Sequence[float]
+    words_txt: Optional[str] = None
+    nn_costs: Optional[str] = None
+    split_half: bool = False
+    dev_utts: Optional[str] = None
+    eval_utts: Optional[str] = None
+    params_out: Optional[str] = None
+    report: Optional[str] = None
+    apply: Optional[NbestJob] = None
+    allow_missing: bool = False
+
+    def __post_init__(self):
+        if self.split_half and (self.dev_utts or self.eval_utts):
+            raise OptionError("one way of holding out: --split-half and --dev-utts/--eval-utts exclude each other",
+                              option="--split-half")
+        for name, values, check in (("--weights", self.weights, check_weight),
+                                    ("--inv-acwts", self.inv_acwts, check_inv_acwt),
+                                    ("--wips", self.wips, check_wip)):
+            if not values:
+                raise OptionError("at least one value", option=name, got="none")
+            for v in values:
+                check(v, name)
+        n = len(self.weights if self.nn_costs else [0.0]) * len(self.inv_acwts) * len(self.wips)
+        if n > MAX_TUNE_SETTINGS:
+            raise OptionError(f"a grid of at most {MAX_TUNE_SETTINGS} settings (coarser steps, or tune "
+                              f"one axis at a time)", option="--weights/--inv-acwts/--wips", got=f"{n} settings")
+        if self.apply is not None and self.nn_costs is not None and self.apply.nn_costs is None \
+                and self.apply.scoring.model is None and any(w != 0 for w in self.weights):
+            raise OptionError("--apply-nn-costs (the setting tuned with --nn-costs has an NN LM weight)",
+                              option="--apply-to")
+        outputs = [("--params-out", self.params_out), ("--report", self.report)]
+        inputs = self.inputs()
+        from rescore.io.outdir import check_not_input
+
+        for option, p in outputs:
+            if p is not None:
+                check_not_input(Path(p), inputs, option)
+        if self.params_out is not None and self.params_out == self.report:
+            raise OptionError("different files for --params-out and --report", option="--report", got=self.report)
+
+    def inputs(self) -> List[Path]:
+        files = nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
+        files += [Path(p) for p in (self.nn_costs, self.dev_utts, self.eval_utts) if p is not None]
+        if self.apply is not None:
+            files += self.apply.inputs()
+        return files
+
+
+def read_utt_list(path: PathLike) -> List[str]:
+    """First field of each line: a plain list, or a data/text, utt2spk, segments file."""
+    from rescore.io.kaldi import read_text_table
+
+    keys = read_text_table(path, "tokens").keys
+    if not keys:
+        raise RescoreError("at least one utterance id", path=path, got="an empty file")
+    return keys
+
+
+def _select(nbest, path: PathLike, what: str):
+    """The utterances of nbest listed in path; an error when the list selects none of them."""
+    utts = read_utt_list(path)
+    part = nbest.subset_utts(utts)
+    if part.num_utts == 0:
+        raise RescoreError(f"{what} utterances of {nbest.path} (none of the {len(utts)} listed is in it, "
+                           f"e.g. '{utts[0]}')", path=path)
+    if part.num_utts < len(set(utts)):
+        log.warning("%s: %d of the %d listed utterances are not in %s", path, len(set(utts)) - part.num_utts,
+                    len(set(utts)), nbest.path)
+    return part
+
+
+def tune_nbest_dir(job: TuneJob) -> dict:
+    """Run a rescore-tune job. Returns tune()'s result; with ``apply``, result['applied'] holds
+    the report of the applied set (or None without its references)."""
+    from rescore.combine import split_half, tune
+    from rescore.io.files import write_json
+    from rescore.io.kaldi import read_nn_costs
+    from rescore.nbest import load_nbest_dir
+
+    if job.apply is not None:
+        job.apply.output_set().check()
+    nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing)
+    if nbest.refs is None:
+        raise RescoreError("references for the tuning set ('text' in the data dir)", path=job.data_dir)
+    costs = read_nn_costs(job.nn_costs) if job.nn_costs else None
+    held_out = None
+    if job.split_half:
+        nbest, held_out = split_half(nbest)
+    else:
+        if job.eval_utts:
+            held_out = _select(nbest, job.eval_utts, "evaluation")
+        if job.dev_utts:
+            nbest = _select(nbest, job.dev_utts, "tuning")
+        if held_out is not None and {u.id for u in held_out.utterances()} & {u.id for u in nbest.utterances()}:
+            log.warning("the tuning and evaluation utterances overlap: the held-out WER is not held out")
+    result = tune(nbest, weights=job.weights, inv_acwts=job.inv_acwts, wips=job.wips, nn_costs=costs,
+                  nn_source=job.nn_costs, held_out=held_out)
+    best = Params(**result["best"])
+    if job.params_out:
+        best.to_json(job.params_out, tuned_on=job.nbest_dir, dev_wer=result["dev_wer"])
+    if job.report:
+        write_json(job.report, result)
+    if job.apply is not None:
+        applied = replace(job.apply, params=best,
+                          extra_report={"tuned_on": job.nbest_dir, "tuned_dev_wer": result["dev_wer"]})
+        result = {**result, "applied": rescore_nbest_dir(applied)}
+    return result

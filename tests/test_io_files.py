@@ -1,0 +1,58 @@
+"""rescore.io.files: the one atomic write (it follows the umask) and the strict JSON writer/reader."""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+
+import pytest
+
+from rescore.errors import RescoreError
+from rescore.io.files import atomic_output, read_json, write_json
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_atomic_output_follows_the_umask(tmp_path, mask, mode):
+    old = os.umask(mask)
+    try:
+        with atomic_output(tmp_path / "f.txt") as f:
+            f.write("x\n")
+        write_json(tmp_path / "f.json", {"a": 1})
+        with open(tmp_path / "plain.txt", "w") as f:  # what a plain open() gives, for comparison
+            f.write("x\n")
+    finally:
+        os.umask(old)
+    for name in ("f.txt", "f.json", "plain.txt"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == mode, name
+
+
+def test_atomic_output_leaves_nothing_on_error(tmp_path):
+    (tmp_path / "keep.txt").write_text("old\n")
+    with pytest.raises(ZeroDivisionError):
+        with atomic_output(tmp_path / "keep.txt") as f:
+            f.write("half")
+            1 / 0
+    assert (tmp_path / "keep.txt").read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+@pytest.mark.parametrize("obj", [{"wip": math.inf}, {"wer": -math.inf}, {"grid": [{"wer": math.nan}]}, math.nan])
+def test_json_never_holds_nan_or_infinity(tmp_path, obj):
+    with pytest.raises(RescoreError, match="finite"):
+        write_json(tmp_path / "r.json", obj)
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_json_reader_is_strict(tmp_path):
+    write_json(tmp_path / "ok.json", {"weight": 0.5, "notes": ["é"]})
+    assert read_json(tmp_path / "ok.json") == {"weight": 0.5, "notes": ["é"]}
+    cases = {"nan.json": (b'{"a": NaN}', "NaN"), "inf.json": (b'{"a": -Infinity}', "Infinity"),
+             "big.json": (b'{"a": 1e400}', "too large"), "bad.json": (b'{"a": 1,\n "b": }', ":2: expected JSON"),
+             "latin1.json": (b'{"a": "\xe9"}', "UTF-8")}
+    for name, (body, msg) in cases.items():
+        (tmp_path / name).write_bytes(body)
+        with pytest.raises(RescoreError, match=msg):
+            read_json(tmp_path / name)
+    with pytest.raises(RescoreError, match="readable"):
+        read_json(tmp_path / "absent.json")
