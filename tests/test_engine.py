@@ -485,7 +485,7 @@ def test_cli_model_writes_lmwt_nn_and_split_merges(tmp_path):
                              ["--nn-costs", str(tmp_path / "all" / "lmwt.nn")])
     assert bad.exit_code != 0 and "exclude" in bad.output
     bad = CliRunner().invoke(main, [common[0], str(tmp_path / "x")] + common[1:] + ["--split", "3/2"])
-    assert bad.exit_code == 1 and "error:" in bad.output.lower()
+    assert bad.exit_code == 2 and "error:" in bad.output.lower()  # a usage error
     # --schedule tree needs a model with a tree forward: a clear error for this LSTM + pointer
     bad = CliRunner().invoke(main, [common[0], str(tmp_path / "x")] + common[1:] +
                              ["--schedule", "tree"])
