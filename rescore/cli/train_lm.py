@@ -107,7 +107,10 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
                                 epoch_batches=epoch_batches, seed=seed,
                                 device=device, threads=threads, resume=resume,
                                 save_every_steps=steps, save_every_minutes=minutes)
-            summary = train_lm(config, opts)
+            from rescore.io.outdir import dir_lock
+
+            with dir_lock(out_dir):  # one training per OUT_DIR: a second one fails at once
+                summary = train_lm(config, opts)
     except KeyboardInterrupt:
         sys.exit(130)
     logging.getLogger("rescore.train").info("done: %s", summary)

@@ -6,9 +6,9 @@
 1. before any work (:meth:`OutputSet.check`, also run by the job when it is built): no output
    is an input or would replace one (the same path, a link to it, or a hard link), and OUT_DIR
    is not a file;
-2. on entry: OUT_DIR is created and locked (``OUT_DIR/.rescore.lock``, ``flock``): a second
-   writer fails at once with the pid of the first; the lock goes with the process, so a killed
-   run leaves none behind. Temporary files of killed runs (``.name.*.tmp``) are removed;
+2. on entry: OUT_DIR is created and locked (``OUT_DIR/.rescore.lock``, ``flock``, removed at
+   the end): a second writer fails at once with the pid of the first; the lock goes with the
+   process, so a killed run leaves none held. Temporary files of killed runs (``.name.*.tmp``) are removed;
 3. before the first output (a run that fails on its input leaves an older set as it was):
    ``manifest.json`` is written with ``"complete": false`` and every file an older run may have
    written (``known``) is removed, unless it is an input of this run: after a kill, the dir
@@ -90,6 +90,80 @@ def read_manifest(out_dir: PathLike) -> Optional[dict]:
         return None
 
 
+def acquire_lock(directory: PathLike) -> IO:
+    """Lock ``directory`` (an existing dir) for this process: ``DIR/.rescore.lock`` under flock,
+    holding our pid. Returns the open lock file; :func:`release_lock` removes and releases it
+    (the lock also goes with the process, so a killed run leaves none held). A dir another
+    process holds is a RescoreError naming that process."""
+    import fcntl
+
+    lock_path = Path(directory) / LOCK_NAME
+    while True:
+        try:
+            f = open(lock_path, "a+", encoding="utf-8")
+        except OSError as e:
+            raise RescoreError("a writable directory", path=directory, got=e.strerror or str(e)) from None
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                f.close()
+                raise
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            f.close()
+            raise RescoreError(f"an output directory that no other run is writing ({holder} holds "
+                               f"{lock_path}; wait for it, or give each run its own directory)",
+                               path=directory) from None
+        # The holder before us removes the file as it releases it: a lock on a removed file
+        # locks nothing, so lock the file that is at the path now.
+        try:
+            if os.fstat(f.fileno()).st_ino == os.stat(lock_path).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        f.close()
+    f.seek(0)
+    f.truncate()
+    f.write(f"pid {os.getpid()}\n")
+    f.flush()
+    return f
+
+
+def release_lock(f: IO) -> None:
+    """Remove the lock file (while still holding it) and release the lock."""
+    with contextlib.suppress(OSError):
+        os.unlink(f.name)
+    f.close()
+
+
+@contextlib.contextmanager
+def dir_lock(directory: PathLike) -> Iterator[Path]:
+    """Hold the lock of ``directory`` (created when missing) for the block: one writer at a
+    time. Under torchrun only rank 0 takes it (the other ranks write nothing there). A dir the
+    block created and left empty is removed again."""
+    d = Path(directory)
+    if int(os.environ.get("RANK", "0") or 0) != 0:
+        yield d
+        return
+    for p in (d, *d.parents):
+        if p.exists() and not p.is_dir():
+            raise OptionError(f"a directory ({p} is a file)", option=str(d), got=str(d))
+    created = not d.exists()
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise RescoreError("a directory that can be created", path=d, got=e.strerror or str(e)) from None
+    f = acquire_lock(d)
+    try:
+        yield d
+    finally:
+        release_lock(f)
+        if created and not any(d.iterdir()):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+
+
 class OutputSet:
     """OUT_DIR as one set of ``outputs`` (file names) written by one run; see the module doc.
 
@@ -157,31 +231,11 @@ class OutputSet:
             f.write(text)
 
     def _acquire(self) -> None:
-        import fcntl
-
-        lock_path = self.dir / LOCK_NAME
-        f = open(lock_path, "a+", encoding="utf-8")
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as e:
-            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                f.close()
-                raise
-            f.seek(0)
-            holder = f.read().strip() or "another process"
-            f.close()
-            raise RescoreError(f"an output directory that no other run is writing ({holder} holds "
-                               f"{lock_path}; wait for it, or give each run its own directory)",
-                               path=self.dir) from None
-        f.seek(0)
-        f.truncate()
-        f.write(f"pid {os.getpid()}\n")
-        f.flush()
-        self._lock = f
+        self._lock = acquire_lock(self.dir)
 
     def _release(self) -> None:
         if self._lock is not None:
-            self._lock.close()  # closing the file releases the flock
+            release_lock(self._lock)
             self._lock = None
 
     def _check_split(self) -> None:
@@ -236,10 +290,6 @@ class OutputSet:
                                      outputs=_describe(self.dir / n for n in self.written))
                 return
             if not self._writing:  # failed before writing: the dir is as it was
-                if self._created:
-                    with contextlib.suppress(OSError):
-                        (self.dir / LOCK_NAME).unlink()
-                        self.dir.rmdir()
                 return
             for name in self.written:
                 with contextlib.suppress(OSError):
@@ -249,3 +299,6 @@ class OutputSet:
                 self._write_manifest(False, note=f"the run failed: {reason}; its outputs were removed")
         finally:
             self._release()
+            if self._created and not any(self.dir.iterdir()):
+                with contextlib.suppress(OSError):
+                    self.dir.rmdir()
