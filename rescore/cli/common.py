@@ -33,9 +33,9 @@ def fail(e: RescoreError) -> "NoReturn":  # type: ignore[name-defined]  # noqa: 
     sys.exit(2 if isinstance(e, OptionError) else 1)
 
 
-class Command(click.Command):
-    """A click command whose every error reads ``error: ...`` on stderr: click's option errors
-    (exit 2, with a pointer to --help), OptionError (exit 2) and RescoreError (exit 1)."""
+class _Errors:
+    """Every error of a command reads ``error: ...`` on stderr: click's option errors (exit 2,
+    with a pointer to --help), OptionError (exit 2) and RescoreError (exit 1)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
@@ -55,6 +55,15 @@ class Command(click.Command):
         except RescoreError as e:
             fail(e)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+class Command(_Errors, click.Command):
+    """A click command with rescore's error messages and exit statuses (_Errors)."""
+
+
+class Group(_Errors, click.Group):
+    """A click group (a command with subcommands) with rescore's error messages and exit
+    statuses; declare it with ``@click.group(cls=Group)`` and add ``@version_option``."""
 
 
 def command(**kwargs):

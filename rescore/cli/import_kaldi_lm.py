@@ -6,13 +6,13 @@ import logging
 
 import click
 
-from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 
 # A copy of rescore.kaldi_lm.MODEL_TYPES, so that --help does not import torch.
 MODEL_TYPES = ("LSTM", "GRU", "Transformer")
 
 
-@click.command(context_settings={"show_default": True, "help_option_names": ["-h", "--help"]})
+@command()
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.argument("vocab", type=click.Path(dir_okay=False))
 @click.argument("out_dir", type=click.Path(file_okay=False))

@@ -16,7 +16,7 @@ import logging
 
 import click
 
-from rescore.cli.common import errors_to_exit, setup_logging, verbose_option
+from rescore.cli.common import Group, errors_to_exit, setup_logging, verbose_option, version_option
 
 log = logging.getLogger("rescore-lattice")
 
@@ -34,7 +34,8 @@ def _scales(f):
     return f
 
 
-@click.group(context_settings=_CTX)
+@click.group(cls=Group, context_settings=_CTX)
+@version_option
 def main():
     """Lattice rescoring with a neural LM by path cover (Kaldi's steps/pytorchnn method):
     `cover` writes the best path through every arc as an N-best archive for rescore-nbest;
