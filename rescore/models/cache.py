@@ -29,9 +29,9 @@ from typing import Dict, List, Sequence
 
 import torch
 from torch import Tensor
-from tqdm import tqdm
 
 from rescore.models.base import EMPTY, HeadOutput, LanguageModel, LMState
+from rescore.progress import Progress
 
 PREFIX = "ncache_"  # the wrapper's keys in LMState; the wrapped model keeps its own
 
@@ -177,9 +177,8 @@ def tune_cache(model: LanguageModel, streams, bptt: int, windows: Sequence[int],
     model.eval()
     state = model.initial_state(streams.ids.shape[0], device)
     lps, hs = [], []
-    for x, xi, y, yi, _ in tqdm(streams.chunks(bptt), total=streams.n_chunks(bptt),
-                                desc="scoring", unit="chunk", disable=None if progress else True,
-                                leave=False):
+    for x, xi, y, yi, _ in Progress(streams.chunks(bptt), total=streams.n_chunks(bptt),
+                                    desc="scoring", unit="chunk", enabled=progress, leave=False):
         out, state = model(x.to(device), xi.to(device), state)
         if out.hidden is None:
             raise ValueError("the model gives no HeadOutput.hidden; the cache needs it")
