@@ -554,12 +554,13 @@ class _Forest:
 
     def add(self, root_row: int, hyps: List[_Hyp], eos: int) -> None:
         """Add one utterance (part) starting from row ``root_row`` of the start states."""
-        walk = self._walk
+        walk, get = self._walk, self._walk.get
+        root = self._node(-1, eos, eos, root_row)
         for h in hyps:
-            node = self._node(-1, eos, eos, root_row)
+            node = root
             path = []
             for w_id, w_ident in zip(h.ids, h.ident):
-                step = walk.get((node, w_ident))
+                step = get((node, w_ident))
                 if step is None:
                     step = walk[node, w_ident] = (self._edge_of(node, w_id, w_ident),
                                                   self._node(node, w_id, w_ident))
