@@ -74,6 +74,19 @@ class Alignment:
     deletions: int = 0
 
 
+def check_scorable(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]],
+                   ref_path: Optional[PathLike] = None, hyp_path: Optional[PathLike] = None) -> None:
+    """What a WER of files needs: WER is errors per reference word, undefined without reference
+    words, and an empty hypothesis file is a mistake (a failed decode), not a WER of 100 %."""
+    if not refs:
+        raise RescoreError("at least one reference ('utt w1 w2 ...' line)", path=ref_path, got="an empty file")
+    if not hyps:
+        raise RescoreError("at least one hypothesis ('utt w1 w2 ...' line)", path=hyp_path, got="an empty file")
+    if not any(len(r) for r in refs.values()):
+        raise RescoreError("references with at least one word (WER is undefined on none)", path=ref_path,
+                           got=f"{len(refs)} empty references")
+
+
 def _check_keys(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]],
                 allow_missing: bool, ref_path: Optional[PathLike], hyp_path: Optional[PathLike]) -> List[str]:
     missing = [u for u in refs if u not in hyps]
@@ -167,16 +180,6 @@ class BucketMap:
 
     def __getitem__(self, word: str) -> int:
         return self.bucket_of.get(word, 0)
-
-
-def count_words(path: PathLike) -> Counter:
-    """Word counts of a training text (whitespace tokens, one sentence per line, gz allowed)."""
-    from rescore.io.kaldi import iter_lines  # the strict line reader every input goes through
-
-    c: Counter = Counter()
-    for _, line in iter_lines(path):
-        c.update(line.split())
-    return c
 
 
 def rare_word_buckets(train_counts: Counter, ref_tokens: Iterable[str], n: int = 10) -> BucketMap:
@@ -711,13 +714,16 @@ def wer_report(ref_text: PathLike, hyp_text: PathLike, *, train_text: Optional[P
 
     refs = read_text_table(ref_text, "tokens").as_dict()
     hyps = read_text_table(hyp_text, "tokens").as_dict()
+    check_scorable(refs, hyps, ref_text, hyp_text)
     stats, alignments = align(refs, hyps, allow_missing=allow_missing, ref_path=ref_text, hyp_path=hyp_text)  # type: ignore[arg-type]
     report = {**stats.as_dict(), "ref_text": str(ref_text), "hyp_text": str(hyp_text),
               "missing_hyps": sum(1 for u in refs if u not in hyps),
               "extra_hyps": sum(1 for u in hyps if u not in refs)}
     report["wer"] = _finite(report["wer"])
     if train_counts is None and train_text is not None:
-        train_counts = count_words(train_text)
+        from rescore.vocab import count_words, read_sentences
+
+        train_counts = count_words(read_sentences(train_text))
     if train_counts is not None:
         buckets = rare_word_buckets(train_counts, (w for r in refs.values() for w in r), num_buckets)
         report["buckets"] = bucket_wer(alignments, buckets)

@@ -308,8 +308,9 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
     from rescore.combine import best_hypotheses, check_nn_costs, graph_costs
     from rescore.io.files import write_json
     from rescore.io.kaldi import read_nn_costs, write_nn_costs, write_table
+    from rescore.vocab import count_words, read_sentences
 
-    train_counts = metrics.count_words(job.train_text) if job.train_text else None
+    train_counts = count_words(read_sentences(job.train_text)) if job.train_text else None
     source = job.nn_costs
     if job.scoring.model is not None:
         costs = job.scoring.score(nbest, job.params, train_counts)

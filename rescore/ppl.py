@@ -14,7 +14,6 @@ grouped into rare-word buckets by training-text frequency, 0 = rarest.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -229,12 +228,3 @@ def plot_report(report: Dict[str, Any], path: PathLike, title: Optional[str] = N
                        diff_ylabel="cross-entropy difference (nats)",
                        diff_title=f"{names[0]} - {names[1]} (< 0: {names[0]} better)" if cmp_ else "",
                        diff_color="grey")
-
-
-def write_json(obj: Any, path: PathLike) -> None:
-    """Write atomically (temporary name in the same directory, then rename)."""
-    from rescore.io.kaldi import atomic_output
-
-    with atomic_output(path, "w") as f:
-        json.dump(obj, f, indent=1)
-        f.write("\n")

@@ -548,8 +548,6 @@ def _plain(d: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _write_json(path: Path, obj) -> None:
-    import json
+    from rescore.io.files import write_json  # the one JSON writer: atomic, never NaN/Infinity
 
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_json(path, obj)

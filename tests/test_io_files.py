@@ -56,3 +56,37 @@ def test_json_reader_is_strict(tmp_path):
             read_json(tmp_path / name)
     with pytest.raises(RescoreError, match="readable"):
         read_json(tmp_path / "absent.json")
+
+
+def test_checkpoints_go_through_the_one_atomic_write(tmp_path):
+    """save_checkpoint uses atomic_output: mode 0666 & ~umask, no temporary left."""
+    from rescore.models import ModelConfig, build_model, load_checkpoint, save_checkpoint
+    from rescore.vocab import Vocabulary
+
+    model = build_model(ModelConfig(hidden=8, layers=1, dropout=0.0), Vocabulary(["<eos>", "<unk>", "a"]))
+    old = os.umask(0o027)
+    try:
+        save_checkpoint(model, tmp_path / "m.pt")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "m.pt").stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.pt"]
+    assert load_checkpoint(tmp_path / "m.pt").vocab.words == ["<eos>", "<unk>", "a"]
+
+
+def test_old_checkpoints_with_retired_config_fields_still_load(tmp_path):
+    """ModelConfig.cache_theta / cache_lambda are gone; a checkpoint that has them loads."""
+    import torch
+
+    from rescore.models import ModelConfig, build_model, load_checkpoint, save_checkpoint
+    from rescore.vocab import Vocabulary
+
+    model = build_model(ModelConfig(hidden=8, layers=1, dropout=0.0), Vocabulary(["<eos>", "<unk>", "a"]))
+    save_checkpoint(model, tmp_path / "m.pt")
+    ckpt = torch.load(tmp_path / "m.pt", weights_only=True)
+    ckpt["config"].update(cache_theta=0.3, cache_lambda=0.1)  # as checkpoints before issue 12
+    torch.save(ckpt, tmp_path / "old.pt")
+    assert not hasattr(ModelConfig(), "cache_theta")
+    loaded = load_checkpoint(tmp_path / "old.pt")
+    for a, b in zip(loaded.state_dict().values(), model.state_dict().values()):
+        assert torch.equal(a, b)

@@ -372,3 +372,24 @@ def test_tune_grid_and_lists_are_checked(tmp_path):
     with pytest.raises(OptionError):
         TuneJob(str(NBEST_SMALL), str(NBEST_SMALL / "data"), weights=[0.0], inv_acwts=[10.0], wips=[0.0],
                 split_half=True, dev_utts=str(tmp_path / "none"))
+
+
+# --------------------------------------------------------------------------------------------
+# WER needs reference words and hypotheses
+
+
+def test_wer_of_empty_files_or_wordless_references_is_an_error(tmp_path):
+    from rescore.cli.wer import main as wer_main
+
+    (tmp_path / "ref").write_text("u1 a b\nu2 c\n")
+    (tmp_path / "hyp").write_text("u1 a b\nu2 c\n")
+    (tmp_path / "empty").write_text("")
+    (tmp_path / "wordless").write_text("u1\nu2\n")
+    for ref, hyp, what in (("empty", "hyp", "reference"), ("ref", "empty", "hypothesis"),
+                           ("wordless", "hyp", "at least one word")):
+        r = CliRunner().invoke(wer_main, [str(tmp_path / ref), str(tmp_path / hyp), "--report",
+                                          str(tmp_path / "r.json")])
+        assert r.exit_code == 1 and r.output.startswith("error: ") and what in r.output, (ref, hyp, r.output)
+        assert not (tmp_path / "r.json").exists()
+    r = CliRunner().invoke(wer_main, [str(tmp_path / "ref"), str(tmp_path / "hyp"), "--report", str(tmp_path / "r.json")])
+    assert r.exit_code == 0 and "Infinity" not in (tmp_path / "r.json").read_text()

@@ -49,7 +49,6 @@ This is the convention of ``../shared/data/tts-wikitext2-dev`` (its README): ``i
 from __future__ import annotations
 
 import heapq
-import json
 import logging
 import math
 import os
@@ -64,6 +63,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from rescore.errors import OptionError, RescoreError
+from rescore.io.files import write_json
 
 log = logging.getLogger(__name__)
 
@@ -640,11 +640,11 @@ def decode_data_dir(
 
 
 def _atomic_write(path: Path, lines: Iterable[str]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
+    from rescore.io.files import atomic_output
+
+    with atomic_output(path, "w") as f:
         for line in lines:
             f.write(line + "\n")
-    os.replace(tmp, path)
 
 
 def write_nbest_dir(
@@ -683,7 +683,7 @@ def write_nbest_dir(
         "rank1_equals_pocketsphinx": agree,
         "cost_convention": "cost = acwt / inv_acwt + lmwt.withlm ranks as PocketSphinx's bestpath",
     }
-    _atomic_write(out_dir / "decode.json", [json.dumps(info, indent=1)])
+    write_json(out_dir / "decode.json", info)
     log.info("wrote %d hypotheses of %d utterances to %s; rank 1 = PocketSphinx's 1-best for %d",
              len(keys), len(results), out_dir, agree)
     return info

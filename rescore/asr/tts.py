@@ -100,19 +100,20 @@ def synthesize(sentence: str, voice: str, flite: str = "flite") -> np.ndarray:
 
 
 def _write_wav(path: Path, samples: np.ndarray) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with wave.open(str(tmp), "wb") as w:
+    from rescore.io.files import atomic_output
+
+    with atomic_output(path, "wb") as f, wave.open(f, "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
         w.setframerate(SAMPLE_RATE)
         w.writeframes(samples.astype("<i2").tobytes())
-    os.replace(tmp, path)
 
 
 def _write_table(path: Path, rows: Sequence[str]) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(r + "\n" for r in rows))
-    os.replace(tmp, path)
+    from rescore.io.files import atomic_output
+
+    with atomic_output(path, "w") as f:
+        f.write("".join(r + "\n" for r in rows))
 
 
 OUTPUTS = ("wav.scp", "segments", "text", "utt2spk", "spk2utt", "utt2dur", "reco2voice")

@@ -40,7 +40,8 @@ def main(ckpt, text, train_text, compare, report, plot, name, compare_name, titl
     import torch
 
     from rescore.io.outputs import check_output_file
-    from rescore.ppl import format_report, perplexity_report, plot_report, write_json
+    from rescore.io.files import write_json
+    from rescore.ppl import format_report, perplexity_report, plot_report
 
     if plot and not train_text:
         raise click.UsageError("--plot needs --train-text (the buckets come from training counts)")
@@ -59,7 +60,7 @@ def main(ckpt, text, train_text, compare, report, plot, name, compare_name, titl
                                 compare_name=compare_name)
         click.echo(format_report(rep))
         if report:
-            write_json(rep, report)
+            write_json(report, rep)
         if plot:
             plot_report(rep, plot, title)
 

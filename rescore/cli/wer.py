@@ -3,7 +3,6 @@ rare-word bucket; with two or more, each compared with the first by a paired boo
 
 from __future__ import annotations
 
-import json
 import os
 
 import click
@@ -52,15 +51,17 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
     each further one is compared with it (WER with sub/del/ins, relative change, a paired
     bootstrap CI of the difference and its p-value), per bucket too."""
     setup_logging(verbose)
-    from rescore.io.kaldi import atomic_output, read_text_table
-    from rescore.metrics import (compare_systems, count_words, format_comparison, format_wer_report,
+    from rescore.io.files import write_json
+    from rescore.io.kaldi import read_text_table
+    from rescore.vocab import count_words, read_sentences
+    from rescore.metrics import (check_scorable, compare_systems, format_comparison, format_wer_report,
                                  plot_comparison, read_groups, wer_report)
 
     if plot and not train_text:
         raise click.UsageError("--plot needs --train-text (the buckets come from training counts)")
     systems = _systems(hyp_texts, list(names))
     with errors_to_exit():
-        train_counts = count_words(train_text) if train_text else None
+        train_counts = count_words(read_sentences(train_text)) if train_text else None
         if len(systems) == 1:
             rep = wer_report(ref_text, systems[0][1], train_text=train_text, num_buckets=num_buckets,
                              allow_missing=allow_missing, train_counts=train_counts)
@@ -70,6 +71,8 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
         if len(systems) > 1 or plot:
             refs = read_text_table(ref_text, "tokens").as_dict()
             hyps = {n: read_text_table(p, "tokens").as_dict() for n, p in systems}
+            for n, p in systems:
+                check_scorable(refs, hyps[n], ref_text, p)
             cmp = compare_systems(refs, hyps, train_counts=train_counts, num_buckets=num_buckets,
                                   groups=read_groups(groups) if groups else None, grouping=groups and
                                   os.path.basename(groups), draws=draws if len(systems) > 1 else 0,
@@ -81,9 +84,7 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
                 plot_comparison(cmp, plot, title or f"WER per rare-word bucket on {ref_text}: "
                                 + " vs ".join(n for n, _ in systems))
         if report:
-            with atomic_output(report, "w") as f:
-                json.dump(rep, f, indent=1, allow_nan=False)
-                f.write("\n")
+            write_json(report, rep)
     click.echo(text)
 
 

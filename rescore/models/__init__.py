@@ -10,8 +10,6 @@ loading never executes code):
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Union
 
@@ -50,17 +48,10 @@ def save_checkpoint(model: LanguageModel, path: Union[str, Path], **extra: Any) 
                "vocab": list(model.vocab.words),
                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}}
     payload.update(extra)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a checkpoint is as readable as any file
-        torch.save(payload, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    from rescore.io.files import atomic_output  # the one atomic write (mode 0666 & ~umask)
+
+    with atomic_output(path, "wb") as f:
+        torch.save(payload, f)
 
 
 def read_checkpoint(path: Union[str, Path], device="cpu") -> Dict[str, Any]:

@@ -119,19 +119,8 @@ class LMState:
         keys = states[0].tensors.keys()
         return LMState({k: torch.cat([s.tensors[k] for s in states], dim=0) for k in keys})
 
-    def where(self, keep_new: Tensor, old: "LMState") -> "LMState":
-        """Row-wise choice: ``self`` where keep_new ((B,) bool) else ``old`` (padding steps)."""
-        out = {}
-        for k, v in self.tensors.items():
-            m = keep_new.view(-1, *([1] * (v.dim() - 1)))
-            out[k] = torch.where(m, v, old.tensors[k])
-        return LMState(out)
-
     def detach(self) -> "LMState":
         return LMState({k: v.detach() for k, v in self.tensors.items()})
-
-    def to(self, device) -> "LMState":
-        return LMState({k: v.to(device) for k, v in self.tensors.items()})
 
 
 class LanguageModel(nn.Module):

@@ -8,6 +8,9 @@ from typing import Any, Dict
 from rescore.errors import RescoreError
 
 
+RETIRED_FIELDS = ("cache_theta", "cache_lambda")
+
+
 @dataclass
 class ModelConfig:
     arch: str = "lstm"  # body: "lstm" or "transformer"
@@ -22,8 +25,6 @@ class ModelConfig:
     context: int = 100  # Transformer: attention window W = KV-cache capacity, in tokens
     positions: str = "learned"  # Transformer: "learned" (relative bias), "sinusoidal" or "none"
     ff_mult: int = 4  # Transformer: feed-forward width = ff_mult * H
-    cache_theta: float = 0.3  # neural cache: flatness theta of exp(theta h_t . h_i)
-    cache_lambda: float = 0.1  # neural cache: interpolation weight lambda of the cache
     coverage: bool = False  # pointer-generator: coverage vector c_i fed to the attention
     coverage_weight: float = 1.0  # pointer-generator: lambda of the coverage loss term
     # self-normalisation (Devlin et al. 2014, eq. 4; Chen et al. 2015): alpha of the training
@@ -36,6 +37,9 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any], path=None) -> "ModelConfig":
+        # Fields of older checkpoints that no model reads any more: dropped on load, so those
+        # checkpoints still load (the neural cache's theta/lambda are rescore-nbest options).
+        d = {k: v for k, v in d.items() if k not in RETIRED_FIELDS}
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
