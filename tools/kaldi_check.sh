@@ -41,7 +41,7 @@ nj=${NJ:-4}
 N=${NBEST:-20}
 weight=${WEIGHT:-0.8}
 inv_acwt=10
-CHECKS=${CHECKS:-"ours_carpa ours_fst ours_fst_reject pytorchnn_carpa pytorchnn_fst_reject"}
+CHECKS=${CHECKS:-"ours_carpa ours_fst ours_fst_reject pytorchnn_carpa pytorchnn_fst_reject lattice"}
 # words the rejecting G.fst leaves out: every hypothesis of the first utterance has 'lobster'
 reject_words=lobster,lobsters,claws
 
@@ -296,6 +296,17 @@ check_pytorchnn_fst_reject() {
   run_pytorchnn pytorchnn_fst_reject data/lang_reject --carry kaldi || return 1
   check_rejections pytorchnn_fst_reject "$out" || return 1
   verify_output pytorchnn_fst_reject "$out" data/lang_reject first-pass "$out/carry_data"
+}
+
+# The lattice step (issue 14): tools/kaldi_check_lattice.sh in WORK_DIR/lattice, with a decode
+# dir of its own (its lattices' old LM is exactly the G.carpa it removes; see its header).
+check_lattice() {
+  if NJ=$nj WEIGHT=$weight INV_ACWT=$inv_acwt KALDI_UTILS=$kutils CHECKS="lattice_default lattice_is_nbest" \
+      bash "$repo/tools/kaldi_check_lattice.sh" "$kbin" "$work/lattice" > "$work/lattice.log" 2>&1; then
+    grep -v '^\[' "$work/lattice.log"; echo "PASS lattice"
+  else
+    grep -v '^\[' "$work/lattice.log" | tail -8; echo "FAIL lattice ($work/lattice.log)"; return 1
+  fi
 }
 
 log "kaldi_check: $kbin, work dir $work, $nj jobs, N=$N, weight $weight"
