@@ -118,6 +118,8 @@ class TrainOptions:
              "a finite number of minutes >= 0")
         need("max_vocab", self.max_vocab is None or (integer(self.max_vocab) and self.max_vocab >= 3),
              "a vocabulary size >= 3 (it counts <eos> and <unk>)")
+        need("words_txt", self.words_txt is None or self.max_vocab is None,
+             "either --words-txt or --max-vocab, not both")
         need("epoch_batches", self.epoch_batches is None
              or (integer(self.epoch_batches) and self.epoch_batches >= 1), "an integer >= 1")
         need("device", isinstance(self.device, str) and (
@@ -241,7 +243,7 @@ def check_out_dir(opts: TrainOptions) -> None:
     the files (or another --out-dir) says "start afresh" without doubt."""
     out = Path(opts.out_dir)
     check_output_dir(out, "--out-dir", names=("last.pt", "model.pt", "train.json"),
-                     inputs=(opts.train, opts.valid))
+                     inputs=(opts.train, opts.valid, opts.words_txt))
     if not opts.resume and int(os.environ.get("RANK", "0")) == 0:  # (others: rank 0 may be writing)
         old = [n for n in ("last.pt", "model.pt", "train.json") if (out / n).exists()]
         if old:

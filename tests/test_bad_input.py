@@ -259,6 +259,12 @@ CASES[-1].args = T + ["--memory-aug"]
 t_opt("--coverage", "0.5", ["--head", "pointer"], id="--coverage-with-pointer")
 t_opt("--n-heads", "2", ["--arch", "lstm"], id="--n-heads-with-lstm")
 t_opt("--head", "nonsense")
+add("train-lm", "--words-txt-and-max-vocab", T + ["--words-txt", "{w}/nb/words.txt", "--max-vocab", "10"],
+    must=["--words-txt"], codes=USAGE)
+add("train-lm", "words-txt-not-utf8", T + ["--words-txt", "{w}/nb/words.txt"], must=["words.txt:2"],
+    setup=[line("nb/words.txt", 2, b"\xe9 1")])
+add("train-lm", "words-txt-bad-line", T + ["--words-txt", "{w}/nb/words.txt"], must=["words.txt:3"],
+    setup=[line("nb/words.txt", 3, "along")])
 add("train-lm", "device-cuda-absent", T[:-4] + ["--device", "cuda:0"], must=["--device"],
     codes=USAGE, skip=None)
 for which in ("train", "valid"):
