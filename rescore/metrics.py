@@ -97,7 +97,7 @@ def _check_keys(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[s
                                path=hyp_path)
         if extra:
             raise RescoreError(f"only utterances that have a reference; {len(extra)} extra, e.g. '{extra[0]}'",
-                               path=hyp_path if ref_path is None else ref_path)
+                               path=hyp_path if hyp_path is not None else ref_path)
     # allow_missing: a reference without hypothesis scores as all deletions (empty hypothesis);
     # a hypothesis without reference is left out.
     return list(refs)

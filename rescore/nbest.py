@@ -265,6 +265,15 @@ def load_nbest_dir(
                         raise wt.error(i, f"the words of line {tables['words'].lines[i]} of "
                                           f"{tables['words'].path} mapped through {words_txt}: "
                                           f"'{' '.join(a)}'", got=" ".join(b))
+        elif words_txt is not None:
+            # words_text alone: its words come from int2sym.pl over words.txt, so a word missing
+            # there is a mismatch of the two (the wrong words.txt, or an edited archive)
+            known = read_symbol_table(words_txt)
+            wt = tables["words_text"]
+            for i, ws in enumerate(words):
+                bad = next((w for w in ws if w not in known), None)
+                if bad is not None:
+                    raise wt.error(i, f"words of {words_txt}", got=f"{bad!r} (not in {words_txt})")
     else:
         words = _words_from_ids(tables["words"], Path(words_txt))  # type: ignore[arg-type]
 

@@ -143,6 +143,9 @@ class ScoringOptions:
     cache_lambda: float = 0.1
 
     def __post_init__(self):
+        if not (self.device in ("auto", "cpu", "cuda") or (self.device.startswith("cuda:")
+                                                           and self.device[5:].isdigit())):
+            raise OptionError("auto, cpu, cuda or cuda:N", option="--device", got=str(self.device))
         for name, value, allowed in (("--state-carry", self.state_carry, STATE_CARRY),
                                      ("--engine", self.engine, ENGINES),
                                      ("--schedule", self.schedule, SCHEDULES),

@@ -581,97 +581,9 @@ def run_case(case: Case, world: Path):
     return result, before
 
 
-# Cases that fail until the job layer of issue 12 (helper 12a: `error: ` for click's own errors,
-# exit 2 for option errors, the output-set checks, the params/grid/utt-list checks) and the
-# report's fixes (rescore-wer) land: expected failures, not strict, so the suite stays green and
-# each one shows as XPASS once fixed. This list only shrinks.
+# Cases known to fail (expected failures, not strict: each shows as XPASS once fixed). Empty now
+# that the job layer of issue 12 has landed; keep it empty.
 PENDING = set("""
-make-nbest:--nbest=0
-make-nbest:--nj=0
-make-nbest:data-dir-is-file
-make-nbest:data-dir-missing
-make-nbest:dict-missing
-make-nbest:hmm-missing
-make-nbest:out-is-file
-nbest:--buckets=0
-nbest:--cache-lambda=nan
-nbest:--cache-theta=nan
-nbest:--conv-batch=0
-nbest:--device=gpu
-nbest:--inv-acwt=-2
-nbest:--inv-acwt=0
-nbest:--inv-acwt=nan
-nbest:--max-tokens=0
-nbest:--oov-penalty=-1
-nbest:--oov-penalty=nan
-nbest:--split=0/2
-nbest:--split=3/2
-nbest:--split=x
-nbest:--weight=-1
-nbest:--weight=1.5
-nbest:--weight=nan
-nbest:--wip=inf
-nbest:--wip=nan
-nbest:model-and-nn-costs
-nbest:nbest-dir-is-file
-nbest:out-is-data-dir
-nbest:out-is-file
-nbest:out-text-is-train-text
-nbest:out-under-file
-nbest:params-infinity
-nbest:params-nan
-nbest:params-not-utf8
-nbest:params-out-of-range
-nbest:words_text-word-not-in-words.txt
-ppl:--batch-size=x
-ppl:--cache-lambda=1
-ppl:--cache-window=-1
-ppl:--plot-without-train-text
-ppl:report-is-directory
-ppl:text-directory
-ppl:text-missing
-train-lm:--bptt=1.5
-train-lm:--lr=abc
-train-lm:--n-heads-with-lstm
-train-lm:out-dir-is-file
-train-lm:train-directory
-train-lm:train-missing
-train-lm:valid-directory
-train-lm:valid-missing
-tts-data:--nj=0
-tts-data:out-is-file
-tts-data:text-directory
-tts-data:text-missing
-tune:--inv-acwts=-5,10
-tune:--inv-acwts=0,inf
-tune:--weights=-1,0.5
-tune:--weights=0:1:0
-tune:--weights=1:0:0.1
-tune:--weights=a
-tune:--weights=nan,1
-tune:--wips=
-tune:apply-to-data-dir
-tune:apply-to-under-file
-tune:dev-utts-empty
-tune:dev-utts-select-nothing
-tune:eval-utts-select-nothing
-tune:params-out-is-input
-tune:params-out-under-file
-tune:report-is-directory
-tune:report-under-file
-tune:split-half-and-dev-utts
-wer:--buckets=-2
-wer:--buckets=0
-wer:--plot-without-train-text
-wer:both-empty
-wer:hyp-extra-utt
-wer:plot-is-hyp
-wer:ref-directory
-wer:ref-without-words
-wer:report-is-directory
-wer:report-is-ref
-wer:report-under-file
-wer:train-text-empty
 """.split())
 if os.environ.get("RESCORE_BAD_INPUT_STRICT"):  # count every failure: no case is pending
     PENDING = set()

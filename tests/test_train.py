@@ -156,4 +156,4 @@ def test_vocabulary_from_kaldi_words_txt(corpus):
         "--train", str(corpus / "train.txt"), "--valid", str(corpus / "valid.txt"),
         "--out-dir", str(corpus / "out2"), "--words-txt", str(wt), "--max-vocab", "5",
         "--device", "cpu"])
-    assert r.exit_code == 1 and "either a words.txt or a maximum vocabulary size" in r.output
+    assert r.exit_code == 2 and "either --words-txt or --max-vocab" in r.output  # usage error

@@ -61,7 +61,19 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
         raise click.UsageError("--plot needs --train-text (the buckets come from training counts)")
     systems = _systems(hyp_texts, list(names))
     with errors_to_exit():
+        from rescore.errors import RescoreError
+        from rescore.io.outputs import check_output_file
+
+        inputs = [ref_text, train_text, groups] + [p for _, p in systems]
+        check_output_file(report, "--report", inputs)
+        check_output_file(plot, "--plot", inputs + [report])
+        if not any(read_text_table(ref_text, "tokens").values):
+            raise RescoreError("a reference with at least one word (a WER of no words is "
+                               "undefined)", path=ref_text, got="no words")
         train_counts = count_words(read_sentences(train_text)) if train_text else None
+        if train_counts is not None and not train_counts:
+            raise RescoreError("a training text with at least one word", path=train_text,
+                               got="no words")
         if len(systems) == 1:
             rep = wer_report(ref_text, systems[0][1], train_text=train_text, num_buckets=num_buckets,
                              allow_missing=allow_missing, train_counts=train_counts)
