@@ -41,6 +41,7 @@ from rescore.progress import progress
 
 from rescore.data import Streams, load_streams
 from rescore.errors import OptionError, RescoreError
+from rescore.io.files import write_json
 from rescore.io.outputs import check_output_dir
 from rescore.models import (HEADS, ModelConfig, build_model, model_from_checkpoint,
                             read_checkpoint, save_checkpoint)
@@ -364,15 +365,15 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
                 **ts, **train_info, "optimizer": optim.state_dict(),
                 "rng": [g[0] for g in gathered], "carried": [g[1] for g in gathered]})
 
-    def write_json(status: str):
+    def write_record(status: str):
         if rank == 0:
-            _write_json(json_path, {"config": config.to_dict(), "options": _plain(asdict(opts)),
+            write_json(json_path, {"config": config.to_dict(), "options": _plain(asdict(opts)),
                                     "world_size": world, "status": status,
                                     "records": ts["records"]})
 
     if rank == 0:
         out_dir.mkdir(parents=True, exist_ok=True)
-    write_json("running")
+    write_record("running")
     # Ctrl-C and SIGTERM (a cluster's kill) stop the run after the step in progress, with last.pt
     # saved: a step cut in the middle (half the weights updated) must never reach a checkpoint.
     # A second signal stops at once (last.pt keeps the last periodic checkpoint). Several
@@ -471,22 +472,22 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
                 ts["anneals"] += 1
             # train.json first: killed between the two, the resumed run redoes this epoch and
             # writes the same record again; the other order could leave a record missing
-            write_json("running")
+            write_record("running")
             save_last()
             last_save = time.monotonic()
     except KeyboardInterrupt:
         if stop["signal"] is None:
             log.warning("interrupted: %s holds the last periodic checkpoint (continue with "
                         "--resume)", last_path)
-        write_json("interrupted")
+        write_record("interrupted")
         raise
     except Exception:
-        write_json("failed")
+        write_record("failed")
         raise
     finally:
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)
-    write_json("done")
+    write_record("done")
     recs = ts["records"]
     return {"model": str(best_path), "best_valid_ppl": math.exp(ts["best"]) if recs else None,
             "epochs": ts["epoch"],
@@ -530,7 +531,7 @@ def _set_rng(rng: Dict[str, Any], device) -> None:
 
 
 def _remove_stale_temporaries(out_dir: Path) -> None:
-    """Temporary files of a killed earlier run (save_checkpoint's and _write_json's)."""
+    """Temporary files of a killed earlier run (save_checkpoint's and atomic_output's)."""
     if not out_dir.is_dir():
         return
     for p in out_dir.iterdir():
@@ -547,9 +548,3 @@ def _to(streams: Streams, device) -> Streams:
 
 def _plain(d: Dict[str, Any]) -> Dict[str, Any]:
     return {k: str(v) if isinstance(v, Path) else v for k, v in d.items()}
-
-
-def _write_json(path: Path, obj) -> None:
-    from rescore.io.files import write_json  # the one JSON writer: atomic, never NaN/Infinity
-
-    write_json(path, obj)
