@@ -8,6 +8,8 @@ OOV word that occurs in its history.
 
 from __future__ import annotations
 
+import gzip
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple, Union
@@ -31,23 +33,25 @@ def read_sentences(path: Union[str, Path]) -> List[List[str]]:
         raise RescoreError("an existing text file, one sentence per line", path=path)
     sentences = []
     try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise RescoreError("a readable text file", path=path, got=e.strerror) from None
-    with f:
-        for n, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise RescoreError("UTF-8 text", path=path, line=n,
-                                   got=f"byte {raw[e.start]:#04x} at column {e.start + 1}") from None
-            words = line.split()
-            if words and words[0] == "<s>":
-                words = words[1:]
-            if words and words[-1] == "</s>":
-                words = words[:-1]
-            if words:
-                sentences.append(words)
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":  # a gzipped text (train.txt.gz), as Kaldi recipes keep them
+            data = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as e:
+        raise RescoreError("a readable text file (plain or gzip)", path=path,
+                           got=getattr(e, "strerror", None) or str(e)) from None
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RescoreError("UTF-8 text", path=path, line=n,
+                               got=f"byte {raw[e.start]:#04x} at column {e.start + 1}") from None
+        words = line.split()
+        if words and words[0] == "<s>":
+            words = words[1:]
+        if words and words[-1] == "</s>":
+            words = words[:-1]
+        if words:
+            sentences.append(words)
     return sentences
 
 

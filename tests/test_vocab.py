@@ -34,3 +34,22 @@ def test_from_words_txt(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(RescoreError, match="missing"):
         Vocabulary.from_text(tmp_path / "missing.txt")
+
+
+def test_read_sentences_takes_a_gzipped_text(tmp_path):
+    """A gzipped training text (Kaldi recipes keep train.txt.gz) reads as the plain one; a
+    truncated one is an error that names the file."""
+    import gzip
+
+    from rescore.errors import RescoreError
+    from rescore.vocab import read_sentences
+
+    plain = tmp_path / "t.txt"
+    plain.write_text("<s> a b </s>\n\nc d e\n")
+    gz = tmp_path / "t.txt.gz"
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    assert read_sentences(gz) == read_sentences(plain) == [["a", "b"], ["c", "d", "e"]]
+    bad = tmp_path / "bad.gz"
+    bad.write_bytes(gz.read_bytes()[:-6])
+    with pytest.raises(RescoreError, match="bad.gz"):
+        read_sentences(bad)
