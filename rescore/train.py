@@ -55,8 +55,8 @@ DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}  # initial learning rate by optimizer
 
 # Options a resumed run may change: they decide when to stop or save, or where to run, never
 # what a step computes. Any other difference from last.pt is an error (see check_resume).
-RESUME_MAY_CHANGE = ("epochs", "max_anneals", "save_every_steps", "save_every_minutes",
-                     "device", "threads", "resume", "out_dir")
+RESUME_MAY_CHANGE = ("epochs", "max_anneals", "max_minutes", "save_every_steps",
+                     "save_every_minutes", "device", "threads", "resume", "out_dir")
 OPTION_NAMES = {"coverage_weight": "--coverage", "save_every_steps": "--save-every",
                 "save_every_minutes": "--save-every", "train": "--train", "valid": "--valid"}
 
@@ -84,6 +84,7 @@ class TrainOptions:
     warmup: int = 0  # linear learning-rate warm-up over this many steps
     anneal: float = 4.0  # divide the learning rate by this when the valid loss does not improve
     max_anneals: int = 3  # early stop: the valid loss failed to improve this many times
+    max_minutes: float = 0.0  # training-time budget: stop at the first epoch end past it (0: none)
     clip: float = 0.25  # gradient-norm clipping (0: none)
     max_vocab: Optional[int] = None  # vocabulary: the most frequent training words (None: all)
     words_txt: Optional[Path] = None  # vocabulary: a Kaldi words.txt instead (OOV words: <unk>)
@@ -117,6 +118,8 @@ class TrainOptions:
         need("clip", finite(self.clip) and self.clip >= 0, "a finite gradient norm >= 0 (0: none)")
         need("save_every_minutes", finite(self.save_every_minutes) and self.save_every_minutes >= 0,
              "a finite number of minutes >= 0")
+        need("max_minutes", finite(self.max_minutes) and self.max_minutes >= 0,
+             "a finite number of minutes >= 0 (0: no budget)")
         need("max_vocab", self.max_vocab is None or (integer(self.max_vocab) and self.max_vocab >= 3),
              "a vocabulary size >= 3 (it counts <eos> and <unk>)")
         need("words_txt", self.words_txt is None or self.max_vocab is None,
@@ -294,7 +297,7 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
     # epoch_loss / epoch_tokens / epoch_seconds: sums over the batches of the epoch in progress
     ts: Dict[str, Any] = {"epoch": 0, "step": 0, "epoch_start": 0, "lr": opts.lr, "anneals": 0,
                           "best": math.inf, "records": [], "epoch_loss": 0.0, "epoch_tokens": 0,
-                          "epoch_seconds": 0.0}
+                          "epoch_seconds": 0.0, "train_seconds": 0.0}
     optim_state = rng = carried = None
     if opts.resume and last_path.exists():
         ckpt = read_checkpoint(last_path)
@@ -306,6 +309,8 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
         vocab, config = model.vocab, model.config
         ts.update({k: v for k, v in ckpt["train_state"].items()
                    if k not in ("optimizer", "rng", "carried", "options")})
+        if "train_seconds" not in ckpt["train_state"]:  # a last.pt from before --max-minutes
+            ts["train_seconds"] = sum(r["train_seconds"] for r in ts["records"])
         optim_state = ckpt["train_state"]["optimizer"]
         rng = ckpt["train_state"].get("rng")
         carried = ckpt["train_state"].get("carried")
@@ -394,7 +399,10 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
         pass
     last_save = time.monotonic()
     try:
-        while ts["epoch"] < opts.epochs and ts["anneals"] < opts.max_anneals:
+        def budget_spent() -> bool:  # training seconds of finished epochs (validation not counted)
+            return bool(opts.max_minutes) and ts["train_seconds"] >= 60.0 * opts.max_minutes
+
+        while ts["epoch"] < opts.epochs and ts["anneals"] < opts.max_anneals and not budget_spent():
             model.train()
             t0 = time.perf_counter() - ts["epoch_seconds"]
             first = ts["step"] - ts["epoch_start"]  # > 0 when resuming inside an epoch
@@ -459,6 +467,7 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
                       "tokens_per_s": ts["epoch_tokens"] / train_time,
                       "train_seconds": train_time}
             ts["records"].append(record)
+            ts["train_seconds"] += train_time
             ts["epoch_loss"], ts["epoch_tokens"], ts["epoch_seconds"] = 0.0, 0, 0.0
             log.info("epoch %d: train loss %.3f, valid ppl %.2f, lr %g, %.0f tokens/s%s",
                      ts["epoch"], record["train_loss"], record["valid_ppl"], ts["lr"],
@@ -487,6 +496,9 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
     finally:
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)
+    if budget_spent():
+        log.info("stopped: the --max-minutes budget (%g min of training) is spent after epoch %d",
+                 opts.max_minutes, ts["epoch"])
     write_record("done")
     recs = ts["records"]
     return {"model": str(best_path), "best_valid_ppl": math.exp(ts["best"]) if recs else None,

@@ -218,3 +218,19 @@ def test_library_options_checked_when_built():
     with pytest.raises(RescoreError, match="--memory-aug"):
         train_lm(ModelConfig(head="softmax", memory_aug=True),
                  TrainOptions(train="t", valid="v", out_dir="o"))
+
+
+def test_max_minutes_stops_at_the_first_epoch_end_past_the_budget(corpus):
+    """--max-minutes: a budget smaller than one epoch's training time stops after epoch 1 (not
+    inside it: the epoch is finished, validated and its best model kept); train.json says done."""
+    out = corpus / "out"
+    args = cli_args(corpus, out, "lstm-pointer-sgd", epochs=6) + ["--max-minutes", "1e-6"]
+    r = CliRunner().invoke(train_main, args)
+    assert r.exit_code == 0, r.output
+    record = json.loads((out / "train.json").read_text())
+    assert record["status"] == "done"
+    assert [e["epoch"] for e in record["records"]] == [1]
+    assert (out / "model.pt").exists()
+    r = CliRunner().invoke(train_main, cli_args(corpus, corpus / "bad", "lstm-pointer-sgd")
+                           + ["--max-minutes", "-1"])
+    assert r.exit_code in (1, 2) and "--max-minutes" in r.output, r.output

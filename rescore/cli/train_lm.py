@@ -63,12 +63,16 @@ DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
                    "recipes.")
 @click.option("--epoch-batches", type=int, default=None,
               help="Batches per epoch (cycling through the text) [default: the whole text].")
+@click.option("--max-minutes", type=float, default=0.0, metavar="M",
+              help="Training-time budget: stop at the first epoch end after M minutes of "
+                   "training steps (validation not counted); with --epoch-batches for short "
+                   "epochs. 0: no budget.")
 @click.option("--seed", type=int, default=1, help="Random seed.")
 @click.option("--device", default="auto", help="auto, cpu, cuda, cuda:N.")
 @click.option("--threads", type=int, default=0, help="CPU threads per process (0: torch default).")
 @click.option("--resume", is_flag=True,
               help="Continue from OUT_DIR/last.pt, exactly where it stopped (same options "
-                   "needed; --epochs, --max-anneals, --save-every, --device, --threads may "
+                   "needed; --epochs, --max-anneals, --max-minutes, --save-every, --device, --threads may "
                    "change). Without it, an OUT_DIR with an earlier run is refused.")
 @click.option("--save-every", default="10m", metavar="N|Nm",
               help="Also write OUT_DIR/last.pt every N steps, or every N minutes (Nm); "
@@ -77,7 +81,7 @@ DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
 def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, layers, dropout,
          n_heads, context, positions, ff_mult, coverage_weight, self_norm, epochs, batch_size,
          eval_batch_size, optimizer, lr, warmup, anneal, max_anneals, clip, max_vocab,
-         words_txt, epoch_batches, seed, device, threads, resume, save_every, verbose):
+         words_txt, epoch_batches, max_minutes, seed, device, threads, resume, save_every, verbose):
     """Train a word LM on TRAIN (concatenated sentences, BPTT chunks) and keep the best
     model on VALID as OUT_DIR/model.pt. Runs under torchrun for several processes.
 
@@ -104,7 +108,7 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
                                 lr=DEFAULT_LR[optimizer] if lr is None else lr, warmup=warmup,
                                 anneal=anneal, max_anneals=max_anneals, clip=clip,
                                 max_vocab=max_vocab, words_txt=words_txt,
-                                epoch_batches=epoch_batches, seed=seed,
+                                epoch_batches=epoch_batches, max_minutes=max_minutes, seed=seed,
                                 device=device, threads=threads, resume=resume,
                                 save_every_steps=steps, save_every_minutes=minutes)
             from rescore.io.outdir import dir_lock
