@@ -108,13 +108,22 @@ class CostArrays:
         _, first = np.unique(seg[at_min], return_index=True)
         return at_min[first]
 
-    def wer(self, params: Params) -> float:
-        """WER (percent) of the 1-best under params."""
+    def choice(self, params: Params) -> Dict[str, int]:
+        """utt -> 0-based rank of its lowest-cost hypothesis under params (as best())."""
+        return {u: int(i - s) for u, i, s in zip(self.utt_ids, self.best(params), self.starts)}
+
+    def errors_of(self, params: Params) -> int:
+        """Word errors (S + D + I) of the 1-best under params."""
         if self.errors is None:
             raise RescoreError("references (a data dir with 'text')")
+        return int(self.errors[self.best(params)].sum())
+
+    def wer(self, params: Params) -> float:
+        """WER (percent) of the 1-best under params."""
+        errors = self.errors_of(params)
         if self.ref_words == 0:
             raise RescoreError("references with at least one word (WER is undefined on none)")
-        return 100.0 * float(self.errors[self.best(params)].sum()) / self.ref_words
+        return 100.0 * float(errors) / self.ref_words
 
 
 def graph_costs(nbest: NbestSet, params: Params, nn_costs: Optional[NnCosts] = None,
@@ -161,8 +170,10 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
     depend on the weight (state carried along the best hypotheses by the final cost); the
     function may return costs for more keys than the set holds.
 
-    Returns {"best": {weight, inv_acwt, wip}, "dev_wer", "dev_utts", "held_out_wer",
-    "held_out_utts", "grid": [rows of sweep]}.
+    Returns {"best": {weight, inv_acwt, wip}, "dev_wer", "dev_utts", "dev_conversations",
+    "dev_choice" (utt -> 0-based rank of its 1-best under the best setting), "grid": [rows of
+    sweep]} and with held_out: "held_out_wer", "held_out_utts", "held_out_conversations",
+    "held_out_errors", "held_out_ref_words", "held_out_choice", "held_out_first_pass_wer".
     """
     if dev.refs is None:
         raise RescoreError("references for the tuning set (a data dir with 'text')", path=dev.path)
@@ -173,15 +184,19 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
         raise RescoreError("inv_acwt values > 0", got=str(list(inv_acwts)))
     costs_for = nn_costs if callable(nn_costs) else (lambda w: nn_costs)
     rows = []
+    arrays = {}  # weight -> the dev set's arrays (one entry when the costs do not depend on it)
     if callable(nn_costs):
         for w in weights:
-            rows += sweep(CostArrays(dev, costs_for(w), nn_source), [w], inv_acwts, wips)
+            arrays[w] = CostArrays(dev, costs_for(w), nn_source)
+            rows += sweep(arrays[w], [w], inv_acwts, wips)
     else:
-        rows = sweep(CostArrays(dev, nn_costs, nn_source), weights, inv_acwts, wips)
+        arrays = dict.fromkeys(weights, CostArrays(dev, nn_costs, nn_source))
+        rows = sweep(arrays[weights[0]], weights, inv_acwts, wips)
     best = min(range(len(rows)), key=lambda i: rows[i]["wer"])
     params = Params(rows[best]["weight"], rows[best]["inv_acwt"], rows[best]["wip"])
     out = {"best": asdict(params), "dev_wer": rows[best]["wer"], "dev_utts": dev.num_utts,
-           "dev_conversations": len(dev.conversations), "grid": rows}
+           "dev_conversations": len(dev.conversations), "grid": rows,
+           "dev_choice": arrays[params.weight].choice(params)}
     for name, grid, v in (("inv_acwt", inv_acwts, params.inv_acwt), ("wip", wips, params.wip)):
         if len(grid) > 1 and v in (min(grid), max(grid)):
             log.warning("best %s %g is at the edge of its grid %s: widen the grid", name, v, list(grid))
@@ -193,7 +208,49 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
         ho = CostArrays(held_out, costs_for(params.weight), nn_source)
         out.update(held_out_wer=ho.wer(params), held_out_utts=held_out.num_utts,
                    held_out_conversations=len(held_out.conversations),
+                   held_out_errors=ho.errors_of(params), held_out_ref_words=ho.ref_words,
+                   held_out_choice=ho.choice(params),
                    held_out_first_pass_wer=100.0 * float(ho.errors[ho.starts].sum()) / max(ho.ref_words, 1))
         log.info("held out (%d utterances): WER %.2f %% (rank 1: %.2f %%)", held_out.num_utts,
                  out["held_out_wer"], out["held_out_first_pass_wer"])
     return out
+
+
+def cross_validate(nbest: NbestSet, **tune_args) -> dict:
+    """Two-fold cross-validated tuning by conversation: tune on the first half of the
+    conversations (split_half) and apply the setting to the second, then the other way round.
+    No figure is tuned on the utterances it reports. tune_args go to tune() (grids, NN costs).
+
+    Returns {"folds": [tune() of half 1 with half 2 held out, tune() of half 2 with half 1 held
+    out] (each with "tuned_on"/"reported_on" = 1 or 2), "pooled_wer" (every utterance under the
+    setting tuned on the other half: the honest figure for the whole set), "pooled_errors",
+    "pooled_ref_words", "pooled_utts", "pooled_first_pass_wer" (rank 1), "pooled_choice"
+    (utt -> 0-based rank, in the set's utterance order)}.
+    """
+    if nbest.refs is None:
+        raise RescoreError("references for the tuning set (a data dir with 'text')", path=nbest.path)
+    halves = split_half(nbest)
+    folds = []
+    for k, (tuned, reported) in enumerate((halves, halves[::-1])):
+        log.info("fold %d: tune on half %d (%d conversations), report on half %d (%d conversations)",
+                 k + 1, k + 1, len(tuned.conversations), 2 - k, len(reported.conversations))
+        folds.append({"tuned_on": k + 1, "reported_on": 2 - k, **tune(tuned, held_out=reported, **tune_args)})
+    errors = sum(f["held_out_errors"] for f in folds)
+    ref_words = sum(f["held_out_ref_words"] for f in folds)
+    chosen = {**folds[0]["held_out_choice"], **folds[1]["held_out_choice"]}
+    first = sum(word_errors_rank1(nbest))
+    out = {"folds": folds, "pooled_wer": 100.0 * errors / ref_words if ref_words else 0.0,
+           "pooled_errors": errors, "pooled_ref_words": ref_words, "pooled_utts": nbest.num_utts,
+           "pooled_first_pass_wer": 100.0 * first / ref_words if ref_words else 0.0,
+           "pooled_choice": {u.id: chosen[u.id] for u in nbest.utterances()}}
+    log.info("cross-validated: half 1 %.2f %% (tuned on half 2), half 2 %.2f %% (tuned on half 1), pooled "
+             "%.2f %% on %d utterances (rank 1: %.2f %%)", folds[1]["held_out_wer"], folds[0]["held_out_wer"],
+             out["pooled_wer"], nbest.num_utts, out["pooled_first_pass_wer"])
+    return out
+
+
+def word_errors_rank1(nbest: NbestSet) -> List[int]:
+    """Word errors of each utterance's rank-1 hypothesis (the first pass), in the set's order."""
+    from rescore.metrics import word_errors
+
+    return [word_errors(nbest.refs[u.id], u.hyps[0].words) for u in nbest.utterances()]

@@ -25,7 +25,7 @@ import logging
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rescore.errors import OptionError, RescoreError
 from rescore.interp import Params, check_inv_acwt, check_weight, check_wip
@@ -351,7 +351,8 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
 @dataclass(frozen=True)
 class TuneJob:
     """rescore-tune: sweep (weight, inv_acwt, wip) by WER on NBEST_DIR; report on a held-out part
-    (split_half, or eval_utts) and apply the best setting to another N-best dir (``apply``, an
+    (split_half, or eval_utts), or cross-validate (tune on each half of the conversations,
+    report on the other, pool), and apply the best setting to another N-best dir (``apply``, an
     NbestJob whose params are replaced by the best ones). Checked when built."""
 
     nbest_dir: str
@@ -368,11 +369,26 @@ class TuneJob:
     report: Optional[str] = None
     apply: Optional[NbestJob] = None
     allow_missing: bool = False
+    cross_validate: bool = False  # two folds by conversation (combine.cross_validate)
+    hyp_out: Optional[str] = None  # 1-best text of the reported set (pooled under cross_validate)
 
     def __post_init__(self):
         if self.split_half and (self.dev_utts or self.eval_utts):
             raise OptionError("one way of holding out: --split-half and --dev-utts/--eval-utts exclude each other",
                               option="--split-half")
+        if self.cross_validate:
+            for option, v in (("--split-half", self.split_half), ("--dev-utts", self.dev_utts),
+                              ("--eval-utts", self.eval_utts)):
+                if v:
+                    raise OptionError("one way of holding out: --cross-validate holds out each half in turn",
+                                      option=option)
+            if self.params_out is not None:
+                raise OptionError("one setting; --cross-validate tunes two (one per half: both are in "
+                                  "--report's 'folds'); tune without it for a setting to apply",
+                                  option="--params-out", got=self.params_out)
+            if self.apply is not None:
+                raise OptionError("one setting to apply; --cross-validate tunes two (tune without it for "
+                                  "--apply-to)", option="--apply-to")
         for name, values, check in (("--weights", self.weights, check_weight),
                                     ("--inv-acwts", self.inv_acwts, check_inv_acwt),
                                     ("--wips", self.wips, check_wip)):
@@ -388,15 +404,18 @@ class TuneJob:
                 and self.apply.scoring.model is None and any(w != 0 for w in self.weights):
             raise OptionError("--apply-nn-costs (the setting tuned with --nn-costs has an NN LM weight)",
                               option="--apply-to")
-        outputs = [("--params-out", self.params_out), ("--report", self.report)]
+        outputs = [("--params-out", self.params_out), ("--report", self.report), ("--hyp-out", self.hyp_out)]
         inputs = self.inputs()
         from rescore.io.outdir import check_not_input
 
         for option, p in outputs:
             if p is not None:
                 check_not_input(Path(p), inputs, option)
-        if self.params_out is not None and self.params_out == self.report:
-            raise OptionError("different files for --params-out and --report", option="--report", got=self.report)
+        given = [(o, Path(p).resolve()) for o, p in outputs if p is not None]
+        for i, (o, p) in enumerate(given):
+            for o2, p2 in given[:i]:
+                if p == p2:
+                    raise OptionError(f"different files for {o2} and {o}", option=o, got=str(p))
 
     def inputs(self) -> List[Path]:
         files = nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
@@ -429,10 +448,53 @@ def _select(nbest, path: PathLike, what: str):
     return part
 
 
+def write_one_best(path: PathLike, nbest, choice: Dict[str, int]) -> None:
+    """Kaldi text (``utt w1 w2 ...``, no trailing space) of each utterance's chosen hypothesis
+    (choice: utt -> 0-based rank), in the set's order; written atomically."""
+    from rescore.io.files import atomic_output
+
+    with atomic_output(path) as f:
+        for u in nbest.utterances():
+            f.write(" ".join([u.id, *u.hyps[choice[u.id]].words]) + "\n")
+    log.info("wrote %s (%d utterances)", path, nbest.num_utts)
+
+
+def format_setting(best: Mapping[str, float]) -> str:
+    """'weight 0.3  inv_acwt 10  wip 0' (every field of a tuned setting)."""
+    return "  ".join(f"{k} {v:g}" for k, v in best.items())
+
+
+def format_cross_validation(result: dict) -> str:
+    """The readable result of combine.cross_validate: per fold the setting and the WER on the
+    half it was tuned on and on the other, then the pooled figure."""
+    lines = []
+    for f in result["folds"]:
+        lines.append(f"tuned on half {f['tuned_on']} ({f['dev_utts']} utterances, {f['dev_conversations']} "
+                     f"conversations): {format_setting(f['best'])}  (WER {f['dev_wer']:.2f} % there)")
+        lines.append(f"  half {f['reported_on']} ({f['held_out_utts']} utterances) under it: WER "
+                     f"{f['held_out_wer']:.2f} %  (rank 1: {f['held_out_first_pass_wer']:.2f} %)")
+    lines.append(f"pooled ({result['pooled_utts']} utterances, each under the setting tuned on the other half): "
+                 f"WER {result['pooled_wer']:.2f} % [ {result['pooled_errors']} / {result['pooled_ref_words']} ]  "
+                 f"(rank 1: {result['pooled_first_pass_wer']:.2f} %)")
+    return "\n".join(lines)
+
+
+def _without_choices(result: dict) -> dict:
+    """The result without its per-utterance choices (the report stays a summary; --hyp-out has them)."""
+    def strip(d):
+        return {k: v for k, v in d.items() if not k.endswith("_choice")}
+
+    out = strip(result)
+    if "folds" in out:
+        out["folds"] = [strip(f) for f in out["folds"]]
+    return out
+
+
 def tune_nbest_dir(job: TuneJob) -> dict:
-    """Run a rescore-tune job. Returns tune()'s result; with ``apply``, result['applied'] holds
-    the report of the applied set (or None without its references)."""
-    from rescore.combine import split_half, tune
+    """Run a rescore-tune job. Returns tune()'s result (with ``cross_validate``:
+    combine.cross_validate's); with ``apply``, result['applied'] holds the report of the applied
+    set (or None without its references)."""
+    from rescore.combine import check_nn_costs, cross_validate, split_half, tune
     from rescore.io.files import write_json
     from rescore.io.kaldi import read_nn_costs
     from rescore.nbest import load_nbest_dir
@@ -443,6 +505,16 @@ def tune_nbest_dir(job: TuneJob) -> dict:
     if nbest.refs is None:
         raise RescoreError("references for the tuning set ('text' in the data dir)", path=job.data_dir)
     costs = read_nn_costs(job.nn_costs) if job.nn_costs else None
+    if costs is not None:
+        check_nn_costs(nbest, costs, job.nn_costs)  # a lmwt.nn of other hypotheses fails here
+    if job.cross_validate:
+        result = cross_validate(nbest, weights=job.weights, inv_acwts=job.inv_acwts, wips=job.wips,
+                                nn_costs=costs, nn_source=job.nn_costs)
+        if job.hyp_out:
+            write_one_best(job.hyp_out, nbest, result["pooled_choice"])
+        if job.report:
+            write_json(job.report, _without_choices(result))
+        return result
     held_out = None
     if job.split_half:
         nbest, held_out = split_half(nbest)
@@ -458,8 +530,13 @@ def tune_nbest_dir(job: TuneJob) -> dict:
     best = Params(**result["best"])
     if job.params_out:
         best.to_json(job.params_out, tuned_on=job.nbest_dir, dev_wer=result["dev_wer"])
+    if job.hyp_out:  # the set the figure printed last is of: held out if any, else tuned on
+        if held_out is not None:
+            write_one_best(job.hyp_out, held_out, result["held_out_choice"])
+        else:
+            write_one_best(job.hyp_out, nbest, result["dev_choice"])
     if job.report:
-        write_json(job.report, result)
+        write_json(job.report, _without_choices(result))
     if job.apply is not None:
         applied = replace(job.apply, params=best,
                           extra_report={"tuned_on": job.nbest_dir, "tuned_dev_wer": result["dev_wer"]})

@@ -474,6 +474,15 @@ add("tune", "acwt-truncated-gz", U, must=["acwt"], setup=[gz("nb/acwt", cut=25)]
 add("tune", "data-text-not-utf8", U, must=["text:1"], setup=[put("nb/data/text", b"rec1-rms-000 \xff\n")])
 add("tune", "data-text-missing", U, must=["text"], setup=[remove("nb/data/text")])
 add("tune", "nbest-dir-missing", ["{w}/nope"] + U[1:], must=["nope"], codes=(1, 2))
+add("tune", "cross-validate-and-params-out", U + ["--cross-validate", "--params-out", "{w}/p.json"],
+    must=["--params-out"], codes=USAGE)
+add("tune", "cross-validate-and-split-half", U + ["--cross-validate", "--split-half"], must=["--split-half"],
+    codes=USAGE)
+add("tune", "hyp-out-is-input", U + ["--hyp-out", "{w}/nb/data/text"], must=["text"], codes=(1, 2))
+add("tune", "hyp-out-under-file", U + ["--cross-validate", "--hyp-out", "{w}/afile/h.txt"], must=["afile"],
+    codes=(1, 2))
+add("tune", "nn-costs-of-other-hyps", U + ["--cross-validate"], must=["lmwt.nn"],
+    setup=[line("lmwt.nn", 1, "other-utt-000-1 1.5")])
 
 # --- rescore-wer ---------------------------------------------------------------------------
 W = ["{w}/ref.txt", "{w}/hyp.txt"]

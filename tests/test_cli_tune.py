@@ -54,3 +54,109 @@ def test_shared_dev_tuned_on_first_half_reported_on_second(tmp_path):
     # the default grid holds the decoder's own setting, so tuning cannot do worse on the tuned half
     own = next(g for g in rep["grid"] if g["inv_acwt"] == 9.5 and g["wip"] == 0.0)
     assert rep["dev_wer"] <= own["wer"]
+
+
+def _conflicting_nn_costs(path):
+    """lmwt.nn for nbest-small where the halves want different NN weights: on rec1 (half 1) the
+    NN LM prefers the reference, on rec2 (half 2) it prefers a wrong hypothesis."""
+    from rescore.io.kaldi import write_nn_costs
+    from rescore.nbest import load_nbest_dir
+
+    nb = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
+    costs = {}
+    for u in nb.utterances():
+        helps = u.id.startswith("rec1")
+        for h in u.hyps:
+            right = h.words == nb.refs[u.id]
+            costs[h.key] = [0.0 if right == helps else 50.0]
+    write_nn_costs(path, costs)
+    return nb
+
+
+def test_cross_validate_reports_each_half_under_the_other_halfs_setting(tmp_path):
+    from rescore.combine import CostArrays, split_half, tune
+    from rescore.interp import Params
+    from rescore.io.kaldi import read_nn_costs
+
+    nb = _conflicting_nn_costs(tmp_path / "lmwt.nn")
+    grid = dict(weights=[0.0, 0.5, 1.0], inv_acwts=[10.0, 12.0], wips=[0.0])
+    r = CliRunner().invoke(main, [str(NBEST_SMALL), "--data-dir", str(NBEST_SMALL / "data"), "--cross-validate",
+                                  "--nn-costs", str(tmp_path / "lmwt.nn"), "--weights", "0,0.5,1",
+                                  "--inv-acwts", "10,12", "--wips", "0", "--report", str(tmp_path / "r.json"),
+                                  "--hyp-out", str(tmp_path / "hyp.txt")])
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "r.json").read_text())
+    f1, f2 = rep["folds"]
+    assert (f1["tuned_on"], f1["reported_on"], f2["tuned_on"], f2["reported_on"]) == (1, 2, 2, 1)
+    # half 1 wants the NN LM, half 2 does not: each half is reported under the other's setting,
+    # which is worse there than the setting it would pick for itself (tuning on it would hide that)
+    assert f1["best"]["weight"] > 0 and f2["best"]["weight"] == 0
+    costs = read_nn_costs(tmp_path / "lmwt.nn")
+    half1, half2 = split_half(nb)
+    for fold, tuned, reported in ((f1, half1, half2), (f2, half2, half1)):
+        own = tune(tuned, nn_costs=costs, **grid)
+        assert fold["best"] == own["best"] and fold["dev_wer"] == own["dev_wer"]
+        assert fold["held_out_wer"] == CostArrays(reported, costs).wer(Params(**fold["best"]))
+        assert fold["held_out_wer"] > tune(reported, nn_costs=costs, **grid)["dev_wer"]
+    assert "dev_choice" not in f1 and "pooled_choice" not in rep  # the report is a summary
+    assert rep["pooled_utts"] == 5 and rep["pooled_wer"] == pytest.approx(
+        100.0 * (f1["held_out_errors"] + f2["held_out_errors"]) / 21)
+    assert f"WER {rep['pooled_wer']:.2f} %" in r.output
+    # the pooled 1-best text scores the same WER through rescore-wer (jiwer's alignment)
+    from rescore.cli.wer import main as wer_main
+
+    w = CliRunner().invoke(wer_main, [str(NBEST_SMALL / "data" / "text"), str(tmp_path / "hyp.txt"),
+                                      "--report", str(tmp_path / "w.json")])
+    assert w.exit_code == 0, w.output
+    assert json.loads((tmp_path / "w.json").read_text())["wer"] == pytest.approx(rep["pooled_wer"])
+    lines = (tmp_path / "hyp.txt").read_text().splitlines()
+    assert [ln.split()[0] for ln in lines] == [u.id for u in nb.utterances()]
+
+
+def test_hyp_out_is_the_reported_set(tmp_path):
+    from rescore.cli.wer import main as wer_main
+
+    base = [str(NBEST_SMALL), "--data-dir", str(NBEST_SMALL / "data"), "--inv-acwts", "8,10,12", "--wips", "0,0.5"]
+    r = CliRunner().invoke(main, base + ["--split-half", "--hyp-out", str(tmp_path / "h.txt"),
+                                         "--report", str(tmp_path / "r.json")])
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert [ln.split()[0] for ln in (tmp_path / "h.txt").read_text().splitlines()] == ["rec2-awb-000", "rec2-awb-001"]
+    w = CliRunner().invoke(wer_main, [str(NBEST_SMALL / "data" / "text"), str(tmp_path / "h.txt"),
+                                      "--allow-missing", "--report", str(tmp_path / "w.json")])
+    assert w.exit_code == 0, w.output
+    # --allow-missing scores the absent half as deletions: count only what the held-out half has
+    rw = json.loads((tmp_path / "w.json").read_text())
+    half1_words = sum(len(ln.split()) - 1 for ln in (NBEST_SMALL / "data" / "text").read_text().splitlines()
+                      if ln.startswith("rec1"))
+    assert rw["errors"] - half1_words == round(rep["held_out_wer"] * rep["held_out_ref_words"] / 100)
+    r = CliRunner().invoke(main, base + ["--hyp-out", str(tmp_path / "all.txt"), "--report", str(tmp_path / "r2.json")])
+    assert r.exit_code == 0, r.output
+    w = CliRunner().invoke(wer_main, [str(NBEST_SMALL / "data" / "text"), str(tmp_path / "all.txt"),
+                                      "--report", str(tmp_path / "w2.json")])
+    assert w.exit_code == 0, w.output
+    assert json.loads((tmp_path / "w2.json").read_text())["wer"] == pytest.approx(
+        json.loads((tmp_path / "r2.json").read_text())["dev_wer"])
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--params-out", "p.json"], "--params-out"),
+    (["--split-half"], "--split-half"),
+    (["--hyp-out", "same.json", "--report", "same.json"], "different files"),
+])
+def test_cross_validate_bad_combinations(tmp_path, extra, needle):
+    extra = [str(tmp_path / x) if x.endswith(".json") else x for x in extra]
+    r = CliRunner().invoke(main, [str(NBEST_SMALL), "--data-dir", str(NBEST_SMALL / "data"), "--cross-validate",
+                                  *extra])
+    assert r.exit_code == 2 and needle in r.output, r.output
+    assert not list(tmp_path.iterdir())
+
+
+def test_cross_validate_needs_two_conversations(nbest_small, tmp_path):
+    seg = nbest_small / "data" / "segments"
+    seg.write_text(seg.read_text().replace("rec2 0.00 1.80", "rec1 6.00 7.80").replace("rec2 1.80 3.90",
+                                                                                      "rec1 7.80 9.90"))
+    r = CliRunner().invoke(main, [str(nbest_small), "--data-dir", str(nbest_small / "data"), "--cross-validate",
+                                  "--hyp-out", str(tmp_path / "h.txt")])
+    assert r.exit_code == 1 and "at least 2 conversations" in r.output, r.output
+    assert not (tmp_path / "h.txt").exists()

@@ -23,8 +23,10 @@ log = logging.getLogger("rescore-tune")
 @click.option("--split-half", is_flag=True, help="Tune on the first half of the conversations, report on the second half.")
 @click.option("--dev-utts", type=click.Path(dir_okay=False), help="Tune on these utterances only (first field per line).")
 @click.option("--eval-utts", type=click.Path(dir_okay=False), help="Report the tuned setting on these utterances (first field per line).")
-@click.option("--params-out", type=click.Path(dir_okay=False), help="Write the best setting as JSON (rescore-nbest --params reads it).")
-@click.option("--report", type=click.Path(dir_okay=False), help="Write the whole sweep and the result as JSON.")
+@click.option("--cross-validate", is_flag=True, help="Two folds by conversation (the halves of --split-half): tune on each half, report it on the other, and the pooled WER of all utterances, each under the setting tuned on the other half.")
+@click.option("--params-out", type=click.Path(dir_okay=False), help="Write the best setting as JSON (rescore-nbest --params reads it). Not with --cross-validate (two settings: see --report).")
+@click.option("--report", type=click.Path(dir_okay=False), help="Write the whole sweep and the result as JSON (with --cross-validate: both folds' sweeps and settings).")
+@click.option("--hyp-out", type=click.Path(dir_okay=False), help="Write the 1-best text (utt-id w1 w2 ...) of the reported set: pooled under --cross-validate, the held-out set with --split-half/--eval-utts, else the tuned-on set; rescore-wer compares such files.")
 @click.option("--apply-to", nargs=2, type=click.Path(file_okay=False), metavar="TEST_NBEST_DIR OUT_DIR", help="Rescore another N-best dir with the best setting (as rescore-nbest does).")
 @click.option("--apply-data-dir", type=click.Path(file_okay=False), help="Data dir of TEST_NBEST_DIR.")
 @click.option("--apply-nn-costs", type=click.Path(dir_okay=False), help="NN LM costs of TEST_NBEST_DIR.")
@@ -32,13 +34,15 @@ log = logging.getLogger("rescore-tune")
 @click.option("--allow-missing", is_flag=True, help="References without an N-best are dropped with a warning instead of an error.")
 @verbose_option
 def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, split_half, dev_utts, eval_utts,
-         params_out, report, apply_to, apply_data_dir, apply_nn_costs, apply_words_txt, allow_missing, verbose):
+         cross_validate, params_out, report, hyp_out, apply_to, apply_data_dir, apply_nn_costs, apply_words_txt, allow_missing, verbose):
     """Tune weight, inv-acwt and wip by WER on NBEST_DIR and print the best setting. Kaldi's
     score.sh reports the WER of the set it tuned on; to report honestly, tune on one part and
-    report another (--split-half, --dev-utts/--eval-utts) or apply the setting to a test dir."""
+    report another (--split-half, --dev-utts/--eval-utts), cross-validate (--cross-validate:
+    its pooled WER is the honest figure for all of NBEST_DIR) or apply the setting to a test
+    dir."""
     setup_logging(verbose)
     from rescore.metrics import format_report
-    from rescore.pipeline import NbestJob, TuneJob, tune_nbest_dir
+    from rescore.pipeline import NbestJob, TuneJob, format_cross_validation, tune_nbest_dir
 
     if not apply_to:
         for name, v in (("--apply-data-dir", apply_data_dir), ("--apply-nn-costs", apply_nn_costs),
@@ -53,8 +57,12 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, spl
     job = TuneJob(nbest_dir=nbest_dir, data_dir=data_dir, words_txt=words_txt, nn_costs=nn_costs,
                   weights=parse_grid(weights, "--weights"), inv_acwts=parse_grid(inv_acwts, "--inv-acwts"),
                   wips=parse_grid(wips, "--wips"), split_half=split_half, dev_utts=dev_utts, eval_utts=eval_utts,
-                  params_out=params_out, report=report, apply=apply, allow_missing=allow_missing)
+                  params_out=params_out, report=report, apply=apply, allow_missing=allow_missing,
+                  cross_validate=cross_validate, hyp_out=hyp_out)
     result = tune_nbest_dir(job)
+    if cross_validate:
+        click.echo(format_cross_validation(result))
+        return
     best = result["best"]
     click.echo(f"best setting: weight {best['weight']:g}  inv_acwt {best['inv_acwt']:g}  wip {best['wip']:g}")
     click.echo(f"tuned on {result['dev_utts']} utterances: WER {result['dev_wer']:.2f} %")
