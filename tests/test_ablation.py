@@ -77,6 +77,7 @@ def test_table_row_per_system_and_cis_match_compare_systems(tmp_path):
     assert res["pairs"][0]["comparison"]["differences"] == pair["differences"]
     assert res["pairs"][0]["comparison"]["buckets"] == pair["buckets"]
     assert sum(ln.startswith("| bucket ") for ln in md.splitlines()) == 3
+    assert "Verdict: good against rnd: overall " in md
     # each system's figures are rescore-tune --cross-validate's, and its WER is rescore-wer's
     for s in res["systems"]:
         costs = None if s["costs"] == "first-pass" else s["costs"][0]
@@ -129,3 +130,17 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tmp_path, nbest_small, ca
 def test_help():
     r = CliRunner().invoke(ablation.main, ["--help"])
     assert r.exit_code == 0 and "--system" in r.output and "--pair" in r.output
+
+
+def test_verdict_reads_the_cis():
+    def d(ci):
+        return {"wer_diff": sum(ci) / 2, "ci": ci}
+
+    cmp = {"differences": [d([-0.9, -0.1])],
+           "buckets": [{"bucket": 0, "differences": {"a": d([-2.0, -0.5])}},
+                       {"bucket": 1, "differences": {"a": d([-0.5, 0.5])}},
+                       {"bucket": 2, "differences": {"a": d([0.1, 1.0])}}]}
+    assert ablation.verdict(cmp, "a", "b") == ("Verdict: a against b: overall significantly better; significantly "
+                                               "better on buckets: 0; significantly worse on buckets: 2 (0 = rarest).")
+    cmp["differences"] = [d([-0.3, 0.0])]  # a CI touching 0 covers it: no difference
+    assert "overall no difference" in ablation.verdict(cmp, "a", "b")

@@ -197,6 +197,27 @@ def format_setting(best: dict) -> str:
     return " ".join(f"{k} {v(x)}" for k, x in best.items())
 
 
+def verdict(cmp: dict, a: str, b: str) -> str:
+    """One sentence: is a better than b, significantly (CI not covering 0), overall and on which
+    rare-word buckets."""
+    d = cmp["differences"][0]
+    if d["ci"] is None:
+        return f"{a} against {b}: no bootstrap, no verdict."
+
+    def word(ci):
+        return "no difference" if covers_zero(ci) else ("significantly better" if ci[1] < 0 else "significantly worse")
+
+    better = [r["bucket"] for r in cmp.get("buckets") or [] if r["differences"][a]["ci"]
+              and r["differences"][a]["ci"][1] < 0]
+    worse = [r["bucket"] for r in cmp.get("buckets") or [] if r["differences"][a]["ci"]
+             and r["differences"][a]["ci"][0] > 0]
+    line = f"Verdict: {a} against {b}: overall {word(d['ci'])}"
+    if cmp.get("buckets"):
+        line += (f"; significantly better on buckets: {', '.join(map(str, better)) or 'none'}; significantly "
+                 f"worse on buckets: {', '.join(map(str, worse)) or 'none'} (0 = rarest)")
+    return line + "."
+
+
 def format_tables(res: dict) -> str:
     """The markdown of the ablation: systems against the baseline, the pairs (overall and per
     rare-word bucket), the tuned settings, how the CIs were drawn."""
@@ -243,6 +264,7 @@ def format_tables(res: dict) -> str:
             rel = f"{100 * (ra - rb) / rb:+.1f}" if rb else "-"
             out.append(f"| {scope} | {r['ref_tokens']} | {rb:.2f} | {ra:.2f} | {_diff_cell(dd, conf)} "
                        f"| {_p(dd['p_value'])} | {rel} |")
+        out += ["", verdict(c, a, b)]
     out += ["", describe_bootstrap(boot, "the reference system") + "; 'no difference': the CI covers 0."]
     return "\n".join(out)
 
