@@ -160,3 +160,23 @@ def test_cross_validate_needs_two_conversations(nbest_small, tmp_path):
                                   "--hyp-out", str(tmp_path / "h.txt")])
     assert r.exit_code == 1 and "at least 2 conversations" in r.output, r.output
     assert not (tmp_path / "h.txt").exists()
+
+
+@pytest.mark.shared_data
+def test_shared_dev_cross_validated_pooled_wer_is_rescore_wers(tmp_path):
+    from rescore.metrics import wer_report
+
+    d = shared_data_path("tts-wikitext2-dev")
+    grid = ["--inv-acwts", "7:10:0.5", "--wips", "0:2:0.5"]
+    r = CliRunner().invoke(main, [str(d / "nbest"), "--data-dir", str(d / "data"), "--cross-validate", *grid,
+                                  "--report", str(tmp_path / "cv.json"), "--hyp-out", str(tmp_path / "hyp.txt")])
+    assert r.exit_code == 0, r.output
+    cv = json.loads((tmp_path / "cv.json").read_text())
+    assert [f["dev_conversations"] for f in cv["folds"]] == [30, 30] and cv["pooled_utts"] == 627
+    assert wer_report(d / "data" / "text", tmp_path / "hyp.txt")["wer"] == pytest.approx(cv["pooled_wer"])
+    # fold 1 is --split-half's tuning and its held-out figure
+    r = CliRunner().invoke(main, [str(d / "nbest"), "--data-dir", str(d / "data"), "--split-half", *grid,
+                                  "--report", str(tmp_path / "sh.json")])
+    assert r.exit_code == 0, r.output
+    sh = json.loads((tmp_path / "sh.json").read_text())
+    assert sh["best"] == cv["folds"][0]["best"] and sh["held_out_wer"] == cv["folds"][0]["held_out_wer"]

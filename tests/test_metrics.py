@@ -230,3 +230,23 @@ def test_comparison_json_has_no_nan_or_infinity(tmp_path):
     json.dumps(cmp, allow_nan=False)
     plot_comparison(cmp, tmp_path / "c.png", "x vs y")
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_difference_does_not_depend_on_the_other_systems_compared():
+    """Every system is drawn on the same samples, so a table of many systems (tools/ablation.py)
+    gives each difference the CI of a two-system comparison, per bucket too."""
+    refs, a, b = _two_systems(n=80)
+    perfect = {u: list(r) for u, r in refs.items()}
+    counts = Counter(w for r in refs.values() for w in r)
+    groups = {u: str(i // 8) for i, u in enumerate(refs)}
+    opts = dict(train_counts=counts, num_buckets=3, groups=groups, grouping="segments", draws=300, seed=7)
+    many = compare_systems(refs, {"a": a, "perfect": perfect, "b": b}, **opts)
+    two = compare_systems(refs, {"a": a, "b": b}, **opts)
+    assert many["differences"][1] == two["differences"][0]
+    for rm, rt in zip(many["buckets"], two["buckets"]):
+        assert rm["differences"]["b"] == rt["differences"]["b"]
+    # the other way round (b as the baseline) the difference and its CI change sign
+    back = compare_systems(refs, {"b": b, "a": a}, **opts)
+    d, e = two["differences"][0], back["differences"][0]
+    assert e["wer_diff"] == pytest.approx(-d["wer_diff"])
+    assert e["ci"] == pytest.approx([-d["ci"][1], -d["ci"][0]])
