@@ -87,14 +87,11 @@ def tune_job(nbest_dir: str, data_dir: str, words_txt: Optional[str], costs: Lis
     if len(costs) > 1 and not multi:
         raise OptionError("one lmwt.nn per system: this rescore-tune does not interpolate several",
                           option="--system", got="+".join(costs))
-    if multi:
-        kw["nn_costs"] = tuple(costs) or None
-        if len(costs) > 1:
-            from rescore.combine import mix_grid
+    kw["nn_costs"] = tuple(costs) if len(costs) > 1 else (costs[0] if costs else None)
+    if len(costs) > 1 and grids.get("mixes"):  # else TuneJob's default grid of shares
+        from rescore.combine import mix_grid
 
-            kw["mixes"] = mix_grid(parse_grid(grids["mixes"] or "0:1:0.1", "--mixes"), len(costs))
-    else:
-        kw["nn_costs"] = costs[0] if costs else None
+        kw["mixes"] = mix_grid(parse_grid(grids["mixes"], "--mixes"), len(costs))
     return TuneJob(**kw)
 
 
@@ -303,7 +300,7 @@ def write_outputs(out_dir: str, res: dict) -> str:
 @click.option("--weights", default=TUNE["weights"], help="NN LM weights (as rescore-tune).")
 @click.option("--inv-acwts", default=TUNE["inv_acwts"], help="Inverse acoustic scales (as rescore-tune).")
 @click.option("--wips", default=TUNE["wips"], help="Word insertion penalties (as rescore-tune).")
-@click.option("--mixes", default=TUNE.get("mixes"), help="First model's share for A.nn+B.nn systems (as rescore-tune).")
+@click.option("--mixes", default=TUNE.get("mixes"), help="First model's share for A.nn+B.nn systems (as rescore-tune; default: its grid).")
 @click.option("--bootstrap", "draws", type=click.IntRange(min=0), default=1000, help="Paired bootstrap draws (0: none).")
 @click.option("--seed", type=int, default=0, help="Seed of the bootstrap.")
 @click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, help="Level of the CIs.")
