@@ -308,8 +308,18 @@ def write_outputs(out_dir: str, res: dict) -> str:
 @verbose_option
 def main(nbest_dir, data_dir, words_txt, train_text, num_buckets, systems, pairs, out_dir, weights, inv_acwts, wips,
          mixes, draws, seed, confidence, allow_missing, verbose):
-    """Cross-validated tuning of each --system on the dev N-best dir and the ablation table with
-    paired bootstrap CIs (see the module doc of tools/ablation.py)."""
+    """Tune each --system by two-fold cross-validation on the dev N-best dir (rescore-tune
+    --cross-validate: each half of the conversations decoded with the setting tuned on the
+    other), then compare the pooled hypotheses by a paired bootstrap over the conversations:
+    every system against the first, and each --pair A:B, overall and per rare-word bucket. A
+    difference whose CI covers 0 is printed as "no difference". Writes OUT/ablation.md,
+    OUT/ablation.json and OUT/NAME.txt (the pooled 1-best) once every system is tuned.
+
+    \b
+    python tools/ablation.py --nbest-dir D/nbest --data-dir D/data --train-text T \\
+        --out-dir OUT --system first-pass=first-pass --system lstm=lstm/lmwt.nn \\
+        --system lstm-ptrmem=ptr/lmwt.nn --pair lstm-ptrmem:lstm
+    """
     setup_logging(verbose)
     parsed = [parse_system(s) for s in systems]
     pair_list = [parse_pair(p, [n for n, _ in parsed]) for p in pairs]
