@@ -58,6 +58,8 @@ def test_table_row_per_system_and_cis_match_compare_systems(tmp_path):
     names = ["first-pass", "good", "rnd"]
     assert [ln.split(" | ")[0][2:] for ln in rows[:3]] == names
     assert md in r.output
+    best = min(res["systems"][1:], key=lambda s: s["pooled_wer"])
+    assert f"Best system: {best['name']}, pooled WER {best['pooled_wer']:.2f} %" in md
     # the comparisons are compare_systems of the pooled hypothesis files, on the same draws
     refs = read_text_table(NBEST_SMALL / "data" / "text", "tokens").as_dict()
     hyps = {n: read_text_table(out / f"{n}.txt", "tokens").as_dict() for n in names}

@@ -239,6 +239,12 @@ def format_tables(res: dict) -> str:
             rel = "-" if d["relative_change"] is None else f"{d['relative_change']:+.1f}"
             cells += [_diff_cell(d, conf), _p(d["p_value"]), rel]
         out.append("| " + " | ".join(cells) + " |")
+    if len(res["systems"]) > 1:
+        best = min(res["systems"][1:], key=lambda s: s["pooled_wer"])
+        d = diffs[best["name"]]
+        rel = "-" if d["relative_change"] is None else f"{d['relative_change']:+.1f} %"
+        out += ["", f"Best system: {best['name']}, pooled WER {_pct(best['pooled_wer'])} %, {rel} relative to "
+                    f"{name0} ({_diff_cell(d, conf)} points)."]
     out += ["", "Tuned settings (each applied to the other half):"]
     for s in res["systems"]:
         out.append(f"- {s['name']}: tuned on half 1: {format_setting(s['settings']['1'])}; "
