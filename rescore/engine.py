@@ -129,11 +129,17 @@ NORMALIZE = ("exact", "none", "auto")
 
 def resolve_normalize(model: LanguageModel, normalize: str) -> str:
     """``exact`` or ``none`` for ``--normalize``: ``auto`` is ``none`` for a self-normalised
-    model (``config.self_norm > 0``: trained with alpha (log Z)^2), else ``exact``."""
+    model (``config.self_norm > 0``: trained with alpha (log Z)^2), else ``exact``. A
+    class-factored model (``config.output == "class"``) refuses ``none``: it scores exactly at
+    (C + |c(w)|) x H per edge (``HeadOutput.vocab_score``, the same per-edge path)."""
     if normalize not in NORMALIZE:
         raise RescoreError(f"normalize one of {NORMALIZE}", got=normalize)
     if normalize == "auto":
         normalize = "none" if getattr(model.config, "self_norm", 0.0) > 0 else "exact"
+    if normalize == "none" and getattr(getattr(model, "config", None), "output", "") == "class":
+        raise RescoreError("normalize 'exact' (or auto) for a class-factored model (--output "
+                           "class): its normalisers are exact at (C + class size) x H per edge "
+                           "already, there is no unnormalised score to skip to", got="none")
     if normalize == "none" and not getattr(model, "supports_unnormalized", False):
         raise RescoreError("a model that can score without its normaliser (rescore.models) for "
                            "normalize 'none'", got=type(model).__name__)

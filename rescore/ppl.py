@@ -79,6 +79,8 @@ def model_name(model) -> str:
     name = f"{c.arch.upper() if c.arch == 'lstm' else c.arch.capitalize()} {c.layers}x{c.hidden}, {c.head}"
     if getattr(c, "memory_aug", False):
         name += " + memory"
+    if getattr(c, "output", "softmax") == "class":
+        name += f", {c.classes} classes"
     return name
 
 

@@ -168,6 +168,16 @@ def check_config(config: ModelConfig) -> None:
          "a finite loss weight >= 0")
     need("self_norm", isinstance(config.self_norm, (int, float)) and math.isfinite(config.self_norm)
          and config.self_norm >= 0, "a finite weight >= 0 (0: off)")
+    need("output", config.output in ("softmax", "class"), "softmax or class")
+    if config.output == "class":
+        need("classes", pos_int(config.classes), "an integer >= 1 (word classes; about sqrt(V))")
+        need("head", getattr(HEADS[config.head], "supports_class_output", False),
+             "a head with a class-factored output for --output class: " + ", ".join(
+                 sorted(n for n, h in HEADS.items() if getattr(h, "supports_class_output", False))))
+        need("self_norm", not config.self_norm, "no --self-norm with --output class (its "
+             "normalisers are cheap and exact already)")
+    else:
+        need("classes", not config.classes, "--classes only with --output class")
     if config.arch == "transformer":
         need("n_heads", config.hidden % config.n_heads == 0,
              f"a number of heads that divides --hidden {config.hidden}")
@@ -176,6 +186,18 @@ def check_config(config: ModelConfig) -> None:
          f"--memory-aug only with --head pointer (it does nothing with --head {config.head})")
     need("coverage_weight", not config.coverage or config.head == "pointer-generator",
          f"--coverage only with --head pointer-generator (it does nothing with --head {config.head})")
+
+
+def train_counts(path, vocab: Vocabulary) -> torch.Tensor:
+    """(V,) float64 count of each vocabulary id as a training target (OOV words as ``<unk>``,
+    one ``<eos>`` per sentence): what ``--output class`` bins its classes by."""
+    from rescore.vocab import read_sentences
+
+    sentences = read_sentences(path)
+    ids = [i for sent in sentences for i in vocab.encode(sent)[0]]
+    counts = torch.bincount(torch.tensor(ids, dtype=torch.long), minlength=len(vocab)).double()
+    counts[vocab.eos_id] += len(sentences)
+    return counts
 
 
 def _setup_distributed(device: str):
@@ -324,7 +346,13 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
         vocab = (Vocabulary.from_words_txt(opts.words_txt) if opts.words_txt is not None
                  else Vocabulary.from_text(opts.train, opts.max_vocab))
         torch.manual_seed(opts.seed)  # same initial weights on every process
-        model = build_model(config, vocab)
+        counts = None
+        if config.output == "class":
+            if config.classes > len(vocab):
+                raise OptionError(f"at most as many classes as vocabulary words ({len(vocab)})",
+                                  option="--classes", got=str(config.classes))
+            counts = train_counts(opts.train, vocab)
+        model = build_model(config, vocab, counts)
     log.info("vocabulary %d words; model %s/%s, %d parameters", len(vocab), config.arch,
              config.head, sum(p.numel() for p in model.parameters()))
     model.to(device)

@@ -1,4 +1,5 @@
-"""rescore-train-lm: train an LSTM or Transformer word LM with a softmax or pointer head."""
+"""rescore-train-lm: train an LSTM or Transformer word LM with a softmax or pointer head, and a
+full softmax or a class-factored output layer."""
 
 from __future__ import annotations
 
@@ -44,6 +45,16 @@ DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
               help="Self-normalisation: add ALPHA * (log Z)^2 to the loss (Devlin et al. 2014), "
                    "Z the head's softmax normaliser (over V + L for the pointer), so that "
                    "rescore-nbest --normalize none can skip it; 0: off.")
+@click.option("--output", type=click.Choice(["softmax", "class"]), default="softmax",
+              help="Output layer. softmax: one softmax over the V words, V x H per token. "
+                   "class: class-factored (Mikolov et al. 2011), P(class | h) P(word | class, h), "
+                   "exact, ~(C + V/C) x H per token in training and scoring instead of V x H: "
+                   "it pays with a large vocabulary (no --max-vocab: ~33k words), where the "
+                   "full softmax dominates a step (docs/benchmarks.md). "
+                   "Heads: softmax, pointer, psmm, pointer-generator; not with --self-norm.")
+@click.option("--classes", type=int, default=0, metavar="C",
+              help="Word classes of --output class, binned by training frequency (about "
+                   "sqrt(V): 180 for 33k words); stored in the checkpoint.")
 @click.option("--epochs", type=int, default=10, help="Maximum epochs.")
 @click.option("--batch-size", type=int, default=20, help="Parallel streams per process.")
 @click.option("--eval-batch-size", type=int, default=10, help="Parallel streams for validation.")
@@ -79,7 +90,8 @@ DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
                    "0: at epoch ends only.")
 @verbose_option
 def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, layers, dropout,
-         n_heads, context, positions, ff_mult, coverage_weight, self_norm, epochs, batch_size,
+         n_heads, context, positions, ff_mult, coverage_weight, self_norm, output, classes, epochs,
+         batch_size,
          eval_batch_size, optimizer, lr, warmup, anneal, max_anneals, clip, max_vocab,
          words_txt, epoch_batches, max_minutes, seed, device, threads, resume, save_every, verbose):
     """Train a word LM on TRAIN (concatenated sentences, BPTT chunks) and keep the best
@@ -98,7 +110,8 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
                          memory_aug=memory_aug, n_heads=n_heads,
                          context=bptt if context is None else context, positions=positions,
                          ff_mult=ff_mult, coverage=coverage_weight > 0,
-                         coverage_weight=coverage_weight, self_norm=self_norm)
+                         coverage_weight=coverage_weight, self_norm=self_norm,
+                         output=output, classes=classes)
     try:
         with errors_to_exit():
             steps, minutes = parse_save_every(save_every)

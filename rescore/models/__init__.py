@@ -33,10 +33,11 @@ __all__ = ["BODIES", "EMPTY", "HEADS", "HeadOutput", "LanguageModel", "LMState",
            "save_checkpoint"]
 
 
-def build_model(config: ModelConfig, vocab) -> NeuralLM:
-    """A freshly initialised model for ``vocab``; sets ``config.vocab_size`` = len(vocab)."""
+def build_model(config: ModelConfig, vocab, counts=None) -> NeuralLM:
+    """A freshly initialised model for ``vocab``; sets ``config.vocab_size`` = len(vocab).
+    ``counts``: (V,) training counts, the classes of ``config.output == "class"``."""
     config.vocab_size = len(vocab)
-    return NeuralLM(config, vocab)
+    return NeuralLM(config, vocab, counts)
 
 
 def save_checkpoint(model: LanguageModel, path: Union[str, Path], **extra: Any) -> None:

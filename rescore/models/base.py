@@ -61,6 +61,9 @@ class HeadOutput:
                 per target instead of V x H per position. ``log_slot`` is then unnormalised
                 too (implicit pointer: the raw slot logits; PSMM / pointer-generator keep their
                 exact L-way attention, only P_vocab is left unnormalised).
+                A class-factored output layer (``--output class``, rescore.models.classes)
+                also gives ``log_vocab`` None and ``vocab_score``, but exact, normalised:
+                (C + |c(w)|) x H per target; its ``log_norm`` is None.
     """
 
     log_vocab: Optional[Tensor]

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rescore.models.base import EMPTY, HeadOutput
+from rescore.models.classes import ClassDecoder
 from rescore.models.heads import log_norm, output_rows, register_head
 from rescore.models.history import slide
 
@@ -38,19 +39,35 @@ def band_index(T: int, L: int, device) -> Tensor:
 
 
 class _HistoryHead(nn.Module):
-    """What PSMM and the pointer-generator share: the tied softmax and the hidden-state history."""
+    """What PSMM and the pointer-generator share: the tied softmax and the hidden-state history.
+
+    With a class decoder (``--output class``) P_vocab is the class-factored one, unchanged
+    otherwise: log_vocab(w) = log gate + log P(c(w) | h) + log P(w | c(w), h)."""
+
+    supports_class_output = True
 
     def __init__(self, config, decoder: nn.Linear):
         super().__init__()
-        self.decoder = decoder  # tied output layer, weight (V, H)
+        self.decoder = decoder  # tied output layer, weight (V, H), or a ClassDecoder
         if config.history < 1:
             raise ValueError(f"the {type(self).__name__} needs history >= 1")
         self.history = int(config.history)  # L
-        self.hidden_size = decoder.weight.shape[1]  # H
+        words = decoder.words if isinstance(decoder, ClassDecoder) else decoder
+        self.hidden_size = words.weight.shape[1]  # H
+
+    def _weight(self) -> Tensor:
+        """The word output rows (V, H): the state's dtype follows them."""
+        d = self.decoder
+        return (d.words if isinstance(d, ClassDecoder) else d).weight
+
+    def _class_vocab(self, hidden: Tensor, log_gate: Tensor):
+        """``vocab_score`` of the factored P_vocab shifted by log_gate (B, T)."""
+        class_lp = F.log_softmax(self.decoder.class_logits(hidden).float(), dim=-1)
+        return self.decoder.scorer(hidden, class_lp, log_gate)
 
     def init_state(self, batch_size: int, device=None) -> Dict[str, Tensor]:
         L, H = self.history, self.hidden_size
-        dtype = self.decoder.weight.dtype
+        dtype = self._weight().dtype
         return {
             "hist_ident": torch.full((batch_size, L), EMPTY, dtype=torch.long, device=device),
             "hist_h": torch.zeros(batch_size, L, H, dtype=dtype, device=device),
@@ -97,6 +114,9 @@ class PsmmHead(_HistoryHead):
         z = z.masked_fill(slot_ident == EMPTY, float("-inf"))
         sent = (q * self.sentinel).sum(-1, keepdim=True)  # (B, T, 1)
         log_a = torch.log_softmax(torch.cat([z, sent], dim=-1), dim=-1)  # (B, T, L+1)
+        if isinstance(self.decoder, ClassDecoder):
+            return HeadOutput(None, log_slot=log_a[..., :L], slot_ident=slot_ident, hidden=hidden,
+                              vocab_score=self._class_vocab(hidden, log_a[..., L])), new_state
         if not normalize:
             return HeadOutput(None, log_slot=log_a[..., :L], slot_ident=slot_ident,
                               hidden=hidden, vocab_score=output_rows(
@@ -130,7 +150,7 @@ class PointerGeneratorHead(_HistoryHead):
     def __init__(self, config, decoder: nn.Linear):
         super().__init__(config, decoder)
         H = self.hidden_size
-        E = decoder.weight.shape[1]  # tied embeddings: E == H
+        E = self.hidden_size  # tied embeddings: E == H
         A = H  # attention size
         self.coverage = bool(config.coverage)
         self.coverage_weight = float(config.coverage_weight)  # lambda
@@ -146,7 +166,7 @@ class PointerGeneratorHead(_HistoryHead):
         state = super().init_state(batch_size, device)
         if self.coverage:
             state["hist_cov"] = torch.zeros(batch_size, self.history,
-                                            dtype=self.decoder.weight.dtype, device=device)
+                                            dtype=self._weight().dtype, device=device)
         return state
 
     def forward(self, hidden: Tensor, emb: Tensor, ident: Tensor, state: Dict[str, Tensor],
@@ -187,6 +207,10 @@ class PointerGeneratorHead(_HistoryHead):
         context = a_full @ full_h  # (B, T, H): h*_t
         gen = (self.gen_ctx(context) + self.gen_h(hidden) + self.gen_x(emb))  # (B, T, 1)
         log_slot = F.logsigmoid(-gen) + log_a  # -inf for empty slots
+        if isinstance(self.decoder, ClassDecoder):
+            score = self._class_vocab(hidden, F.logsigmoid(gen).squeeze(-1))
+            return HeadOutput(None, log_slot=log_slot, slot_ident=slot_ident, hidden=hidden,
+                              aux_loss=aux, vocab_score=score), new_state
         if not normalize:
             score = output_rows(self.decoder, hidden, F.logsigmoid(gen).squeeze(-1))
             return HeadOutput(None, log_slot=log_slot, slot_ident=slot_ident, hidden=hidden,

@@ -31,6 +31,10 @@ class ModelConfig:
     # term alpha * (log Z)^2, Z the head's large normaliser (HeadOutput.log_norm); 0: off.
     # A model trained with it can be scored without normalising (rescore-nbest --normalize).
     self_norm: float = 0.0
+    # output layer: "softmax" (one softmax over V) or "class" (class-factored, Mikolov et al.
+    # 2011: P(c(w)|h) P(w|c(w),h), exact at ~(C + V/C) x H per token; rescore.models.classes)
+    output: str = "softmax"
+    classes: int = 0  # C, word classes of output "class" (binned by training frequency)
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)

@@ -11,6 +11,12 @@ with the input embedding). It offers
   reads and returns only its keys. With ``normalize=False`` the head leaves its V-sized
   normaliser out and computes no (B, T, V) tensor (``HeadOutput.vocab_score``); otherwise it
   returns ``HeadOutput.log_norm`` = log Z, which self-normalised training drives to 0.
+
+A head with ``supports_class_output`` also takes a ``rescore.models.classes.ClassDecoder`` as
+``decoder`` (``--output class``): its P_vocab is then the class-factored one, exact, given only
+through ``HeadOutput.vocab_score`` (one target costs (C + |c(w)|) x H; ``normalize`` changes
+nothing). ``extra_classes``: rows the head adds to the class layer (the implicit pointer's
+history slots are one more class).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rescore.models.base import EMPTY, HeadOutput
+from rescore.models.classes import ClassDecoder
 from rescore.models.history import slide
 
 HEADS: Dict[str, type] = {}
@@ -64,7 +71,10 @@ def output_rows(decoder: nn.Linear, hidden: Tensor,
 
 @register_head("softmax")
 class SoftmaxHead(nn.Module):
-    """y_t = softmax(W h_t + b): no history, no state."""
+    """y_t = softmax(W h_t + b): no history, no state. With a class decoder
+    y_t(w) = softmax(U h_t + d)[c(w)] softmax_{c(w)}(W h_t + b)[w] (rescore.models.classes)."""
+
+    supports_class_output = True
 
     def __init__(self, config, decoder: nn.Linear):
         super().__init__()
@@ -75,6 +85,10 @@ class SoftmaxHead(nn.Module):
 
     def forward(self, hidden: Tensor, emb: Tensor, ident: Tensor, state: Dict[str, Tensor],
                 normalize: bool = True) -> Tuple[HeadOutput, Dict[str, Tensor]]:
+        if isinstance(self.decoder, ClassDecoder):
+            class_lp = F.log_softmax(self.decoder.class_logits(hidden).float(), dim=-1)  # (B,T,C)
+            return HeadOutput(None, hidden=hidden,
+                              vocab_score=self.decoder.scorer(hidden, class_lp)), {}
         if not normalize:
             return HeadOutput(None, hidden=hidden, vocab_score=output_rows(self.decoder, hidden)), {}
         logits = self.decoder(hidden)  # (B, T, V)
@@ -134,7 +148,15 @@ class PointerHead(nn.Module):
     x_{t-L+1+i}. With memory augmentation, m_k = v . h_k is computed at every position k, carried
     in the history (``hist_mem``) and added to the logit of the slot holding x_k. Empty slots are
     masked out. Extra parameters: W_p (L x H) and v (H): (L + 1) * H.
+
+    With a class decoder the L slots are class C + 1 of the class softmax: P(slot i) =
+    P(ptr | h_t) softmax(slot logits)_i, P(w) = P(c(w) | h_t) P(w | c(w), h_t) (the joint V + L
+    softmax factored, the slots one more class); while every slot is empty (a conversation's
+    start) the pointer class is masked out, so P stays normalised. Extra parameters: + H + 1.
     """
+
+    supports_class_output = True
+    extra_classes = 1  # the pointer class
 
     def __init__(self, config, decoder: nn.Linear):
         super().__init__()
@@ -164,6 +186,8 @@ class PointerHead(nn.Module):
             p = p + slot_mem
             new_state["hist_mem"] = new_mem
         empty = slot_ident == EMPTY
+        if isinstance(self.decoder, ClassDecoder):
+            return self._class_output(hidden, p.float(), empty, slot_ident), new_state
         p = p.masked_fill(empty, float("-inf"))
         if not normalize:  # exp(z) over V + L without the normaliser: the raw slot logits
             return HeadOutput(None, p.float(), slot_ident, hidden,
@@ -173,3 +197,17 @@ class PointerHead(nn.Module):
         out = HeadOutput(log_vocab, log_slot, slot_ident, hidden,
                          log_norm=log_norm(logits, log_vocab))  # log Z over V + L
         return out, new_state
+
+    def _class_output(self, hidden: Tensor, p: Tensor, empty: Tensor,
+                      slot_ident: Tensor) -> HeadOutput:
+        """p (B, T, L) float32 slot logits, empty (B, T, L) bool: the factored mixture."""
+        C = self.decoder.n_classes
+        cl = self.decoder.class_logits(hidden).float()  # (B, T, C + 1)
+        no_slot = empty.all(-1, keepdim=True)  # (B, T, 1)
+        cl = cl.masked_fill(F.pad(no_slot, (C, 0)), float("-inf"))  # pointer class off
+        class_lp = F.log_softmax(cl, dim=-1)
+        # a finite fill keeps log_softmax (and its gradient) finite on rows without slots
+        log_in = F.log_softmax(p.masked_fill(empty, torch.finfo(p.dtype).min), dim=-1)
+        log_slot = (class_lp[..., C:] + log_in).masked_fill(empty, float("-inf"))
+        return HeadOutput(None, log_slot, slot_ident, hidden,
+                          vocab_score=self.decoder.scorer(hidden, class_lp))

@@ -3,15 +3,40 @@
 from __future__ import annotations
 
 import math
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
 from rescore.models.base import HeadOutput, LanguageModel, LMState
 from rescore.models.bodies import BODIES
+from rescore.models.classes import ClassDecoder, frequency_classes
 from rescore.models.config import ModelConfig
 from rescore.models.heads import HEADS, SoftmaxHead
+
+OUTPUTS = ("softmax", "class")
+
+
+def check_output(config: ModelConfig) -> None:
+    """A ValueError naming --output / --classes when the output layer does not fit the config."""
+    if config.output not in OUTPUTS:
+        raise ValueError(f"--output {config.output!r}: one of {', '.join(OUTPUTS)}")
+    if config.output != "class":
+        if config.classes:
+            raise ValueError(f"--classes {config.classes}: only with --output class")
+        return
+    V = config.vocab_size
+    if isinstance(config.classes, bool) or not isinstance(config.classes, int) \
+            or not 1 <= config.classes <= max(V, 1):
+        raise ValueError(f"--classes {config.classes}: an integer from 1 to the vocabulary "
+                         f"size {V} with --output class (about sqrt(V): {round(math.sqrt(V))})")
+    if not getattr(HEADS[config.head], "supports_class_output", False):
+        ok = sorted(n for n, h in HEADS.items() if getattr(h, "supports_class_output", False))
+        raise ValueError(f"--output class: not with --head {config.head} (heads with a "
+                         f"class-factored output: {', '.join(ok)})")
+    if config.self_norm:
+        raise ValueError("--output class with --self-norm: a class model's normalisers are "
+                         "already cheap and exact (self-normalisation is for --output softmax)")
 
 
 class NeuralLM(LanguageModel):
@@ -21,12 +46,16 @@ class NeuralLM(LanguageModel):
     (``hist_ident``, ``hist_mem``, ...), all batch-first.
     """
 
-    def __init__(self, config: ModelConfig, vocab):
+    def __init__(self, config: ModelConfig, vocab, counts: Optional[Tensor] = None):
+        """``counts`` ((V,) training counts) bins the classes of ``output="class"``; without
+        them (a checkpoint about to load its own ``word_class``, or a test) ids are taken as
+        ranks of frequency (a Vocabulary from a text is in that order) with Zipf counts 1/(id+1)."""
         super().__init__()
         if config.arch not in BODIES:
             raise ValueError(f"unknown arch {config.arch!r}; known: {sorted(BODIES)}")
         if config.head not in HEADS:
             raise ValueError(f"unknown head {config.head!r}; known: {sorted(HEADS)}")
+        check_output(config)
         self.config = config
         self.vocab = vocab
         V, H = config.vocab_size, config.hidden
@@ -42,7 +71,17 @@ class NeuralLM(LanguageModel):
             nn.init.constant_(self.decoder.bias, -math.log(V))
         self.drop = nn.Dropout(config.dropout)
         self.body = BODIES[config.arch](config)
-        self.head = HEADS[config.head](config, self.decoder)
+        decoder = self.decoder
+        if config.output == "class":
+            if counts is None:
+                counts = 1.0 / torch.arange(1, V + 1, dtype=torch.float64)
+            head = HEADS[config.head]
+            # nn.Module attribute (not self.decoder): the word rows stay the tied Linear's
+            self.class_decoder = ClassDecoder(self.decoder, config.classes,
+                                              frequency_classes(counts, config.classes),
+                                              extra=getattr(head, "extra_classes", 0))
+            decoder = self.class_decoder
+        self.head = HEADS[config.head](config, decoder)
 
     def initial_state(self, batch_size: int, device=None) -> LMState:
         body = self.body.init_state(batch_size, device)

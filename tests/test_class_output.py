@@ -1,0 +1,314 @@
+"""The class-factored output layer (issue 13, item 3): ``--output class --classes C``.
+
+Frequency binning, exact normalisation of every head that takes it, its gradient, training,
+checkpoints (and old ones without the fields), the engines' agreement, and bad options."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from rescore import engine as E
+from rescore.engine import score_nbest
+from rescore.errors import OptionError, RescoreError
+from rescore.models import HEADS, ModelConfig, build_model, load_checkpoint, save_checkpoint
+from rescore.models.classes import ClassDecoder, frequency_classes
+from rescore.models.heads import SoftmaxHead
+from rescore.train import TrainOptions, check_config, train_lm
+from rescore.vocab import Vocabulary
+
+from test_engine import FIXTURE, WORDS, assert_close, make_conversations
+from test_train import write_corpus
+
+HEADS_KW = [
+    pytest.param(dict(arch="lstm", head="softmax"), id="lstm-softmax"),
+    pytest.param(dict(arch="lstm", head="pointer"), id="lstm-pointer"),
+    pytest.param(dict(arch="lstm", head="pointer", memory_aug=True), id="lstm-pointer+mem"),
+    pytest.param(dict(arch="lstm", head="psmm"), id="lstm-psmm"),
+    pytest.param(dict(arch="lstm", head="pointer-generator", coverage=True),
+                 id="lstm-pointer-generator+coverage"),
+    pytest.param(dict(arch="transformer", head="softmax"), id="transformer-softmax"),
+]
+
+
+def class_model(kw, classes=5, words=WORDS):
+    torch.manual_seed(0)
+    cfg = ModelConfig(hidden=16, layers=2, history=6, context=8, n_heads=2, dropout=0.0,
+                      output="class", classes=classes, **kw)
+    model = build_model(cfg, Vocabulary(["<eos>", "<unk>"] + words))
+    with torch.no_grad():  # spread the distributions beyond the small init
+        model.embedding.weight.mul_(20.0)
+        model.class_decoder.classes.weight.mul_(5.0)
+    return model.eval()
+
+
+def inputs(V, seed=0, B=3, T=9):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, V, (B, T), generator=g)
+    ids[:, 5] = ids[:, 2]  # a repeat: the pointers get a match
+    return ids
+
+
+def test_frequency_classes():
+    g = torch.Generator().manual_seed(0)
+    counts = (1000.0 / torch.arange(1, 3001)).floor() + torch.randint(0, 2, (3000,), generator=g)
+    for C in (1, 7, 55, 300, 3000):
+        wc = frequency_classes(counts, C)
+        sizes = torch.bincount(wc, minlength=C)
+        assert wc.shape == (3000,) and int(wc.max()) == C - 1
+        assert bool((sizes >= 1).all()) and int(sizes.max()) <= math.ceil(2 * 3000 / C)
+        rank = sorted(range(3000), key=lambda w: (-float(counts[w]), w))
+        assert wc[rank].diff().ge(0).all()  # classes follow the frequency order
+    # equal mass bins: the most frequent words fill a class each, the rare tail is cut by the
+    # cap into many classes, and a token's expected within-class cost stays near V / C rows
+    C = 55
+    wc = frequency_classes(counts, C)
+    sizes = torch.bincount(wc, minlength=C).double()
+    mass = torch.zeros(C, dtype=torch.float64).index_add_(0, wc, counts.double())
+    assert int(sizes[0]) == 1 and int(sizes[-1]) == math.ceil(2 * 3000 / C)
+    rows_per_token = float((mass * sizes).sum() / mass.sum())
+    assert rows_per_token < 1.5 * 3000 / C, rows_per_token  # seen: 52, V / C = 54.5
+    for bad in (0, 3001):
+        with pytest.raises(ValueError, match="--classes"):
+            frequency_classes(counts, bad)
+
+
+@pytest.mark.parametrize("kw", HEADS_KW)
+def test_factored_probabilities_sum_to_one(kw):
+    """exp of log P over every vocabulary word (the copy mass included: all slot identities
+    here are vocabulary words) sums to 1 at every position, from the start of a conversation
+    (no slots) on."""
+    model = class_model(kw)
+    V = len(model.vocab)
+    ids = inputs(V)
+    B, T = ids.shape
+    with torch.no_grad():
+        out, _ = model(ids, ids, model.initial_state(B))
+        assert out.log_vocab is None and out.log_norm is None
+        total = torch.stack([out.log_prob(torch.full((B, T), w), torch.full((B, T), w)).exp()
+                             for w in range(V)]).sum(0)
+    assert torch.allclose(total, torch.ones(B, T, dtype=total.dtype), atol=1e-5), total
+
+
+def test_full_distribution_equals_per_target_scores():
+    """ClassDecoder.full_log_probs (all V at once) equals the per-target path; exp sums to 1;
+    the factorisation is log P(class) + log P(word | class)."""
+    model = class_model(dict(arch="lstm", head="softmax"), classes=4)
+    dec = model.class_decoder
+    V = len(model.vocab)
+    ids = inputs(V, seed=1)
+    B, T = ids.shape
+    with torch.no_grad():
+        out, _ = model(ids, ids, model.initial_state(B))
+        class_lp = torch.log_softmax(dec.class_logits(out.hidden), -1)
+        full = dec.full_log_probs(out.hidden, class_lp)  # (B, T, V)
+        b = torch.arange(B).repeat_interleave(T * V)
+        t = torch.arange(T).repeat_interleave(V).repeat(B)
+        v = torch.arange(V).repeat(B * T)
+        per = out.vocab_score(b, t, v).view(B, T, V)
+    assert torch.allclose(full, per, atol=1e-5)
+    assert torch.allclose(full.exp().sum(-1), torch.ones(B, T), atol=1e-5)
+    # P(class c) is the mass of its members
+    members = dec.word_class == 2
+    assert torch.allclose(full[..., members].logsumexp(-1), class_lp[..., 2], atol=1e-5)
+
+
+@pytest.mark.parametrize("kw", HEADS_KW[:3])
+def test_training_gradient_equals_full_softmax_gradient(kw):
+    """The training path (one gather in class order, a product per class) has the gradient of
+    the same loss computed from the full (B, T, V) distribution by autograd."""
+    model = class_model(kw).train()
+    dec = model.class_decoder
+    ids = inputs(len(model.vocab), seed=2)
+    B = ids.shape[0]
+    tgt = torch.roll(ids, -1, 1)
+    out, _ = model(ids, ids, model.initial_state(B))
+    (-out.log_prob(tgt, tgt).sum()).backward()
+    fast = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
+    out, _ = model(ids, ids, model.initial_state(B))
+    cl = dec.class_logits(out.hidden).float()
+    if kw["head"] == "pointer":  # the pointer class: masked while no slot is filled
+        no_slot = (out.slot_ident == -1).all(-1, keepdim=True)
+        cl = cl.masked_fill(torch.nn.functional.pad(no_slot, (dec.n_classes, 0)), float("-inf"))
+    full = dec.full_log_probs(out.hidden, torch.log_softmax(cl, -1))
+    lp = full.gather(-1, tgt.unsqueeze(-1)).squeeze(-1)
+    if out.log_slot is not None:
+        copy = out.log_slot.masked_fill(out.slot_ident != tgt.unsqueeze(-1), float("-inf"))
+        lp = torch.logsumexp(torch.cat([lp.unsqueeze(-1), copy], -1), -1)
+    (-lp.sum()).backward()
+    slow = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    assert set(fast) == set(slow)
+    for n in fast:
+        assert torch.allclose(fast[n], slow[n], atol=1e-4, rtol=1e-4), n
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    write_corpus(tmp_path / "train.txt", 300, 1)
+    write_corpus(tmp_path / "valid.txt", 40, 2)
+    return tmp_path
+
+
+def valid_loss(model, path):
+    from rescore.data import load_streams
+    from rescore.ppl import stream_loss
+
+    nll, n = stream_loss(model, load_streams(path, model.vocab, 4, pad=True), 8, "cpu")
+    return nll / n
+
+
+@pytest.mark.parametrize("head,mem", [("softmax", False), ("pointer", True)])
+def test_training_lowers_valid_loss_and_checkpoint_keeps_classes(corpus, head, mem):
+    cfg = ModelConfig(head=head, memory_aug=mem, hidden=16, layers=1, history=8, dropout=0.0,
+                      output="class", classes=6)
+    out = corpus / head
+    opts = TrainOptions(train=corpus / "train.txt", valid=corpus / "valid.txt", out_dir=out,
+                        epochs=2, batch_size=4, bptt=8, lr=1.0, device="cpu", threads=1)
+    torch.manual_seed(opts.seed)  # the initial weights of train_lm
+    vocab = Vocabulary.from_text(corpus / "train.txt")
+    from rescore.train import train_counts
+
+    untrained = build_model(ModelConfig(**{**cfg.to_dict()}), vocab,
+                            train_counts(corpus / "train.txt", vocab)).eval()
+    train_lm(cfg, opts)
+    model = load_checkpoint(out / "model.pt")
+    assert model.config.output == "class" and model.config.classes == 6
+    # the classes were binned from the training counts and came back from the checkpoint
+    assert torch.equal(model.class_decoder.word_class, untrained.class_decoder.word_class)
+    with torch.no_grad():
+        before, after = valid_loss(untrained, corpus / "valid.txt"), valid_loss(model, corpus / "valid.txt")
+    assert after < before - 0.5, (before, after)  # seen: 3.8 -> 1.5 (softmax)
+
+
+def test_old_checkpoint_loads_as_softmax(tmp_path):
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(hidden=8, layers=1), Vocabulary(["<eos>", "<unk>", "a"]))
+    save_checkpoint(model, tmp_path / "m.pt")
+    ckpt = torch.load(tmp_path / "m.pt", weights_only=True)
+    del ckpt["config"]["output"], ckpt["config"]["classes"]  # written before the fields existed
+    torch.save(ckpt, tmp_path / "old.pt")
+    old = load_checkpoint(tmp_path / "old.pt")
+    assert old.config.output == "softmax" and old.config.classes == 0
+    assert isinstance(old.head.decoder, torch.nn.Linear)
+
+
+def test_class_checkpoint_round_trip_and_bad_index(tmp_path):
+    model = class_model(dict(arch="lstm", head="pointer", memory_aug=True))
+    # classes other than the Zipf default of a fresh build: the loaded ones must be these
+    wc = torch.arange(len(model.vocab)) % 5
+    model.class_decoder.word_class.copy_(wc)
+    from rescore.models.classes import class_positions
+
+    model.class_decoder.word_pos.copy_(class_positions(wc, 5))
+    model.class_decoder._index()
+    save_checkpoint(model, tmp_path / "m.pt")
+    back = load_checkpoint(tmp_path / "m.pt")
+    assert torch.equal(back.class_decoder.word_class, wc)
+    ids = inputs(len(model.vocab))
+    with torch.no_grad():
+        a = model.score(ids, ids, ids, ids, model.initial_state(3))[0]
+        b = back.score(ids, ids, ids, ids, back.initial_state(3))[0]
+    assert torch.allclose(a, b)
+    ckpt = torch.load(tmp_path / "m.pt", weights_only=True)
+    ckpt["state_dict"]["class_decoder.word_class"][0] = 7  # no class 7 of 5
+    torch.save(ckpt, tmp_path / "bad.pt")
+    with pytest.raises(RescoreError, match="bad.pt.*class"):
+        load_checkpoint(tmp_path / "bad.pt")
+
+
+@pytest.mark.parametrize("kw", HEADS_KW)
+def test_engines_agree(kw):
+    model = class_model(kw)
+    convs = make_conversations(seed=41, n_conv=2, n_utt=(2, 3), n_hyp=(2, 5))
+    run = lambda **o: score_nbest(model, convs, weight=0.7, device="cpu", max_tokens=64,  # noqa: E731
+                                  conv_batch=2, progress=False, **o)
+    ref = run(engine="naive")
+    assert_close(run(engine="padded"), ref)
+    for schedule in ("levels", "segments") + (("tree",) if model.supports_tree else ()):
+        assert_close(run(engine="fast", schedule=schedule), ref)
+    # the costs are -log of the model's own normalised P, token by token (no carry)
+    words = convs[0][0].hyps[0]
+    x_ids, _ = model.vocab.encode(list(words))
+    x = torch.tensor([[model.vocab.eos_id] + x_ids])
+    y = torch.tensor([x_ids + [model.vocab.eos_id]])
+    with torch.no_grad():
+        lp, _ = model.score(x, x.clone(), y, y.clone(), model.initial_state(1))
+    got = score_nbest(model, convs, weight=0.7, state_carry="none", device="cpu",
+                      progress=False)[0][0][0]
+    assert max(abs(a + b) for a, b in zip(got, lp[0].tolist())) < 1e-4
+    with pytest.raises(RescoreError, match="class-factored"):
+        run(normalize="none")
+    assert E.resolve_normalize(model, "auto") == "exact"
+
+
+class _NoClassHead(SoftmaxHead):
+    supports_class_output = False
+
+
+def test_bad_options(monkeypatch, corpus):
+    base = dict(hidden=8, layers=1)
+    with pytest.raises(OptionError, match="--classes"):
+        check_config(ModelConfig(output="class", classes=0, **base))
+    with pytest.raises(OptionError, match="--classes"):
+        check_config(ModelConfig(output="softmax", classes=5, **base))
+    with pytest.raises(OptionError, match="--output"):
+        check_config(ModelConfig(output="hierarchical", **base))
+    with pytest.raises(OptionError, match="--self-norm"):
+        check_config(ModelConfig(output="class", classes=4, self_norm=0.1, **base))
+    monkeypatch.setitem(HEADS, "noclass", _NoClassHead)
+    with pytest.raises(OptionError, match="--head.*class-factored"):
+        check_config(ModelConfig(head="noclass", output="class", classes=4, **base))
+    with pytest.raises(ValueError, match="--head noclass"):  # a checkpoint with such a config
+        build_model(ModelConfig(head="noclass", output="class", classes=2, **base),
+                    Vocabulary(["<eos>", "<unk>", "a"]))
+    with pytest.raises(ValueError, match="--classes 4"):
+        build_model(ModelConfig(output="class", classes=4, **base),
+                    Vocabulary(["<eos>", "<unk>", "a"]))
+    # more classes than words, found once the vocabulary is read
+    opts = TrainOptions(train=corpus / "train.txt", valid=corpus / "valid.txt",
+                        out_dir=corpus / "big", epochs=1, batch_size=4, bptt=8, device="cpu")
+    with pytest.raises(OptionError, match="--classes.*vocabulary"):
+        train_lm(ModelConfig(output="class", classes=100000, **base), opts)
+
+
+def test_cli_train_ppl_nbest(corpus, tmp_path):
+    """rescore-train-lm --output class --classes C; rescore-ppl and rescore-nbest read the
+    checkpoint as it is; --normalize none is refused; bad --classes exit 2."""
+    from rescore.cli.nbest import main as nbest_main
+    from rescore.cli.ppl import main as ppl_main
+    from rescore.cli.train_lm import main as train_main
+    from rescore.io.kaldi import read_nn_costs
+    from rescore.nbest import load_nbest_dir
+
+    nbest = load_nbest_dir(FIXTURE, FIXTURE / "data")
+    words = sorted({w for u in nbest.utterances() for h in u.hyps for w in h.words})
+    train = tmp_path / "fixture_train.txt"  # the fixture's words, so the N-best is in vocabulary
+    train.write_text("\n".join(" ".join(words[i:i + 7]) for i in range(0, len(words), 3)) + "\n")
+    args = ["--train", str(train), "--valid", str(corpus / "valid.txt"), "--hidden", "8",
+            "--layers", "1", "--bptt", "8", "--epochs", "1", "--batch-size", "2", "--device",
+            "cpu", "--threads", "1", "--epoch-batches", "2"]
+    r = CliRunner().invoke(train_main, args + ["--out-dir", str(tmp_path / "m"), "--output",
+                                                "class", "--classes", "5"])
+    assert r.exit_code == 0, r.output
+    ckpt = tmp_path / "m" / "model.pt"
+    assert load_checkpoint(ckpt).config.classes == 5
+    for bad, msg in ((["--classes", "0"], "--classes"), (["--classes", "100000"], "--classes"),
+                     (["--classes", "5"], "--classes only with --output class")):
+        r = CliRunner().invoke(train_main, args + ["--out-dir", str(tmp_path / "x")]
+                               + (["--output", "class"] if "only" not in msg else []) + bad)
+        assert r.exit_code == 2 and msg in r.output, r.output
+    r = CliRunner().invoke(ppl_main, [str(ckpt), str(train), "--device", "cpu"])
+    assert r.exit_code == 0 and "5 classes" in r.output, r.output
+    common = [str(FIXTURE), "--data-dir", str(FIXTURE / "data"), "--model", str(ckpt),
+              "--device", "cpu", "--weight", "0.5"]
+    r = CliRunner().invoke(nbest_main, [common[0], str(tmp_path / "nb")] + common[1:])
+    assert r.exit_code == 0, r.output
+    costs = read_nn_costs(tmp_path / "nb" / "lmwt.nn")
+    assert costs and all(math.isfinite(c) and c > 0 for cs in costs.values() for c in cs)
+    r = CliRunner().invoke(nbest_main, [common[0], str(tmp_path / "nb2")] + common[1:]
+                           + ["--normalize", "none"])
+    assert r.exit_code != 0 and "class-factored" in r.output, r.output
