@@ -5,6 +5,10 @@ clip, SGD) of every model in turn on the same batch of real text, so machine noi
 them alike; the medians over rounds are reported, with the ratio to the baseline.
 
     PYTHONPATH=$PWD python tools/bench_train.py --arch lstm --rounds 15
+
+The output layer of every variant is ``--output`` (softmax or class, with ``--classes C``),
+or the one named after a colon: ``--variants softmax,softmax:class --max-vocab 0`` compares the
+full softmax with the class-factored layer at the full training vocabulary.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rescore.data import load_streams  # noqa: E402
 from rescore.models import ModelConfig, build_model  # noqa: E402
+from rescore.train import train_counts  # noqa: E402
 from rescore.vocab import Vocabulary  # noqa: E402
 
 VARIANTS = {"softmax": dict(head="softmax"), "pointer": dict(head="pointer"),
@@ -38,22 +43,35 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--bptt", type=int, default=100)
     ap.add_argument("--batch-size", type=int, default=20)
-    ap.add_argument("--max-vocab", type=int, default=10000)
+    ap.add_argument("--max-vocab", type=int, default=10000, help="0: every training word")
+    ap.add_argument("--output", default="softmax", choices=["softmax", "class"],
+                    help="output layer of variants without ':softmax' / ':class'")
+    ap.add_argument("--classes", type=int, default=0,
+                    help="C of the class output [default: round(sqrt(V))]")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--variants", default="softmax,pointer,pointer+mem")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    vocab = Vocabulary.from_text(args.train, args.max_vocab)
+    vocab = Vocabulary.from_text(args.train, args.max_vocab or None)
     data = load_streams(args.train, vocab, args.batch_size, pad=False)
     names = args.variants.split(",")
+    classes = args.classes or round(len(vocab) ** 0.5)
+    counts = None
     models, optims, states = {}, {}, {}
     for name in names:
         torch.manual_seed(0)
+        head, _, output = name.partition(":")
+        output = output or args.output
+        extra = {}
+        if output == "class":
+            if counts is None:
+                counts = train_counts(args.train, vocab)
+            extra = dict(output="class", classes=classes)
         cfg = ModelConfig(arch=args.arch, hidden=args.hidden, layers=args.layers,
-                          history=args.bptt, context=args.bptt, **VARIANTS[name])
-        models[name] = build_model(cfg, vocab).train()
+                          history=args.bptt, context=args.bptt, **VARIANTS[head], **extra)
+        models[name] = build_model(cfg, vocab, counts).train()
         optims[name] = torch.optim.SGD(models[name].parameters(), lr=1.0)
         states[name] = models[name].initial_state(args.batch_size)
     times = {n: [] for n in names}
@@ -75,11 +93,12 @@ def main() -> None:
     tokens = args.batch_size * args.bptt
     base = statistics.median(times[names[0]])
     print(f"# {args.arch} {args.layers}x{args.hidden}, V={len(vocab)}, L=T={args.bptt}, "
-          f"B={args.batch_size}, {args.threads} thread(s), median of {args.rounds} steps")
-    print(f"{'model':<14} {'tokens/s':>9} {'vs ' + names[0]:>12}")
+          f"B={args.batch_size}, {args.threads} thread(s), median of {args.rounds} steps"
+          + (f"; class output: C={classes}" if counts is not None else ""))
+    print(f"{'model':<22} {'tokens/s':>9} {'vs ' + names[0]:>16}")
     for name in names:
         med = statistics.median(times[name])
-        print(f"{name:<14} {tokens / med:>9.0f} {base / med:>12.3f}")
+        print(f"{name:<22} {tokens / med:>9.0f} {base / med:>16.3f}")
 
 
 if __name__ == "__main__":

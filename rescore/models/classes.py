@@ -125,28 +125,26 @@ class ClassDecoder(nn.Module):
         (E,) float32. |c(w)| x H per row; rows are grouped by class, one product per class."""
         W, b = self.words.weight, self.words.bias
         cls = self.word_class[ids]  # (E,)
-        pos = self.word_pos[ids]
         order = torch.argsort(cls)
         present, n_per = torch.unique_consecutive(cls[order], return_counts=True)
-        if torch.is_grad_enabled() and W.requires_grad:
-            # training: one gather of all rows in class order (a slice per class below), so
-            # the backward is one index-add into W, not one V x H gradient per class
-            Wp, bp = W[self.perm], b[self.perm]
-        else:
-            Wp = bp = None
+        n_per = n_per.tolist()
+        # rows sorted by class and split: one gather and one split (whose backward is one
+        # concatenation), not an indexing per class (each would backpropagate a full zero
+        # gradient: C x (E x H), and C x (V x H) for the weights)
+        hs = h[order].split(n_per)
+        ps = self.word_pos[ids][order].split(n_per)
+        if torch.is_grad_enabled() and W.requires_grad:  # training: the rows in class order
+            sizes = [e - s for s, e in zip(self.starts[:-1], self.starts[1:])]
+            Ws, bs = W[self.perm].split(sizes), b[self.perm].split(sizes)
         parts = []
-        at = 0
-        for c, n in zip(present.tolist(), n_per.tolist()):
-            rows = order[at:at + n]
-            at += n
-            s, e = self.starts[c], self.starts[c + 1]
-            if Wp is not None:
-                Wc, bc = Wp[s:e], bp[s:e]  # (|c|, H), (|c|,)
-            else:
-                members = self.perm[s:e]
+        for c, hc, pc in zip(present.tolist(), hs, ps):
+            if torch.is_grad_enabled() and W.requires_grad:
+                Wc, bc = Ws[c], bs[c]  # (|c|, H), (|c|,)
+            else:  # scoring: only the classes asked for
+                members = self.perm[self.starts[c]:self.starts[c + 1]]
                 Wc, bc = W.index_select(0, members), b.index_select(0, members)
-            logits = torch.addmm(bc.to(h.dtype), h[rows], Wc.t().to(h.dtype)).float()  # (n, |c|)
-            parts.append(logits.gather(1, pos[rows].unsqueeze(1)).squeeze(1)
+            logits = torch.addmm(bc.to(hc.dtype), hc, Wc.t().to(hc.dtype)).float()  # (n, |c|)
+            parts.append(logits.gather(1, pc.unsqueeze(1)).squeeze(1)
                          - torch.logsumexp(logits, dim=1))
         if not parts:
             return h.new_zeros(0, dtype=torch.float32)
