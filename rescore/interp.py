@@ -11,6 +11,11 @@ carrying LM state along the best hypotheses) can pick each utterance's best by t
 The new graph cost written back for Kaldi (``lmwt.interp``) is ``g_0 + (1 - w) * l_ng + w * l_nn``:
 Kaldi's ``local/score.sh`` adds the acoustic scale and the insertion penalty itself.
 
+With K NN LMs (``rescore-nbest --model A --model B``) ``l_nn`` is their log-linear interpolation
+with shares ``mix`` (each >= 0, summing to 1), as Kaldi users interpolate the scores of two LMs::
+
+    l_nn = sum_k mix_k * l_nn_k          (mixed_nn_cost; w stays the total NN LM weight)
+
 Every function takes floats or numpy arrays alike (element-wise), so the engine, the 1-best
 selection and the vectorised tuning sweep do the same arithmetic in the same order.
 """
@@ -20,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Union
+from typing import Sequence, Tuple, Union
 
 from rescore.errors import OptionError, RescoreError
 
@@ -30,6 +35,17 @@ PathLike = Union[str, Path]
 def fixed_cost(ac, withlm, nolm, nwords, weight: float, inv_acwt: float, wip: float):
     """ac / inv_acwt + nolm + (1 - weight) * (withlm - nolm) + wip * nwords (design §3)."""
     return ac / inv_acwt + nolm + (1.0 - weight) * (withlm - nolm) + wip * nwords
+
+
+def mixed_nn_cost(l_nns: Sequence, mix: Sequence[float]):
+    """sum_k mix_k * l_nn_k: the NN LM cost of K models' costs ``l_nns`` (floats or arrays of
+    one shape) under the shares ``mix``. One model (mix (1.0,)) gives its own cost exactly."""
+    if len(l_nns) != len(mix):
+        raise ValueError(f"{len(l_nns)} NN LM costs for {len(mix)} shares")
+    out = mix[0] * l_nns[0]
+    for m, l in zip(mix[1:], l_nns[1:]):
+        out = out + m * l
+    return out
 
 
 def total_cost(fixed, l_nn, weight: float):
@@ -64,16 +80,42 @@ def check_wip(v: float, name: str = "--wip") -> float:
     return v
 
 
+MIX_TOLERANCE = 1e-6  # the shares of a mix sum to 1 within this
+
+
+def check_mix(values, name: str = "--mix") -> Tuple[float, ...]:
+    """A mix of K >= 1 NN LM shares: finite numbers >= 0 summing to 1 (within MIX_TOLERANCE).
+    Returns them as a tuple of floats."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or len(values) == 0:
+        raise OptionError("one share per model (a list of numbers, e.g. 0.6,0.4)", option=name, got=repr(values))
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise OptionError("shares that are finite numbers >= 0", option=name,
+                              got=",".join(str(x) for x in values))
+        out.append(float(v))
+    if abs(sum(out) - 1.0) > MIX_TOLERANCE:
+        raise OptionError(f"shares summing to 1 (they sum to {sum(out):.6g})", option=name,
+                          got=",".join(f"{x:g}" for x in out))
+    return tuple(out)
+
+
+def equal_mix(k: int) -> Tuple[float, ...]:
+    """Equal shares of k models (rescore-nbest's default mix)."""
+    return tuple([1.0 / k] * k)
+
+
 @dataclass(frozen=True)
 class Params:
     """The interpolation setting; what rescore-tune writes and rescore-nbest --params reads.
 
-    Checked when built: weight in [0, 1], inv_acwt finite and > 0, wip finite.
+    Checked when built: weight in [0, 1], inv_acwt finite and > 0, wip finite, mix a check_mix.
     """
 
-    weight: float = 0.0  # w, NN LM weight (0: first-pass n-gram only, 1: NN LM only)
+    weight: float = 0.0  # w, total NN LM weight (0: first-pass n-gram only, 1: NN LMs only)
     inv_acwt: float = 10.0  # LMWT = 1 / acoustic scale (Kaldi's --lmwt / PocketSphinx's lw)
     wip: float = 0.0  # word insertion penalty, cost per hypothesis word
+    mix: Tuple[float, ...] = (1.0,)  # share of each NN LM in l_nn (K models; one: (1.0,))
 
     def __post_init__(self):
         # errors name the command-line option of each field (--weight, --inv-acwt, --wip)
@@ -83,22 +125,35 @@ class Params:
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise OptionError("a number", option=option, got=repr(v))
             object.__setattr__(self, name, float(check(float(v), option)))
+        object.__setattr__(self, "mix", check_mix(self.mix))
+
+    @property
+    def num_models(self) -> int:
+        return len(self.mix)
 
     def replace(self, **changes) -> "Params":
         return Params(**{**asdict(self), **changes})
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """weight, inv_acwt, wip, and mix (a list) only with several models: one model's
+        setting reads and writes as it did before mixes existed."""
+        d = asdict(self)
+        if len(self.mix) == 1:
+            del d["mix"]
+        else:
+            d["mix"] = list(self.mix)
+        return d
 
     def to_json(self, path: PathLike, **extra) -> None:
         from rescore.io.files import write_json
 
-        write_json(path, {**asdict(self), **extra})
+        write_json(path, {**self.as_dict(), **extra})
 
     @classmethod
     def from_json(cls, path: PathLike) -> "Params":
         """Read a --params file (rescore-tune --params-out): an object with numeric weight,
-        inv_acwt and wip (other keys are notes, e.g. tuned_on); every value checked."""
+        inv_acwt and wip, and optionally mix (a list of shares; absent: one model); other keys
+        are notes, e.g. tuned_on. Every value checked."""
         from rescore.io.files import read_json
 
         d = read_json(path)
@@ -106,8 +161,11 @@ class Params:
         if not isinstance(d, dict) or any(k not in d for k in keys) or \
                 any(isinstance(d[k], bool) or not isinstance(d[k], (int, float)) for k in keys):
             raise RescoreError("an object with numeric 'weight', 'inv_acwt', 'wip'", path=path)
+        mix = d.get("mix", [1.0])
+        if not isinstance(mix, list):
+            raise RescoreError("'mix': a list of shares (e.g. [0.6, 0.4])", path=path, got=repr(mix))
         try:
-            return cls(**{k: float(d[k]) for k in keys})
+            return cls(**{k: float(d[k]) for k in keys}, mix=tuple(mix))
         except OptionError as e:
             key = (e.option or "").lstrip("-").replace("-", "_")
             raise RescoreError(f"'{key}': {e.expected}", path=path, got=e.got) from None

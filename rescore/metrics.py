@@ -776,6 +776,8 @@ def format_report(report: dict) -> str:
     lines = [
         f"N-best dir   {report.get('nbest_dir', '')}",
         f"setting      weight {p.get('weight')}  inv_acwt {p.get('inv_acwt')}  wip {p.get('wip')}",
+        *([f"NN LMs       " + "  ".join(f"{m} ({s:g})" for m, s in zip(report["models"], p.get("mix", [])))]
+          if report.get("models") else []),
         f"utterances   {report['num_utts']}  hypotheses {report['num_hyps']}  conversations "
         f"{report.get('num_conversations')} (by {report.get('grouping')})",
         f"%WER {report['wer']:.2f} [ {report['errors']} / {report['ref_words']}, {report['insertions']} ins, "

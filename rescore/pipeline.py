@@ -15,6 +15,7 @@ The flow of rescore-nbest (design §3 and §6)::
 
     load NBEST_DIR (+ data dir)  ->  [--split K/N: job K's conversations]
       -> NN LM costs: --model (engine, writes lmwt.nn) | --nn-costs | none
+         (K models or cost files: each scored on its own, lmwt.nn.1..K, mixed into lmwt.nn)
       -> interpolation (rescore.interp) -> 1-best per utterance
       -> OUT_DIR/{lmwt.interp, text} + report.{json,txt} (rescore.metrics) with references
 """
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rescore.errors import OptionError, RescoreError
-from rescore.interp import Params, check_inv_acwt, check_weight, check_wip
+from rescore.interp import Params, check_inv_acwt, check_mix, check_weight, check_wip, equal_mix
 from rescore.io.outdir import OutputSet
 
 log = logging.getLogger(__name__)
@@ -42,9 +43,29 @@ SCHEDULES = ("auto", "levels", "segments", "tree")
 PRECISIONS = ("auto", "fp32", "bf16")
 NORMALIZE = ("exact", "none", "auto")
 
+# The most NN LMs (or cost files) one rescore-nbest run interpolates.
+MAX_MODELS = 8
+
 # Every file rescore-nbest may write into OUT_DIR: an older run's are removed before a new run
-# writes (unless one is an input of the new run), so a set never mixes two runs.
-NBEST_OUTPUTS = ("lmwt.nn", "lmwt.interp", "text", "report.json", "report.txt", "buckets.png")
+# writes (unless one is an input of the new run), so a set never mixes two runs. lmwt.nn.k is
+# model k's own cost when several are interpolated.
+NBEST_OUTPUTS = ("lmwt.nn", "lmwt.interp", "text", "report.json", "report.txt", "buckets.png",
+                 *(f"lmwt.nn.{k}" for k in range(1, MAX_MODELS + 1)))
+
+
+def as_paths(v) -> Tuple[str, ...]:
+    """None, one path or several -> a tuple of paths (str)."""
+    if v is None:
+        return ()
+    if isinstance(v, (str, Path)):
+        return (str(v),)
+    return tuple(str(p) for p in v)
+
+
+def one_or_many(paths: Sequence[str]):
+    """The inverse of as_paths for options and records: None, one path (str), or a tuple."""
+    paths = tuple(paths)
+    return None if not paths else paths[0] if len(paths) == 1 else paths
 
 MAX_TUNE_SETTINGS = 100_000  # product of the grid axes of rescore-tune
 
@@ -128,7 +149,7 @@ class ScoringOptions:
     """How rescore-nbest scores with an NN LM (``--model`` and the engine's settings; see
     ``rescore-nbest --help`` and rescore.engine.score_nbest). Checked when built."""
 
-    model: Optional[str] = None  # LM checkpoint; None: no NN LM scoring
+    model: Union[None, str, Tuple[str, ...]] = None  # LM checkpoint(s); None: no NN LM scoring
     state_carry: str = "rescored"
     device: str = "auto"
     max_tokens: int = 2048
@@ -143,6 +164,9 @@ class ScoringOptions:
     cache_lambda: float = 0.1
 
     def __post_init__(self):
+        object.__setattr__(self, "model", one_or_many(as_paths(self.model)))
+        if len(self.models) > MAX_MODELS:
+            raise OptionError(f"at most {MAX_MODELS} models", option="--model", got=f"{len(self.models)}")
         if not (self.device in ("auto", "cpu", "cuda") or (self.device.startswith("cuda:")
                                                            and self.device[5:].isdigit())):
             raise OptionError("auto, cpu, cuda or cuda:N", option="--device", got=str(self.device))
@@ -174,13 +198,23 @@ class ScoringOptions:
                 raise OptionError("--model for an OOV penalty (it applies to the NN LM's <unk>)",
                                   option="--oov-penalty", got=str(self.oov_penalty))
 
-    def load_model(self, train_counts=None):
-        """(model on its device, device, OOV penalty in nats) for scoring."""
+    @property
+    def models(self) -> Tuple[str, ...]:
+        """The checkpoints to score with (none, one, or several to interpolate)."""
+        return as_paths(self.model)
+
+    def load_model(self, train_counts=None, path: Optional[str] = None):
+        """(model on its device, device, OOV penalty in nats) for scoring; path: one of
+        ``models`` (default: the only one). The OOV penalty 'auto' is the model's own."""
         from rescore.engine import resolve_device
         from rescore.models import load_checkpoint
 
+        if path is None:
+            if len(self.models) != 1:
+                raise ValueError("load_model of several models needs the path of one")
+            path = self.models[0]
         dev = resolve_device(self.device)
-        lm = load_checkpoint(self.model, dev)
+        lm = load_checkpoint(path, dev)
         if self.cache_window > 0:
             from rescore.models.cache import with_cache
 
@@ -193,9 +227,13 @@ class ScoringOptions:
             log.info("OOV penalty (auto): %.3f nats per out-of-vocabulary word", penalty)
         return lm, dev, float(penalty)
 
-    def score(self, nbest, params: Params, train_counts=None) -> Dict[str, List[float]]:
-        """NN costs of every hypothesis of nbest (lmwt.nn lines)."""
-        lm, dev, penalty = self.load_model(train_counts)
+    def score(self, nbest, params: Params, train_counts=None, path: Optional[str] = None,
+              loaded=None) -> Dict[str, List[float]]:
+        """NN costs of every hypothesis of nbest (lmwt.nn lines) by one model (path: one of
+        ``models``, default the only one; or ``loaded``, what load_model returned). The carried
+        best hypothesis is picked by the fixed cost + params.weight * this model's own cost (the
+        engine scores one model at a time)."""
+        lm, dev, penalty = loaded if loaded is not None else self.load_model(train_counts, path)
         return score_nbest_set(lm, nbest, params, state_carry=self.state_carry, device=dev,
                                max_tokens=self.max_tokens, engine=self.engine, oov_penalty=penalty,
                                conv_batch=self.conv_batch, schedule=self.schedule,
@@ -230,7 +268,7 @@ class NbestJob:
     params: Params = field(default_factory=Params)
     data_dir: Optional[str] = None
     words_txt: Optional[str] = None
-    nn_costs: Optional[str] = None  # lmwt.nn to read (excludes scoring.model)
+    nn_costs: Union[None, str, Tuple[str, ...]] = None  # lmwt.nn file(s) to read (excludes scoring.model)
     scoring: ScoringOptions = field(default_factory=ScoringOptions)
     train_text: Optional[str] = None  # LM training text: rare-word buckets, --oov-penalty auto
     num_buckets: int = 10
@@ -243,11 +281,21 @@ class NbestJob:
     def __post_init__(self):
         if not isinstance(self.params, Params):
             raise TypeError("params must be a rescore.interp.Params")
+        object.__setattr__(self, "nn_costs", one_or_many(as_paths(self.nn_costs)))
+        if len(self.nn_cost_files) > MAX_MODELS:
+            raise OptionError(f"at most {MAX_MODELS} files", option="--nn-costs", got=f"{len(self.nn_cost_files)}")
+        k = len(self.scoring.models) or len(self.nn_cost_files)
+        if k > 1 and self.params.num_models == 1:  # no --mix: equal shares
+            object.__setattr__(self, "params", self.params.replace(mix=equal_mix(k)))
+        if self.params.num_models != max(k, 1):
+            where = f"; the mix may come from --params {self.params_file}" if self.params_file else ""
+            raise OptionError(f"one share per model ({k} given by --model or --nn-costs{where})", option="--mix",
+                              got=",".join(f"{m:g}" for m in self.params.mix))
         if isinstance(self.num_buckets, bool) or not isinstance(self.num_buckets, int) or self.num_buckets < 1:
             raise OptionError("an integer >= 1", option="--buckets", got=str(self.num_buckets))
         if self.scoring.model is not None and self.nn_costs is not None:
             raise OptionError("one source of NN LM costs: --model and --nn-costs exclude each other",
-                              option="--nn-costs", got=self.nn_costs)
+                              option="--nn-costs", got=",".join(self.nn_cost_files))
         if self.params.weight != 0.0 and self.scoring.model is None and self.nn_costs is None:
             raise OptionError("NN LM costs (--nn-costs or --model) for an NN LM weight other than 0",
                               option="--weight", got=f"{self.params.weight:g}")
@@ -262,17 +310,30 @@ class NbestJob:
 
     # -- what it reads and writes
 
+    @property
+    def nn_cost_files(self) -> Tuple[str, ...]:
+        return as_paths(self.nn_costs)
+
+    @property
+    def num_models(self) -> int:
+        """How many NN LMs (models or cost files) are interpolated (0: none)."""
+        return len(self.scoring.models) or len(self.nn_cost_files)
+
     def inputs(self) -> List[Path]:
         files = nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
-        files += [Path(p) for p in (self.nn_costs, self.train_text, self.scoring.model, self.params_file)
+        files += [Path(p) for p in (*self.nn_cost_files, self.train_text, *self.scoring.models, self.params_file)
                   if p is not None]
         return files
 
     def outputs(self) -> List[str]:
-        """The files of NBEST_OUTPUTS this job will write (reports only with references)."""
+        """The files of NBEST_OUTPUTS this job will write (reports only with references):
+        lmwt.nn with models (the mixed costs with several, and lmwt.nn.k each model's own) or
+        with several cost files (mixed)."""
         names = ["lmwt.interp", "text"]
-        if self.scoring.model is not None:
+        if self.scoring.models or len(self.nn_cost_files) > 1:
             names.insert(0, "lmwt.nn")
+        if len(self.scoring.models) > 1:
+            names[1:1] = [f"lmwt.nn.{k}" for k in range(1, len(self.scoring.models) + 1)]
         if self.data_dir is not None and (Path(self.data_dir) / "text").exists():
             names += ["report.json", "report.txt"]
             if self.train_text is not None and self.plot:
@@ -308,25 +369,40 @@ def rescore_nbest_dir(job: NbestJob) -> Optional[dict]:
 def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
     """Score (with a model), interpolate and write a loaded N-best set into an open output set."""
     from rescore import metrics
-    from rescore.combine import best_hypotheses, check_nn_costs, graph_costs
+    from rescore.combine import best_hypotheses, check_nn_costs, graph_costs, mix_costs
     from rescore.io.files import write_json
     from rescore.io.kaldi import read_nn_costs, write_nn_costs, write_table
     from rescore.vocab import count_words, read_sentences
 
     train_counts = count_words(read_sentences(job.train_text)) if job.train_text else None
-    source = job.nn_costs
-    if job.scoring.model is not None:
-        costs = job.scoring.score(nbest, job.params, train_counts)
-        source = str(out.path("lmwt.nn"))
-        write_nn_costs(out.path("lmwt.nn"), costs)
-        log.info("wrote %s (%d hypotheses)", source, len(costs))
+    models = job.scoring.models
+    params = job.params
+    costs: list = []
+    sources: list = []
+    if models:
+        # every checkpoint is loaded (and checked) before any output is written
+        loaded = [job.scoring.load_model(train_counts, m) for m in models]
+        for k, model in enumerate(models, 1):
+            if len(models) > 1:
+                log.info("model %d of %d: %s", k, len(models), model)
+            costs.append(job.scoring.score(nbest, params, loaded=loaded[k - 1]))
+            loaded[k - 1] = None  # free it
+            name = "lmwt.nn" if len(models) == 1 else f"lmwt.nn.{k}"
+            sources.append(str(out.path(name)))
+            write_nn_costs(out.path(name), costs[-1])
+            log.info("wrote %s (%d hypotheses)", sources[-1], len(costs[-1]))
     else:
-        costs = read_nn_costs(job.nn_costs) if job.nn_costs else None
-    if costs is not None:
-        check_nn_costs(nbest, costs, source)
+        sources = list(job.nn_cost_files)
+        costs = [read_nn_costs(p) for p in sources]
+    check_nn_costs(nbest, costs, sources)
+    if len(costs) > 1:
+        mixed = mix_costs(nbest, costs, params.mix, sources)
+        write_nn_costs(out.path("lmwt.nn"), mixed)
+        log.info("wrote %s: the mixed costs (shares %s)", out.path("lmwt.nn"),
+                 ",".join(f"{m:g}" for m in params.mix))
 
-    best = best_hypotheses(nbest, job.params, costs, source)
-    write_table(out.path("lmwt.interp"), "float", graph_costs(nbest, job.params, costs, source))
+    best = best_hypotheses(nbest, params, costs or None, sources)
+    write_table(out.path("lmwt.interp"), "float", graph_costs(nbest, params, costs or None, sources))
     with out.open("text") as f:  # Kaldi's data/text: 'utt w1 w2 ...', no trailing space
         for u in nbest.utterances():
             f.write(" ".join([u.id, *u.hyps[best[u.id]].words]) + "\n")
@@ -334,8 +410,11 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
     if nbest.refs is None:
         log.info("no references (no --data-dir with 'text'): no WER report")
         return None
-    report = metrics.nbest_report(nbest, best, params=job.params.as_dict(), train_counts=train_counts,
-                                  num_buckets=job.num_buckets, extra=job.extra_report)
+    extra = dict(job.extra_report)
+    if len(costs) > 1:  # name what was interpolated
+        extra["models"] = list(models or sources)
+    report = metrics.nbest_report(nbest, best, params=params.as_dict(), train_counts=train_counts,
+                                  num_buckets=job.num_buckets, extra=extra)
     if train_counts is not None and job.plot:
         metrics.plot_comparison(report["comparison"], out.path("buckets.png"), metrics.nbest_chart_title(nbest))
     write_json(out.path("report.json"), report)
@@ -353,7 +432,9 @@ class TuneJob:
     """rescore-tune: sweep (weight, inv_acwt, wip) by WER on NBEST_DIR; report on a held-out part
     (split_half, or eval_utts), or cross-validate (tune on each half of the conversations,
     report on the other, pool), and apply the best setting to another N-best dir (``apply``, an
-    NbestJob whose params are replaced by the best ones). Checked when built."""
+    NbestJob whose params are replaced by the best ones). With K > 1 cost files (one per model,
+    the same hypotheses) the models' shares are swept too (``mixes``, an outer loop; default:
+    combine.mix_grid of 0:1:0.1). Checked when built."""
 
     nbest_dir: str
     data_dir: str
@@ -361,7 +442,7 @@ class TuneJob:
     inv_acwts: Sequence[float]
     wips: Sequence[float]
     words_txt: Optional[str] = None
-    nn_costs: Optional[str] = None
+    nn_costs: Union[None, str, Tuple[str, ...]] = None  # one lmwt.nn, or one per model
     split_half: bool = False
     dev_utts: Optional[str] = None
     eval_utts: Optional[str] = None
@@ -371,8 +452,10 @@ class TuneJob:
     allow_missing: bool = False
     cross_validate: bool = False  # two folds by conversation (combine.cross_validate)
     hyp_out: Optional[str] = None  # 1-best text of the reported set (pooled under cross_validate)
+    mixes: Optional[Sequence[Tuple[float, ...]]] = None  # shares swept with several cost files
 
     def __post_init__(self):
+        self._check_mixes()
         if self.split_half and (self.dev_utts or self.eval_utts):
             raise OptionError("one way of holding out: --split-half and --dev-utts/--eval-utts exclude each other",
                               option="--split-half")
@@ -396,7 +479,7 @@ class TuneJob:
                 raise OptionError("at least one value", option=name, got="none")
             for v in values:
                 check(v, name)
-        n = len(self.weights if self.nn_costs else [0.0]) * len(self.inv_acwts) * len(self.wips)
+        n = len(self.weights if self.nn_costs else [0.0]) * len(self.inv_acwts) * len(self.wips) * len(self.mixes)
         if n > MAX_TUNE_SETTINGS:
             raise OptionError(f"a grid of at most {MAX_TUNE_SETTINGS} settings (coarser steps, or tune "
                               f"one axis at a time)", option="--weights/--inv-acwts/--wips", got=f"{n} settings")
@@ -404,6 +487,10 @@ class TuneJob:
                 and self.apply.scoring.model is None and any(w != 0 for w in self.weights):
             raise OptionError("--apply-nn-costs (the setting tuned with --nn-costs has an NN LM weight)",
                               option="--apply-to")
+        k = len(self.nn_cost_files)
+        if self.apply is not None and k > 1 and self.apply.num_models not in (0, k):
+            raise OptionError(f"{k} NN LM cost files for --apply-to, one per model as for tuning",
+                              option="--apply-nn-costs", got=f"{self.apply.num_models}")
         outputs = [("--params-out", self.params_out), ("--report", self.report), ("--hyp-out", self.hyp_out)]
         inputs = self.inputs()
         from rescore.io.outdir import check_not_input
@@ -417,9 +504,33 @@ class TuneJob:
                 if p == p2:
                     raise OptionError(f"different files for {o2} and {o}", option=o, got=str(p))
 
+    @property
+    def nn_cost_files(self) -> Tuple[str, ...]:
+        return as_paths(self.nn_costs)
+
+    def _check_mixes(self) -> None:
+        """nn_costs as None/str/tuple; mixes: one share per cost file (default: the grid)."""
+        from rescore.combine import mix_grid
+
+        object.__setattr__(self, "nn_costs", one_or_many(as_paths(self.nn_costs)))
+        k = len(self.nn_cost_files)
+        if k > MAX_MODELS:
+            raise OptionError(f"at most {MAX_MODELS} files", option="--nn-costs", got=f"{k}")
+        if self.mixes is None:
+            object.__setattr__(self, "mixes", mix_grid([round(0.1 * i, 10) for i in range(11)], k or 1))
+            return
+        if k < 2:
+            raise OptionError("two or more --nn-costs files (one per model) to sweep shares", option="--mixes",
+                              got=f"{k} files")
+        mixes = [check_mix(m, "--mixes") for m in self.mixes]
+        if not mixes or any(len(m) != k for m in mixes):
+            raise OptionError(f"mixes of {k} shares, one per --nn-costs file", option="--mixes",
+                              got=f"{sorted({len(m) for m in mixes})} shares")
+        object.__setattr__(self, "mixes", mixes)
+
     def inputs(self) -> List[Path]:
         files = nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
-        files += [Path(p) for p in (self.nn_costs, self.dev_utts, self.eval_utts) if p is not None]
+        files += [Path(p) for p in (*self.nn_cost_files, self.dev_utts, self.eval_utts) if p is not None]
         if self.apply is not None:
             files += self.apply.inputs()
         return files
@@ -460,8 +571,9 @@ def write_one_best(path: PathLike, nbest, choice: Dict[str, int]) -> None:
 
 
 def format_setting(best: Mapping[str, float]) -> str:
-    """'weight 0.3  inv_acwt 10  wip 0' (every field of a tuned setting)."""
-    return "  ".join(f"{k} {v:g}" for k, v in best.items())
+    """'weight 0.3  inv_acwt 10  wip 0' (every field of a tuned setting; a mix as 'mix 0.6,0.4')."""
+    return "  ".join(f"{k} {','.join(f'{x:g}' for x in v)}" if isinstance(v, (list, tuple)) else f"{k} {v:g}"
+                     for k, v in best.items())
 
 
 def format_cross_validation(result: dict) -> str:
@@ -504,12 +616,15 @@ def tune_nbest_dir(job: TuneJob) -> dict:
     nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing)
     if nbest.refs is None:
         raise RescoreError("references for the tuning set ('text' in the data dir)", path=job.data_dir)
-    costs = read_nn_costs(job.nn_costs) if job.nn_costs else None
+    files = list(job.nn_cost_files)
+    costs = [read_nn_costs(p) for p in files] or None
     if costs is not None:
-        check_nn_costs(nbest, costs, job.nn_costs)  # a lmwt.nn of other hypotheses fails here
+        check_nn_costs(nbest, costs, files)  # a lmwt.nn of other hypotheses fails here
+        if len(costs) == 1:
+            costs, files = costs[0], files[0]
     if job.cross_validate:
         result = cross_validate(nbest, weights=job.weights, inv_acwts=job.inv_acwts, wips=job.wips,
-                                nn_costs=costs, nn_source=job.nn_costs)
+                                nn_costs=costs, nn_source=files or None, mixes=job.mixes)
         if job.hyp_out:
             write_one_best(job.hyp_out, nbest, result["pooled_choice"])
         if job.report:
@@ -526,7 +641,7 @@ def tune_nbest_dir(job: TuneJob) -> dict:
         if held_out is not None and {u.id for u in held_out.utterances()} & {u.id for u in nbest.utterances()}:
             log.warning("the tuning and evaluation utterances overlap: the held-out WER is not held out")
     result = tune(nbest, weights=job.weights, inv_acwts=job.inv_acwts, wips=job.wips, nn_costs=costs,
-                  nn_source=job.nn_costs, held_out=held_out)
+                  nn_source=files or None, held_out=held_out, mixes=job.mixes)
     best = Params(**result["best"])
     if job.params_out:
         best.to_json(job.params_out, tuned_on=job.nbest_dir, dev_wer=result["dev_wer"])
@@ -538,7 +653,8 @@ def tune_nbest_dir(job: TuneJob) -> dict:
     if job.report:
         write_json(job.report, _without_choices(result))
     if job.apply is not None:
-        applied = replace(job.apply, params=best,
+        # a test dir scored without NN costs (only weight 0 was swept) takes no mix
+        applied = replace(job.apply, params=best if job.apply.num_models else best.replace(mix=(1.0,)),
                           extra_report={"tuned_on": job.nbest_dir, "tuned_dev_wer": result["dev_wer"]})
         result = {**result, "applied": rescore_nbest_dir(applied)}
     return result

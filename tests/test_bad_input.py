@@ -76,6 +76,7 @@ def base(tmp_path_factory) -> Path:
     (b / "hyp.txt").write_text("".join(f"{u} {w}\n" for u, w in first.items()))
     keys = [line.split()[0] for line in (NBEST_SMALL / "acwt").read_text().splitlines()]
     (b / "lmwt.nn").write_text("".join(f"{k} {5.0 + i * 0.1:.1f}\n" for i, k in enumerate(keys)))
+    (b / "lmwt2.nn").write_text("".join(f"{k} {9.0 - i * 0.1:.1f}\n" for i, k in enumerate(keys)))
     (b / "params.json").write_text(json.dumps({"weight": 0.5, "inv_acwt": 10.0, "wip": 0.0}))
     (b / "utts.txt").write_text("rec1-rms-000\nrec1-rms-001\n")
     (b / "afile").write_text("a regular file\n")
@@ -433,6 +434,27 @@ add("nbest", "model-missing", N + ["--model", "{w}/none.pt"], must=["none.pt"], 
 add("nbest", "train-text-not-utf8", N + ["--train-text", "{w}/train.txt"], must=["train.txt:1"],
     setup=[put("train.txt", b"\xe9t\xe9\n")])
 add("nbest", "model-and-nn-costs", NM + ["--nn-costs", "{w}/lmwt.nn"], must=["--nn-costs"], codes=USAGE)
+# several NN LMs (issue 16): --mix, one cost file per model, a params file's mix
+N2 = N + ["--nn-costs", "{w}/lmwt.nn", "--nn-costs", "{w}/lmwt2.nn"]
+for id, value in [("sum", "0.5,0.6"), ("negative", "-0.5,1.5"), ("three-for-two", "0.2,0.3,0.5"),
+                  ("words", "a,b"), ("nan", "nan,1"), ("empty", "")]:
+    add("nbest", f"--mix-{id}", N2 + ["--mix", value], must=["--mix"], codes=USAGE)
+add("nbest", "--mix-two-for-one-model", NM + ["--mix", "0.5,0.5"], must=["--mix"], codes=USAGE)
+add("nbest", "--mix-without-nn-costs", N + ["--mix", "0.5,0.5"], must=["--mix"], codes=USAGE)
+add("nbest", "two-models-three-shares", NM + ["--model", "{w}/model.pt", "--mix", "0.2,0.3,0.5"],
+    must=["--mix"], codes=USAGE)
+add("nbest", "second-nn-costs-shorter", N2, must=["lmwt2.nn"], setup=[line("lmwt2.nn", 3, None)])
+add("nbest", "second-nn-costs-other-hyps", N2, must=["lmwt2.nn"],
+    setup=[line("lmwt2.nn", 2, "rec9-x-000-1 1.0")])
+add("nbest", "second-nn-costs-nan", N2, must=["lmwt2.nn:4"], setup=[line("lmwt2.nn", 4, "rec1-rms-000-4 nan")])
+add("nbest", "second-model-broken", NM + ["--model", "{w}/other.pt"], must=["other.pt"],
+    setup=[checkpoint("other.pt", "truncated")])
+for id, mix in [("sum", "[0.7, 0.7]"), ("negative", "[-1, 2]"), ("string", '"0.5,0.5"'),
+                ("words", '["a", "b"]'), ("empty", "[]")]:
+    add("nbest", f"params-mix-{id}", N2 + ["--params", "{w}/params.json"], must=["params.json", "mix"],
+        setup=[put("params.json", f'{{"weight": 0.5, "inv_acwt": 10, "wip": 0, "mix": {mix}}}')], codes=(1, 2))
+add("nbest", "params-mix-three-for-two", N2 + ["--params", "{w}/params.json"], must=["--mix", "params.json"],
+    setup=[put("params.json", '{"weight": 0.5, "inv_acwt": 10, "wip": 0, "mix": [0.2, 0.3, 0.5]}')], codes=USAGE)
 
 # --- rescore-tune --------------------------------------------------------------------------
 U = ["{w}/nb", "--data-dir", "{w}/nb/data", "--nn-costs", "{w}/lmwt.nn", "--weights", "0,0.5",
@@ -488,6 +510,20 @@ add("tune", "hyp-out-under-file", U + ["--cross-validate", "--hyp-out", "{w}/afi
     codes=(1, 2))
 add("tune", "nn-costs-of-other-hyps", U + ["--cross-validate"], must=["lmwt.nn"],
     setup=[line("lmwt.nn", 1, "other-utt-000-1 1.5")])
+U2 = U + ["--nn-costs", "{w}/lmwt2.nn"]
+add("tune", "second-nn-costs-shorter", U2, must=["lmwt2.nn"], setup=[line("lmwt2.nn", 5, None)])
+add("tune", "second-nn-costs-other-hyps", U2, must=["lmwt2.nn"],
+    setup=[line("lmwt2.nn", 1, "rec9-x-000-1 1.0")])
+add("tune", "second-nn-costs-extra-line", U2, must=["lmwt2.nn"],
+    setup=[line("lmwt2.nn", 99, "rec9-x-000-1 1.0")])
+add("tune", "--mixes-with-one-file", U + ["--mixes", "0:1:0.5"], must=["--mixes"], codes=USAGE)
+for value in ("1.5", "-0.5,0.5", "a", "0:1:0"):
+    add("tune", f"--mixes={value}", U2 + ["--mixes", value], must=["--mixes"], codes=USAGE)
+add("tune", "--mixes-three-models-no-sum", U2 + ["--nn-costs", "{w}/lmwt.nn", "--mixes", "0.6,0.7"],
+    must=["--mixes"], codes=USAGE)
+add("tune", "apply-nn-costs-one-for-two", U2 + ["--apply-to", "{w}/nb", "{w}/out", "--apply-data-dir",
+                                               "{w}/nb/data", "--apply-nn-costs", "{w}/lmwt.nn"],
+    must=["--apply-nn-costs"], codes=USAGE)
 
 # --- rescore-wer ---------------------------------------------------------------------------
 W = ["{w}/ref.txt", "{w}/hyp.txt"]

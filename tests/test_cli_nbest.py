@@ -95,3 +95,85 @@ def test_nn_costs_file_changes_the_choice(tmp_path):
     r = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "p"), "--data-dir", str(NBEST_SMALL / "data"),
                                   "--weight", "0.5"])
     assert r.exit_code == 2 and "NN LM costs" in r.output  # a usage error, before any work
+
+
+@pytest.fixture(scope="module")
+def two_models(tmp_path_factory):
+    """An LSTM and a Transformer with different vocabularies (each misses other fixture words)."""
+    import torch
+
+    from rescore.models import ModelConfig, build_model, save_checkpoint
+    from rescore.nbest import load_nbest_dir
+    from rescore.vocab import Vocabulary
+
+    d = tmp_path_factory.mktemp("models")
+    s = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
+    words = sorted({w for u in s.utterances() for h in u.hyps for w in h.words})
+    torch.manual_seed(0)
+    lstm = build_model(ModelConfig(hidden=16, layers=1, dropout=0.0), Vocabulary(["<eos>", "<unk>"] + words[2:]))
+    trf = build_model(ModelConfig(arch="transformer", hidden=16, layers=1, n_heads=2, context=16, dropout=0.0),
+                      Vocabulary(["<eos>", "<unk>"] + words[:-2]))
+    save_checkpoint(lstm, d / "a.pt")
+    save_checkpoint(trf, d / "b.pt")
+    return d / "a.pt", d / "b.pt"
+
+
+def _run_models(out, models, *extra):
+    args = [str(NBEST_SMALL), str(out), "--data-dir", str(NBEST_SMALL / "data"), "--device", "cpu",
+            "--weight", "0.7", "--inv-acwt", "10", *extra]
+    for m in models:
+        args += ["--model", str(m)]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    return r
+
+
+def test_two_models_mix_the_single_model_costs(two_models, tmp_path):
+    from rescore.io.kaldi import read_nn_costs
+
+    a, b = two_models
+    one = {}
+    for name, m in (("a", a), ("b", b)):
+        _run_models(tmp_path / name, [m], "--state-carry", "none")
+        one[name] = read_nn_costs(tmp_path / name / "lmwt.nn")
+    r = _run_models(tmp_path / "ab", [a, b], "--state-carry", "none", "--mix", "0.6,0.4")
+    out = tmp_path / "ab"
+    mixed = read_nn_costs(out / "lmwt.nn")
+    assert list(mixed) == list(one["a"])
+    for k, c in mixed.items():  # per token: the share-weighted sum of the single-model runs
+        assert len(c) == len(one["a"][k])
+        assert max(abs(x - (0.6 * y + 0.4 * z)) for x, y, z in zip(c, one["a"][k], one["b"][k])) < 1e-5
+    assert read_nn_costs(out / "lmwt.nn.1") == one["a"] and read_nn_costs(out / "lmwt.nn.2") == one["b"]
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["models"] == [str(a), str(b)] and rep["params"]["mix"] == [0.6, 0.4]
+    assert f"{a} (0.6)" in r.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {"lmwt.nn", "lmwt.nn.1", "lmwt.nn.2"} <= {o["path"].rsplit("/", 1)[1] for o in manifest["outputs"]}
+    # mix (1, 0): model A's 1-best
+    _run_models(tmp_path / "a-only", [a, b], "--state-carry", "none", "--mix", "1,0")
+    assert (tmp_path / "a-only" / "text").read_text() == (tmp_path / "a" / "text").read_text()
+    # the cost files of that run, mixed again without the models: the same 1-best and lmwt.nn
+    r = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "again"), "--data-dir", str(NBEST_SMALL / "data"),
+                                  "--nn-costs", str(out / "lmwt.nn.1"), "--nn-costs", str(out / "lmwt.nn.2"),
+                                  "--mix", "0.6,0.4", "--weight", "0.7", "--inv-acwt", "10"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "again" / "text").read_text() == (out / "text").read_text()
+    assert read_nn_costs(tmp_path / "again" / "lmwt.nn") == mixed
+    # a later one-model run into the same dir removes the per-model files of the older run
+    _run_models(out, [a], "--state-carry", "none")
+    assert not (out / "lmwt.nn.1").exists() and not (out / "lmwt.nn.2").exists()
+
+
+def test_two_models_carry_each_by_its_own_cost(two_models, tmp_path):
+    # --state-carry rescored: model k carries from the best under fixed + w * l_k, so its costs
+    # are those of a one-model run at the same weight.
+    from rescore.io.kaldi import read_nn_costs
+
+    a, b = two_models
+    _run_models(tmp_path / "ab", [a, b])  # equal shares by default
+    for k, m in ((1, a), (2, b)):
+        _run_models(tmp_path / f"m{k}", [m])
+        got, want = read_nn_costs(tmp_path / "ab" / f"lmwt.nn.{k}"), read_nn_costs(tmp_path / f"m{k}" / "lmwt.nn")
+        assert list(got) == list(want)
+        assert max(abs(x - y) for key in got for x, y in zip(got[key], want[key])) < 1e-5
+    assert json.loads((tmp_path / "ab" / "report.json").read_text())["params"]["mix"] == [0.5, 0.5]

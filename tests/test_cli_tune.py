@@ -180,3 +180,61 @@ def test_shared_dev_cross_validated_pooled_wer_is_rescore_wers(tmp_path):
     assert r.exit_code == 0, r.output
     sh = json.loads((tmp_path / "sh.json").read_text())
     assert sh["best"] == cv["folds"][0]["best"] and sh["held_out_wer"] == cv["folds"][0]["held_out_wer"]
+
+
+def _knows(s, conv):
+    """Costs of an NN LM that knows the references of conversation conv and is flat elsewhere."""
+    return {h.key: [0.0 if (h.words == s.refs[u.id] or not u.id.startswith(conv)) else 50.0]
+            for u in s.utterances() for h in u.hyps}
+
+
+def test_two_cost_files_tune_a_mix_that_rescore_nbest_reads_back(tmp_path):
+    from rescore.io.kaldi import write_nn_costs
+    from rescore.nbest import load_nbest_dir
+
+    s = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
+    files = []
+    for name, conv in (("a.nn", "rec1"), ("b.nn", "rec2")):
+        write_nn_costs(tmp_path / name, _knows(s, conv))
+        files += ["--nn-costs", str(tmp_path / name)]
+    grid = ["--weights", "0.5,1", "--inv-acwts", "10", "--wips", "0"]
+    run = CliRunner().invoke
+    alone = []
+    for f in (files[:2], files[2:]):
+        r = run(main, [str(NBEST_SMALL), "--data-dir", str(NBEST_SMALL / "data"), *f, *grid,
+                       "--report", str(tmp_path / "one.json")])
+        assert r.exit_code == 0, r.output
+        alone.append(json.loads((tmp_path / "one.json").read_text())["dev_wer"])
+    r = run(main, [str(NBEST_SMALL), "--data-dir", str(NBEST_SMALL / "data"), *files, *grid,
+                   "--mixes", "0:1:0.25", "--params-out", str(tmp_path / "p.json"),
+                   "--report", str(tmp_path / "r.json")])
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert len(rep["grid"]) == 5 * 2 and rep["dev_wer"] <= min(alone) and rep["dev_wer"] < max(alone)
+    p = json.loads((tmp_path / "p.json").read_text())
+    assert p["mix"] == rep["best"]["mix"] and 0 < p["mix"][0] < 1 and "mix" in r.output
+    # --params-out into rescore-nbest: the same WER, and lmwt.nn holds the mixed costs
+    r = run(nbest_main, [str(NBEST_SMALL), str(tmp_path / "o"), "--data-dir", str(NBEST_SMALL / "data"),
+                         *files, "--params", str(tmp_path / "p.json")])
+    assert r.exit_code == 0, r.output
+    out = json.loads((tmp_path / "o" / "report.json").read_text())
+    assert out["wer"] == pytest.approx(rep["dev_wer"]) and out["params"]["mix"] == p["mix"]
+    assert out["models"] == [str(tmp_path / "a.nn"), str(tmp_path / "b.nn")]
+    from rescore.io.kaldi import read_nn_costs
+
+    mixed, a, b = (read_nn_costs(f) for f in (tmp_path / "o" / "lmwt.nn", tmp_path / "a.nn", tmp_path / "b.nn"))
+    m0, m1 = p["mix"]
+    assert all(mixed[k] == pytest.approx([m0 * a[k][0] + m1 * b[k][0]]) for k in a)
+    # --apply-to with one cost file per model: the same 1-best as that rescore-nbest run
+    r = run(main, [str(NBEST_SMALL), "--data-dir", str(NBEST_SMALL / "data"), *files, *grid,
+                   "--mixes", "0:1:0.25", "--apply-to", str(NBEST_SMALL), str(tmp_path / "ap"),
+                   "--apply-data-dir", str(NBEST_SMALL / "data"),
+                   *[x.replace("--nn-costs", "--apply-nn-costs") for x in files]])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "ap" / "text").read_text() == (tmp_path / "o" / "text").read_text()
+    # cross-validated: each fold tunes its own mix
+    r = run(main, [str(NBEST_SMALL), "--data-dir", str(NBEST_SMALL / "data"), *files, *grid,
+                   "--mixes", "0:1:0.25", "--cross-validate", "--report", str(tmp_path / "cv.json")])
+    assert r.exit_code == 0, r.output
+    cv = json.loads((tmp_path / "cv.json").read_text())
+    assert all(len(f["best"]["mix"]) == 2 for f in cv["folds"]) and "mix " in r.output

@@ -92,3 +92,85 @@ def test_tune_with_weight_dependent_costs(nbest_small):
     assert asked == [0.0, 0.5]
     fixed = tune(s, nn_costs=_random_nn_costs(s, seed=5), weights=[0.5], inv_acwts=[10.0], wips=[0.0])
     assert res["grid"][1]["wer"] == fixed["grid"][0]["wer"]
+
+
+# --------------------------------------------------------------------------------------------
+# Interpolating several NN LMs (issue 16): Params.mix, the mixed cost, the mix sweep
+
+
+def test_mix_is_checked_and_round_trips(tmp_path):
+    from rescore.errors import OptionError
+
+    assert Params().mix == (1.0,) and Params(0.5, 10.0, 0.0, [0.25, 0.75]).mix == (0.25, 0.75)
+    for bad, what in (((0.5, 0.6), "summing to 1"), ((-0.5, 1.5), ">= 0"), ((), "one share"),
+                      ((float("nan"), 1.0), ">= 0"), (("a", 1.0), ">= 0")):
+        with pytest.raises(OptionError, match=what) as e:
+            Params(mix=bad)
+        assert e.value.option == "--mix"
+    p = Params(0.3, 9.5, -0.5, (0.6, 0.4))
+    p.to_json(tmp_path / "p.json")
+    assert Params.from_json(tmp_path / "p.json") == p
+    # one model: no "mix" written, and an old file without one reads as one model
+    assert "mix" not in Params(0.3, 9.5, 0.0).as_dict()
+    (tmp_path / "old.json").write_text('{"weight": 0.3, "inv_acwt": 9.5, "wip": 0}')
+    assert Params.from_json(tmp_path / "old.json").mix == (1.0,)
+    for text in ('{"weight": 0.3, "inv_acwt": 9.5, "wip": 0, "mix": [0.7, 0.7]}',
+                 '{"weight": 0.3, "inv_acwt": 9.5, "wip": 0, "mix": 0.5}'):
+        (tmp_path / "bad.json").write_text(text)
+        with pytest.raises(RescoreError, match=r"bad\.json: expected 'mix'"):
+            Params.from_json(tmp_path / "bad.json")
+
+
+def test_mixed_cost_is_the_share_weighted_sum(nbest_small):
+    from rescore.combine import mix_costs
+
+    s = load_nbest_dir(nbest_small, nbest_small / "data")
+    a, b = _random_nn_costs(s, seed=1), _random_nn_costs(s, seed=2, per_token=False)
+    rng = random.Random(4)
+    arrays = CostArrays(s, [a, b])
+    for _ in range(50):
+        share = rng.random()
+        p = Params(rng.random(), rng.uniform(5, 15), rng.uniform(-2, 2), (share, 1.0 - share))
+        # the 1-best of two cost sets under a mix == the 1-best of one set of the mixed totals
+        mixed = {k: [share * sum(a[k]) + (1.0 - share) * sum(b[k])] for k in a}
+        one = best_hypotheses(s, p.replace(mix=(1.0,)), mixed)
+        assert best_hypotheses(s, p, [a, b]) == one
+        assert [one[u] for u in arrays.utt_ids] == (arrays.best(p) - arrays.starts).tolist()
+    # the lmwt.nn of a mix: per token where both are per token, else the total
+    both = mix_costs(s, [a, a], (0.25, 0.75))
+    assert all(len(both[k]) == len(a[k]) and both[k] == pytest.approx(a[k]) for k in a)
+    tot = mix_costs(s, [a, b], (0.25, 0.75))
+    assert all(tot[k] == pytest.approx([0.25 * sum(a[k]) + 0.75 * b[k][0]]) for k in a)
+    with pytest.raises(RescoreError, match="one --mix share per set"):
+        best_hypotheses(s, Params(0.5), [a, b])
+
+
+def test_mix_grid():
+    from rescore.combine import mix_grid
+
+    assert mix_grid([0.0, 0.5, 1.0], 1) == [(1.0,)]
+    assert mix_grid([0.0, 0.3, 1.0], 2) == [(0.0, 1.0), (0.3, 0.7), (1.0, 0.0)]
+    three = mix_grid([round(0.1 * i, 10) for i in range(11)], 3)
+    assert len(three) == 66 == len(set(three))  # C(12, 2): shares in steps of 0.1
+    assert all(abs(sum(m) - 1.0) < 1e-9 and min(m) >= 0 for m in three)
+
+
+def test_tune_finds_a_mix_better_than_either_model(nbest_small):
+    # Model A knows rec1's references, model B rec2's (each is flat elsewhere): only a mix of the
+    # two picks the reference everywhere, and the sweep must find one.
+    s = load_nbest_dir(nbest_small, nbest_small / "data")
+
+    def knows(conv):
+        return {h.key: [0.0 if (h.words == s.refs[u.id] or not u.id.startswith(conv)) else 50.0]
+                for u in s.utterances() for h in u.hyps}
+
+    a, b = knows("rec1"), knows("rec2")
+    grid = dict(weights=[0.5, 1.0], inv_acwts=[10.0], wips=[0.0])
+    alone = [tune(s, nn_costs=c, **grid)["dev_wer"] for c in (a, b)]
+    res = tune(s, nn_costs=[a, b], mixes=[(0.0, 1.0), (0.5, 0.5), (1.0, 0.0)], **grid)
+    assert res["dev_wer"] <= min(alone) and res["dev_wer"] < max(alone)
+    assert res["dev_wer"] == 0.0 and res["best"]["mix"] == [0.5, 0.5]
+    assert len(res["grid"]) == 6 and all("mix" in r for r in res["grid"])
+    # the pure mixes reproduce each model alone
+    for mix, wer in (((1.0, 0.0), alone[0]), ((0.0, 1.0), alone[1])):
+        assert min(r["wer"] for r in res["grid"] if tuple(r["mix"]) == mix) == wer

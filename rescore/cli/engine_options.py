@@ -26,13 +26,19 @@ class OovPenalty(click.ParamType):
             self.fail(f"expected a number or 'auto', got {value!r}", param, ctx)
 
 _OPTIONS = [
-    click.option("--model", type=click.Path(dir_okay=False),
+    click.option("--model", type=click.Path(dir_okay=False), multiple=True,
                  help="LM checkpoint (rescore-train-lm): score every hypothesis with it and write "
-                      "OUT_DIR/lmwt.nn (Kaldi pytorchnn format) instead of reading --nn-costs."),
+                      "OUT_DIR/lmwt.nn (Kaldi pytorchnn format) instead of reading --nn-costs. "
+                      "Repeat it (--model A --model B) to interpolate several NN LMs with --mix: "
+                      "each is scored on its own (its own vocabulary, body and OOV penalty) into "
+                      "OUT_DIR/lmwt.nn.1 ... lmwt.nn.K, and lmwt.nn holds the mixed costs."),
     click.option("--state-carry", type=click.Choice(STATE_CARRY), default="rescored",
                  help="Start each utterance from the LM state (and pointer history) after the "
                       "previous utterance's best hypothesis: by the final interpolated cost "
-                      "(rescored), rank 1 (first-pass), or not at all (none)."),
+                      "(rescored), rank 1 (first-pass), or not at all (none). With several "
+                      "models, rescored carries each model from the best hypothesis under its "
+                      "own cost at the total weight (fixed + w * l_k), not under the mixed cost; "
+                      "none and first-pass give exactly the mixed costs."),
     click.option("--device", default="auto",
                  help="auto (CUDA when present), cpu, cuda or cuda:N."),
     click.option("--max-tokens", type=int, default=2048,
@@ -84,8 +90,9 @@ def engine_options(f):
 def scoring_options(*, model, state_carry, device, max_tokens, engine, oov_penalty, conv_batch,
                     schedule, precision, normalize, cache_window, cache_theta,
                     cache_lambda) -> ScoringOptions:
-    """The options of ``@engine_options`` (but --split) as a checked ScoringOptions."""
-    return ScoringOptions(model=model, state_carry=state_carry, device=device, max_tokens=max_tokens,
+    """The options of ``@engine_options`` (but --split) as a checked ScoringOptions; model: the
+    --model values (none, one or several)."""
+    return ScoringOptions(model=tuple(model) if model else None, state_carry=state_carry, device=device, max_tokens=max_tokens,
                           engine=engine, oov_penalty=oov_penalty, conv_batch=conv_batch,
                           schedule=schedule, precision=precision, normalize=normalize,
                           cache_window=cache_window,

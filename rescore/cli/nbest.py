@@ -13,9 +13,24 @@ from rescore.cli.engine_options import engine_options, scoring_options
 log = logging.getLogger("rescore-nbest")
 
 
-def resolve_params(params_file, weight, inv_acwt, wip, *, has_nn_costs: bool):
+def parse_mix(spec, option: str = "--mix"):
+    """'0.6,0.4' -> (0.6, 0.4) (checked as a mix: shares >= 0 summing to 1); None -> None."""
+    from rescore.errors import OptionError
+    from rescore.interp import check_mix
+
+    if spec is None:
+        return None
+    try:
+        shares = [float(x) for x in spec.split(",")]
+    except ValueError:
+        raise OptionError("shares as numbers separated by commas, e.g. 0.6,0.4", option=option, got=spec) from None
+    return check_mix(shares, option)
+
+
+def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs: bool):
     """The setting: options given on the command line, else the --params file's values, else
-    the defaults; the NN LM weight defaults to Kaldi's 0.8 when there are NN LM costs."""
+    the defaults; the NN LM weight defaults to Kaldi's 0.8 when there are NN LM costs, the mix
+    to equal shares of the models (rescore.pipeline.NbestJob)."""
     from rescore.interp import KALDI_DEFAULT_WEIGHT, Params
 
     base = Params.from_json(params_file) if params_file else None
@@ -25,7 +40,9 @@ def resolve_params(params_file, weight, inv_acwt, wip, *, has_nn_costs: bool):
         inv_acwt = base.inv_acwt if base else Params.inv_acwt
     if wip is None:
         wip = base.wip if base else Params.wip
-    return Params(weight=weight, inv_acwt=inv_acwt, wip=wip)
+    if mix is None:
+        mix = base.mix if base else Params.mix
+    return Params(weight=weight, inv_acwt=inv_acwt, wip=wip, mix=mix)
 
 
 @command()
@@ -33,9 +50,10 @@ def resolve_params(params_file, weight, inv_acwt, wip, *, has_nn_costs: bool):
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--data-dir", type=click.Path(file_okay=False), help="Kaldi data dir: text (references), segments/utt2spk (conversations).")
 @click.option("--words-txt", type=click.Path(dir_okay=False), help="Symbol table for 'words' ids; when not given, NBEST_DIR/words.txt, NBEST_DIR/lang/words.txt and NBEST_DIR/../lang/words.txt are tried.")
-@click.option("--nn-costs", type=click.Path(dir_okay=False), help="NN LM costs per hypothesis, lmwt.nn format (key c1 ... c_{n+1}, or key total).")
-@click.option("--params", "params_file", type=click.Path(dir_okay=False), help="JSON with weight, inv_acwt, wip (as rescore-tune writes); options given on the command line win.")
+@click.option("--nn-costs", type=click.Path(dir_okay=False), multiple=True, help="NN LM costs per hypothesis, lmwt.nn format (key c1 ... c_{n+1}, or key total). Repeat it (one file per model, e.g. an earlier run's lmwt.nn.1 and lmwt.nn.2) to interpolate them with --mix; OUT_DIR/lmwt.nn then gets the mixed costs.")
+@click.option("--params", "params_file", type=click.Path(dir_okay=False), help="JSON with weight, inv_acwt, wip and, for several models, mix (as rescore-tune writes); options given on the command line win.")
 @click.option("--weight", type=float, default=None, show_default="0.8 with --model or --nn-costs (Kaldi's default), else 0", help="NN LM weight w in [0, 1]: cost = ac/inv_acwt + nolm + (1-w)(withlm-nolm) + w*nn + wip*|h|.")
+@click.option("--mix", "mix_spec", metavar="S1,S2,...", default=None, show_default="equal shares", help="With several --model (or --nn-costs): each model's share of the NN term, >= 0 and summing to 1, in the order given: nn = S1*nn_1 + S2*nn_2 + ... (log-linear interpolation; w stays the total NN weight).")
 @click.option("--inv-acwt", type=float, default=None, show_default="10", help="Inverse acoustic scale (Kaldi's LMWT), > 0.")
 @click.option("--wip", type=float, default=None, show_default="0", help="Word insertion penalty (cost per word).")
 @click.option("--train-text", type=click.Path(dir_okay=False), help="LM training text: adds the per rare-word bucket table and buckets.png.")
@@ -43,11 +61,12 @@ def resolve_params(params_file, weight, inv_acwt, wip, *, has_nn_costs: bool):
 @click.option("--allow-missing", is_flag=True, help="References without an N-best are dropped with a warning instead of an error.")
 @engine_options
 @verbose_option
-def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, inv_acwt, wip, train_text,
+def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix_spec, inv_acwt, wip, train_text,
          num_buckets, allow_missing, verbose, split_spec, **engine_kw):
     """Rescore NBEST_DIR (Kaldi layout: words/words_text, acwt, lmwt.withlm, lmwt.nolm) into
     OUT_DIR: lmwt.interp (new graph costs, Kaldi text archive for linear-to-nbest), text
-    (1-best words), lmwt.nn with --model and, with references, report.json and report.txt
+    (1-best words), lmwt.nn with --model (the mixed costs with several --model, each model's own
+    in lmwt.nn.1 ... lmwt.nn.K) and, with references, report.json and report.txt
     (printed). OUT_DIR is written as one set: one run at a time, the outputs of an older run
     removed first, and manifest.json marked complete at the end. No output may replace an input
     (OUT_DIR may be NBEST_DIR, as in Kaldi's archives.JOB, but not the data dir)."""
@@ -56,10 +75,10 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     from rescore.pipeline import NbestJob, parse_split, rescore_nbest_dir
 
     scoring = scoring_options(**engine_kw)
-    params = resolve_params(params_file, weight, inv_acwt, wip,
-                            has_nn_costs=scoring.model is not None or nn_costs is not None)
+    params = resolve_params(params_file, weight, inv_acwt, wip, parse_mix(mix_spec),
+                            has_nn_costs=bool(scoring.models or nn_costs))
     job = NbestJob(nbest_dir=nbest_dir, out_dir=out_dir, params=params, data_dir=data_dir, words_txt=words_txt,
-                   nn_costs=nn_costs, scoring=scoring, train_text=train_text, num_buckets=num_buckets,
+                   nn_costs=tuple(nn_costs) or None, scoring=scoring, train_text=train_text, num_buckets=num_buckets,
                    allow_missing=allow_missing, split=parse_split(split_spec) if split_spec else None,
                    params_file=params_file)
     report = rescore_nbest_dir(job)
