@@ -319,7 +319,8 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
     # epoch_loss / epoch_tokens / epoch_seconds: sums over the batches of the epoch in progress
     ts: Dict[str, Any] = {"epoch": 0, "step": 0, "epoch_start": 0, "lr": opts.lr, "anneals": 0,
                           "best": math.inf, "records": [], "epoch_loss": 0.0, "epoch_tokens": 0,
-                          "epoch_seconds": 0.0, "train_seconds": 0.0}
+                          "epoch_seconds": 0.0, "train_seconds": 0.0, "epoch_cpu_seconds": 0.0,
+                          "cpu_seconds": 0.0}
     optim_state = rng = carried = None
     if opts.resume and last_path.exists():
         ckpt = read_checkpoint(last_path)
@@ -333,6 +334,9 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
                    if k not in ("optimizer", "rng", "carried", "options")})
         if "train_seconds" not in ckpt["train_state"]:  # a last.pt from before --max-minutes
             ts["train_seconds"] = sum(r["train_seconds"] for r in ts["records"])
+        if "cpu_seconds" not in ckpt["train_state"]:  # before CPU budgets: wall time, an upper bound
+            ts["cpu_seconds"] = ts["train_seconds"]
+            ts["epoch_cpu_seconds"] = ts["epoch_seconds"]
         optim_state = ckpt["train_state"]["optimizer"]
         rng = ckpt["train_state"].get("rng")
         carried = ckpt["train_state"].get("carried")
@@ -425,14 +429,18 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
             old_handlers[sig] = signal.signal(sig, on_signal)
     except ValueError:  # not the main thread: leave signals alone
         pass
+    # --max-minutes counts this process's CPU time on a CPU (the same compute for every model
+    # however busy the machine is), wall time on a GPU
+    budget_clock = "cpu_seconds" if device.type == "cpu" else "train_seconds"
     last_save = time.monotonic()
     try:
-        def budget_spent() -> bool:  # training seconds of finished epochs (validation not counted)
-            return bool(opts.max_minutes) and ts["train_seconds"] >= 60.0 * opts.max_minutes
+        def budget_spent() -> bool:  # training time of finished epochs (validation not counted)
+            return bool(opts.max_minutes) and ts[budget_clock] >= 60.0 * opts.max_minutes
 
         while ts["epoch"] < opts.epochs and ts["anneals"] < opts.max_anneals and not budget_spent():
             model.train()
             t0 = time.perf_counter() - ts["epoch_seconds"]
+            c0 = time.process_time() - ts["epoch_cpu_seconds"]
             first = ts["step"] - ts["epoch_start"]  # > 0 when resuming inside an epoch
             bar = progress(range(first, epoch_len), initial=first, total=epoch_len,
                            desc=f"epoch {ts['epoch'] + 1}", unit="batch", enabled=rank == 0, leave=False)
@@ -465,6 +473,7 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
                 ts["epoch_tokens"] += y.numel() * world
                 ts["epoch_loss"] += loss_value
                 ts["epoch_seconds"] = time.perf_counter() - t0
+                ts["epoch_cpu_seconds"] = time.process_time() - c0
                 done = b + 1
                 if b % 10 == 0 or b == epoch_len - 1:
                     bar.set_postfix(loss=f"{ts['epoch_loss'] / done:.3f}",
@@ -493,10 +502,12 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
                       "train_loss": ts["epoch_loss"] / epoch_len, "valid_loss": valid_loss,
                       "valid_ppl": math.exp(valid_loss),
                       "tokens_per_s": ts["epoch_tokens"] / train_time,
-                      "train_seconds": train_time}
+                      "train_seconds": train_time, "cpu_seconds": ts["epoch_cpu_seconds"]}
             ts["records"].append(record)
             ts["train_seconds"] += train_time
+            ts["cpu_seconds"] += ts["epoch_cpu_seconds"]
             ts["epoch_loss"], ts["epoch_tokens"], ts["epoch_seconds"] = 0.0, 0, 0.0
+            ts["epoch_cpu_seconds"] = 0.0
             log.info("epoch %d: train loss %.3f, valid ppl %.2f, lr %g, %.0f tokens/s%s",
                      ts["epoch"], record["train_loss"], record["valid_ppl"], ts["lr"],
                      record["tokens_per_s"], " (best)" if improved else "")
@@ -525,8 +536,9 @@ def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, devic
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)
     if budget_spent():
-        log.info("stopped: the --max-minutes budget (%g min of training) is spent after epoch %d",
-                 opts.max_minutes, ts["epoch"])
+        log.info("stopped: the --max-minutes budget (%g min of training, %s) is spent after "
+                 "epoch %d", opts.max_minutes, "CPU time" if budget_clock == "cpu_seconds"
+                 else "wall time", ts["epoch"])
     write_record("done")
     recs = ts["records"]
     return {"model": str(best_path), "best_valid_ppl": math.exp(ts["best"]) if recs else None,

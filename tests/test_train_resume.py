@@ -23,7 +23,7 @@ from rescore.models import ModelConfig
 from rescore.train import TrainOptions, train_lm
 
 REPO = Path(__file__).resolve().parents[1]
-TIME_FIELDS = ("tokens_per_s", "train_seconds")
+TIME_FIELDS = ("tokens_per_s", "train_seconds", "cpu_seconds", "epoch_cpu_seconds")
 
 
 def write_corpus(path: Path, n: int, seed: int) -> None:

@@ -76,8 +76,9 @@ DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
               help="Batches per epoch (cycling through the text) [default: the whole text].")
 @click.option("--max-minutes", type=float, default=0.0, metavar="M",
               help="Training-time budget: stop at the first epoch end after M minutes of "
-                   "training steps (validation not counted); with --epoch-batches for short "
-                   "epochs. 0: no budget.")
+                   "training steps (validation not counted): this process's CPU time on a CPU "
+                   "(so a busy machine delays a run but does not shrink it), wall time on a "
+                   "GPU; with --epoch-batches for short epochs. 0: no budget.")
 @click.option("--seed", type=int, default=1, help="Random seed.")
 @click.option("--device", default="auto", help="auto, cpu, cuda, cuda:N.")
 @click.option("--threads", type=int, default=0, help="CPU threads per process (0: torch default).")
