@@ -146,3 +146,21 @@ def test_verdict_reads_the_cis():
                                                "better on buckets: 0; significantly worse on buckets: 2 (0 = rarest).")
     cmp["differences"] = [d([-0.3, 0.0])]  # a CI touching 0 covers it: no difference
     assert "overall no difference" in ablation.verdict(cmp, "a", "b")
+
+
+def test_two_model_interpolation_is_rescore_tunes_mix_sweep(tmp_path):
+    from rescore.combine import mix_grid
+    from rescore.pipeline import TuneJob, tune_nbest_dir
+
+    _nn_costs(tmp_path)
+    good, rnd = tmp_path / "good.nn", tmp_path / "rnd.nn"
+    r = _run(tmp_path, ["first-pass=first-pass", f"mix={good}+{rnd}"], ["--mixes", "0,0.5,1"])
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "out" / "ablation.json").read_text())
+    cv = tune_nbest_dir(TuneJob(nbest_dir=str(NBEST_SMALL), data_dir=str(NBEST_SMALL / "data"),
+                                nn_costs=(str(good), str(rnd)), mixes=mix_grid([0, 0.5, 1], 2), weights=[0, 0.5, 1],
+                                inv_acwts=[8, 10, 12], wips=[0, 0.5], cross_validate=True))
+    mix = res["systems"][1]
+    assert mix["costs"] == [str(good), str(rnd)] and mix["pooled_wer"] == cv["pooled_wer"]
+    assert mix["settings"] == {"1": cv["folds"][0]["best"], "2": cv["folds"][1]["best"]}
+    assert "mix" in mix["settings"]["1"] and len(mix["cv"]["folds"][0]["grid"]) == 3 * 3 * 3 * 2

@@ -6,7 +6,7 @@ N-best dir, compared by a paired bootstrap, a difference whose CI covers 0 marke
         --system lstm-ptrmem=exp/ptr/lmwt.nn --pair lstm-ptrmem:lstm
 
 Per system (``--system NAME=COSTS``; COSTS is ``first-pass`` for no NN LM, a lmwt.nn of the
-N-best dir, or ``A.nn+B.nn`` for two models interpolated where rescore-tune tunes mixes):
+N-best dir, or ``A.nn+B.nn`` for two models interpolated, their shares swept over --mixes):
 rescore-tune --cross-validate (rescore.pipeline.TuneJob): tune on half 1 of the conversations,
 decode half 2 with it, and the other way round; the pooled 1-best goes to OUT/NAME.txt. Then
 rescore.metrics.compare_systems: every system against the first (the baseline) and each
@@ -20,7 +20,6 @@ before every system has been tuned.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import sys
@@ -76,23 +75,18 @@ def parse_pair(spec: str, names: Sequence[str]) -> Tuple[str, str]:
 
 def tune_job(nbest_dir: str, data_dir: str, words_txt: Optional[str], costs: List[str], grids: dict,
              allow_missing: bool = False):
-    """The cross-validating TuneJob of one system (checked when built, before any work)."""
+    """The cross-validating TuneJob of one system (checked when built, before any work); with
+    several cost files, their shares are swept over grids["mixes"] as rescore-tune --mixes does."""
+    from rescore.combine import mix_grid
     from rescore.pipeline import TuneJob
 
-    multi = "mixes" in {f.name for f in dataclasses.fields(TuneJob)}  # several --nn-costs (helper 16a)
-    kw = dict(nbest_dir=nbest_dir, data_dir=data_dir, words_txt=words_txt,
-              weights=parse_grid(grids["weights"], "--weights"),
-              inv_acwts=parse_grid(grids["inv_acwts"], "--inv-acwts"),
-              wips=parse_grid(grids["wips"], "--wips"), cross_validate=True, allow_missing=allow_missing)
-    if len(costs) > 1 and not multi:
-        raise OptionError("one lmwt.nn per system: this rescore-tune does not interpolate several",
-                          option="--system", got="+".join(costs))
-    kw["nn_costs"] = tuple(costs) if len(costs) > 1 else (costs[0] if costs else None)
-    if len(costs) > 1 and grids.get("mixes"):  # else TuneJob's default grid of shares
-        from rescore.combine import mix_grid
-
-        kw["mixes"] = mix_grid(parse_grid(grids["mixes"], "--mixes"), len(costs))
-    return TuneJob(**kw)
+    return TuneJob(nbest_dir=nbest_dir, data_dir=data_dir, words_txt=words_txt,
+                   nn_costs=tuple(costs) if len(costs) > 1 else (costs[0] if costs else None),
+                   weights=parse_grid(grids["weights"], "--weights"),
+                   inv_acwts=parse_grid(grids["inv_acwts"], "--inv-acwts"),
+                   wips=parse_grid(grids["wips"], "--wips"),
+                   mixes=mix_grid(parse_grid(grids["mixes"], "--mixes"), len(costs)) if len(costs) > 1 else None,
+                   cross_validate=True, allow_missing=allow_missing)
 
 
 def covers_zero(ci: Optional[Sequence[float]]) -> bool:
@@ -244,7 +238,7 @@ def format_tables(res: dict) -> str:
         d = diffs[best["name"]]
         rel = "-" if d["relative_change"] is None else f"{d['relative_change']:+.1f} %"
         out += ["", f"Best system: {best['name']}, pooled WER {_pct(best['pooled_wer'])} %, {rel} relative to "
-                    f"{name0} ({_diff_cell(d, conf)} points)."]
+                    f"{name0}; diff in points [{conf} CI]: {_diff_cell(d, conf)}."]
     out += ["", "Tuned settings (each applied to the other half):"]
     for s in res["systems"]:
         out.append(f"- {s['name']}: tuned on half 1: {format_setting(s['settings']['1'])}; "
