@@ -581,8 +581,9 @@ def format_cross_validation(result: dict) -> str:
     half it was tuned on and on the other, then the pooled figure."""
     lines = []
     for f in result["folds"]:
-        lines.append(f"tuned on half {f['tuned_on']} ({f['dev_utts']} utterances, {f['dev_conversations']} "
-                     f"conversations): {format_setting(f['best'])}  (WER {f['dev_wer']:.2f} % there)")
+        convs = f"{f['dev_conversations']} conversation{'s' if f['dev_conversations'] != 1 else ''}"
+        lines.append(f"tuned on half {f['tuned_on']} ({f['dev_utts']} utterances, {convs}): "
+                     f"{format_setting(f['best'])}  (WER {f['dev_wer']:.2f} % there)")
         lines.append(f"  half {f['reported_on']} ({f['held_out_utts']} utterances) under it: WER "
                      f"{f['held_out_wer']:.2f} %  (rank 1: {f['held_out_first_pass_wer']:.2f} %)")
     lines.append(f"pooled ({result['pooled_utts']} utterances, each under the setting tuned on the other half): "

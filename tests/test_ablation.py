@@ -42,7 +42,7 @@ def test_table_row_per_system_and_cis_match_compare_systems(tmp_path):
     from rescore.cli.wer import main as wer_main
     from rescore.io.kaldi import read_text_table
     from rescore.metrics import compare_systems
-    from rescore.pipeline import TuneJob, tune_nbest_dir
+    from rescore.pipeline import TuneJob, format_setting, tune_nbest_dir
     from rescore.vocab import count_words, read_sentences
 
     _nn_costs(tmp_path)
@@ -87,7 +87,7 @@ def test_table_row_per_system_and_cis_match_compare_systems(tmp_path):
                                     weights=[0, 0.5, 1], inv_acwts=[8, 10, 12], wips=[0, 0.5], cross_validate=True))
         assert s["pooled_wer"] == cv["pooled_wer"]
         assert s["settings"] == {"1": cv["folds"][0]["best"], "2": cv["folds"][1]["best"]}
-        assert f"{s['name']}: tuned on half 1: {ablation.format_setting(cv['folds'][0]['best'])}" in md
+        assert f"{s['name']}: tuned on half 1: {format_setting(cv['folds'][0]['best'])}" in md
         w = CliRunner().invoke(wer_main, [str(NBEST_SMALL / "data" / "text"), str(out / f"{s['name']}.txt"),
                                           "--report", str(tmp_path / "w.json")])
         assert w.exit_code == 0, w.output

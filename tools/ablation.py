@@ -181,13 +181,6 @@ def _p(p: Optional[float]) -> str:
     return "-" if p is None else (f"{p:.3f}" if p >= 0.001 else "<0.001")
 
 
-def format_setting(best: dict) -> str:
-    def v(x):
-        return "/".join(f"{y:g}" for y in x) if isinstance(x, (list, tuple)) else f"{x:g}"
-
-    return " ".join(f"{k} {v(x)}" for k, x in best.items())
-
-
 def verdict(cmp: dict, a: str, b: str) -> str:
     """One sentence: is a better than b, significantly (CI not covering 0), overall and on which
     rare-word buckets."""
@@ -213,15 +206,19 @@ def format_tables(res: dict) -> str:
     """The markdown of the ablation: systems against the baseline, the pairs (overall and per
     rare-word bucket), the tuned settings, how the CIs were drawn."""
     from rescore.metrics import describe_bootstrap
+    from rescore.pipeline import format_setting
 
     base = res["baseline"]
     boot = base["bootstrap"]
     conf = f"{100 * boot['confidence']:g} %" if boot else "95 %"
     diffs = {d["system"]: d for d in base["differences"]}
     name0 = base["baseline"]
+    folds = res["systems"][0]["cv"]["folds"]
     out = [f"Two-fold cross-validated tuning on {res['nbest_dir']} ({res['num_utts']} utterances, "
-           f"{res['num_conversations']} conversations by {res['grouping']}): each half is decoded with the "
-           f"setting tuned on the other half; pooled = all utterances so decoded.", "",
+           f"{res['num_conversations']} conversations by {res['grouping']}; half 1 = the first "
+           f"{folds[0]['dev_conversations']} conversations in the N-best dir's order, half 2 = the other "
+           f"{folds[1]['dev_conversations']}): each half is decoded with the setting tuned on the other half; "
+           f"pooled = all utterances so decoded.", "",
            f"| system | pooled WER % | half 1 (tuned on 2) | half 2 (tuned on 1) | diff vs {name0} [{conf} CI] "
            f"| p | rel. % |", "|---|---:|---:|---:|---|---:|---:|"]
     for s in res["systems"]:
