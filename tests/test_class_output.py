@@ -36,12 +36,18 @@ HEADS_KW = [
 
 def class_model(kw, classes=5, words=WORDS):
     torch.manual_seed(0)
+    kw = dict(kw)
+    ncache = kw.pop("ncache", False)
     cfg = ModelConfig(hidden=16, layers=2, history=6, context=8, n_heads=2, dropout=0.0,
                       output="class", classes=classes, **kw)
     model = build_model(cfg, Vocabulary(["<eos>", "<unk>"] + words))
     with torch.no_grad():  # spread the distributions beyond the small init
         model.embedding.weight.mul_(20.0)
         model.class_decoder.classes.weight.mul_(5.0)
+    if ncache:  # the neural cache (Grave et al. 2017) around it: P_vocab through vocab_score
+        from rescore.models.cache import NeuralCacheLM
+
+        model = NeuralCacheLM(model, window=7, theta=0.5, lam=0.3)
     return model.eval()
 
 
@@ -220,7 +226,8 @@ def test_class_checkpoint_round_trip_and_bad_index(tmp_path):
         load_checkpoint(tmp_path / "bad.pt")
 
 
-@pytest.mark.parametrize("kw", HEADS_KW)
+@pytest.mark.parametrize("kw", HEADS_KW + [pytest.param(
+    dict(arch="lstm", head="pointer", memory_aug=True, ncache=True), id="lstm-pointer+mem-ncache")])
 def test_engines_agree(kw):
     model = class_model(kw)
     convs = make_conversations(seed=41, n_conv=2, n_utt=(2, 3), n_hyp=(2, 5))

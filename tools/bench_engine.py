@@ -20,6 +20,11 @@ speed-up over padded where the output layer dominates the time per row.
 none`` of rescore-nbest: the output layer's target rows only); ``ENGINE:none`` rows are checked
 against the naive engine's unnormalised costs.
 
+--outputs softmax,class runs every engine with a random model of each output layer (the full
+softmax and the class-factored one of ``--output class``, ``--classes`` C, classes binned by the
+counts of --vocab-text), interleaved: ``ENGINE@class`` rows are checked against the naive
+engine of the same model, or the first run of it.
+
 Without --model a randomly initialised model (--arch/--head/--hidden/--layers, vocabulary of
 --vocab-text) is saved to a temporary checkpoint: speed does not depend on the weights.
 """
@@ -57,6 +62,12 @@ def parse_args(argv=None):
                    help="random model: vocabulary = the most frequent words of this text")
     p.add_argument("--max-vocab", type=int, default=10000,
                    help="random model: vocabulary size (the LM helper's models use 10000)")
+    p.add_argument("--max-vocab-all", action="store_true",
+                   help="random model: every word of --vocab-text (no --max-vocab)")
+    p.add_argument("--outputs", default="softmax",
+                   help="random models: comma list of output layers, softmax and/or class")
+    p.add_argument("--classes", type=int, default=0,
+                   help="random class model: C [default: round(sqrt(V))]")
     p.add_argument("--convs", type=int, default=20, help="first N conversations of the set")
     p.add_argument("--utts", type=int, default=3, help="first M utterances of each conversation")
     p.add_argument("--engines", default="fast,padded,naive")
@@ -95,10 +106,12 @@ def load_subset(args):
 
 def matmul_flops_per_row(cfg, output_layer: bool = True) -> float:
     """FLOPs of the matrix products of one scored token row (2 per multiply-add): the output
-    layer (H x V; not computed by unnormalised scoring, ``output_layer=False``) and the body;
+    layer (H x V, class output ~H x (C + V/C) per edge, counted per row; not computed by unnormalised scoring, ``output_layer=False``) and the body;
     small terms (pointer heads, LayerNorm, gates, the target rows of unnormalised scoring)
     left out. A Transformer row attends to about its W = context cached keys."""
     H, V, n = cfg.hidden, cfg.vocab_size, cfg.layers
+    if getattr(cfg, "output", "softmax") == "class":  # about C + V/C rows per target
+        V = cfg.classes + V / cfg.classes
     body = (n * 2 * 4 * H * 2 * H if cfg.arch == "lstm"  # 4 gates from [x ; h]
             else n * 2 * ((4 + 2 * cfg.ff_mult) * H * H + 2 * cfg.context * H))
     return (2.0 * H * V if output_layer else 0.0) + body
@@ -178,18 +191,23 @@ def worker(args) -> None:
     }))
 
 
-def random_checkpoint(args, path: Path) -> None:
+def random_checkpoint(args, path: Path, output: str = "softmax") -> None:
     import torch
 
     from rescore.models import ModelConfig, build_model, save_checkpoint
+    from rescore.train import train_counts
     from rescore.vocab import Vocabulary
 
     torch.manual_seed(0)
+    vocab = Vocabulary.from_text(args.vocab_text, None if args.max_vocab_all else args.max_vocab)
+    extra, counts = {}, None
+    if output == "class":
+        extra = dict(output="class", classes=args.classes or round(len(vocab) ** 0.5))
+        counts = train_counts(args.vocab_text, vocab)
     cfg = ModelConfig(arch=args.arch, head=args.head, memory_aug=args.memory_aug,
                       hidden=args.hidden, layers=args.layers, history=args.history,
-                      context=args.context)
-    save_checkpoint(build_model(cfg, Vocabulary.from_text(args.vocab_text, args.max_vocab)),
-                    path)
+                      context=args.context, **extra)
+    save_checkpoint(build_model(cfg, vocab, counts), path)
 
 
 def main(argv=None) -> None:
@@ -199,21 +217,28 @@ def main(argv=None) -> None:
     if args.bound:
         return bound_main(args)
     tmp = Path(tempfile.mkdtemp(prefix="bench_engine."))
-    model = args.model
-    if model is None:
-        model = str(tmp / "random.pt")
-        random_checkpoint(args, Path(model))
+    outputs = args.outputs.split(",")
+    if args.model is not None and outputs != ["softmax"]:
+        sys.exit("--outputs: random models only (without --model)")
+    models = {"softmax": args.model}
+    for o in outputs:
+        if models.get(o) is None:
+            models[o] = str(tmp / f"random-{o}.pt")
+            random_checkpoint(args, Path(models[o]), o)
     passthrough = [a for a in (argv if argv is not None else sys.argv[1:])]
-    # a run: ENGINE (exact costs) or ENGINE:NORMALIZE
-    engines = [e if n == "exact" else f"{e}:{n}" for e in args.engines.split(",")
-               for n in args.normalize.split(",")]
+    # a run: ENGINE (exact costs) or ENGINE:NORMALIZE, @OUTPUT for a class model
+    engines = [(e if n == "exact" else f"{e}:{n}") + ("" if o == "softmax" else f"@{o}")
+               for e in args.engines.split(",") for n in args.normalize.split(",")
+               for o in outputs if not (o == "class" and n == "none")]  # (refused)
     runs, costs = {e: [] for e in engines}, {}
     for r in range(args.repeat):
         for e in engines:  # interleaved, so load changes hit every engine alike
             if e.startswith("naive") and r > 0:
                 continue  # the reference is slow; one run
-            engine, _, norm = e.partition(":")
-            out = tmp / f"{e.replace(':', '-')}.json"
+            e_norm, _, output = e.partition("@")
+            engine, _, norm = e_norm.partition(":")
+            model = models[output or "softmax"]
+            out = tmp / f"{e.replace(':', '-').replace('@', '-')}.json"
             cmd = [sys.executable, __file__, *passthrough, "--model", model, "--worker", engine,
                    "--worker-normalize", norm or "exact", "--costs-out", str(out)]
             env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
@@ -222,13 +247,13 @@ def main(argv=None) -> None:
             costs[e] = json.loads(out.read_text())
             print(f"run {r + 1} {e}: {runs[e][-1]['wall_s']:.1f} s", file=sys.stderr)
 
-    def reference(e):  # the naive engine with the same normalisation, else the first such run
-        norm = e.partition(":")[2]
-        same = [x for x in engines if x.partition(":")[2] == norm]
-        return costs.get("naive" + (":" + norm if norm else "")) or costs[same[0]]
+    def reference(e):  # the naive engine of the same normalisation and model, else the first
+        suffix = e[len(e.split(":")[0].split("@")[0]):]  # ":none", "@class", ""
+        same = [x for x in engines if x.endswith(suffix) and x[:-len(suffix) or None].isalpha()]
+        return costs.get("naive" + suffix) or costs[same[0]]
     summary = {"model": args.model or f"random {args.arch}-{args.head}"
                f"{'+mem' if args.memory_aug else ''} {args.layers}x{args.hidden} "
-               f"V={args.max_vocab}",
+               f"V={'all' if args.max_vocab_all else args.max_vocab}",
                "convs": args.convs, "utts": args.utts, "threads": args.threads,
                "load_avg_1min": os.getloadavg()[0], "engines": {}}
     for e in engines:

@@ -91,7 +91,8 @@ def kaldi_scores(model, sents, carry: bool):
     """The loop of compute_sentence_scores.py around our LSTM: per-token costs per utterance."""
     import torch
 
-    if model.config.arch != "lstm" or model.config.head != "softmax":
+    if model.config.arch != "lstm" or model.config.head != "softmax" \
+            or getattr(model.config, "output", "softmax") != "softmax":  # class output too
         return kaldi_scores_generic(model, sents, carry)
     vocab = model.vocab
     V, eos, unk = len(vocab), vocab.eos_id, vocab.unk_id
