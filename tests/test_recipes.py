@@ -324,6 +324,22 @@ def test_missing_input_is_named_before_any_work(tmp_path, case, expected):
     assert not Path(out).exists()
 
 
+@pytest.mark.parametrize("models, mix, expected", [
+    ("{mdl}:{tmp}/none.pt", "", "expected file {tmp}/none.pt to exist"),
+    ("{mdl}::{mdl}", "", "expected a model dir or checkpoint between the colons"),
+    ("{mdl}:{mdl}", "0.5,0.3,0.2", "--mix needs one share per model (2 in"),
+])
+def test_several_models_are_checked_before_any_work(tmp_path, models, mix, expected):
+    d = kaldi_dir(tmp_path)
+    lang, mdl, data, decode, out = inputs(tmp_path)
+    arg = models.format(mdl=mdl, tmp=tmp_path)
+    r = run_step(d, (["--mix", mix] if mix else []) + [lang, arg, data, decode, out],
+                 [make_bin(tmp_path, KALDI_PROGS, rescore_nbest=True)])
+    assert r.returncode == 1
+    assert expected.format(tmp=tmp_path) in r.stdout, r.stdout
+    assert not Path(out).exists()
+
+
 @pytest.mark.parametrize("g, missing", [("G.carpa", "lattice-lmrescore-const-arpa"),
                                         ("G.carpa", "nbest-to-lattice"),
                                         ("G.fst", "fstproject"),
@@ -416,9 +432,9 @@ DROP = "dev-a000-rms-003-100"  # the last hypothesis of an utterance, lost in ol
 
 
 def run_on_fixture(tmp_path, g, checkpoint=None, weight=0.5, new_openfst=True, extra=(),
-                   drop=DROP):
+                   drop=DROP, model_arg=None):
     """The steps script on the Kaldi fixture with old LM file g; the real rescore-nbest with
-    checkpoint, else a stand-in."""
+    checkpoint, else a stand-in; model_arg: the script's model argument (default: the model dir)."""
     d = kaldi_dir(tmp_path)
     lang, mdl, data, decode, out = inputs(tmp_path, g=g)
     shutil.copy(DEV / "lang" / "words.txt", Path(lang) / "words.txt")
@@ -432,7 +448,7 @@ def run_on_fixture(tmp_path, g, checkpoint=None, weight=0.5, new_openfst=True, e
     if checkpoint is None:
         write_exe(bindir / "rescore-nbest", RESCORE_NBEST_COPY)
     r = run_step(d, ["--weight", str(weight), "--inv-acwt", "9.5", "--N", "100", "--device", "cpu",
-                     "--skip-scoring", "true", *extra, lang, mdl, data, decode, out], [bindir],
+                     "--skip-scoring", "true", *extra, lang, model_arg or mdl, data, decode, out], [bindir],
                  {"CALLS": str(calls), "FIXTURE": str(FIXTURE), "DROP_KEY": drop,
                   "FSTPROJECT_NEW": "1" if new_openfst else "0", "OMP_NUM_THREADS": "1"})
     logs = "".join(p.read_text() for p in sorted(Path(out, "log").glob("*.log"))) \
@@ -460,6 +476,18 @@ def test_old_lm_removal_with_g_fst(tmp_path, new_openfst):
     assert "warning: job 1: 1 of 793 hypotheses lost in the old-LM removal" in r.stdout
     adir = out / "archives.1"
     assert list(read_table(adir / "lmwt.withlm")) == list(read_table(adir / "words"))
+
+
+def test_several_models_reach_rescore_nbest(tmp_path):
+    # A colon list of models: one --model each, in order, and --mix, for the stand-in rescore-nbest.
+    if not FIXTURE.is_dir() or not DEV.is_dir():
+        pytest.skip(f"shared data not found at {SHARED} (the Kaldi fixture and the dev N-best)")
+    second = tmp_path / "other.pt"
+    second.write_bytes(b"")
+    r, called, lang, out = run_on_fixture(tmp_path, "G.carpa", extra=["--mix", "0.6,0.4"],
+                                          model_arg=f"{tmp_path / 'nnlm'}:{second}")
+    assert f"--model {tmp_path / 'nnlm' / 'model.pt'} --model {second} --mix 0.6,0.4" in called
+    assert f"rescoring with {tmp_path / 'nnlm' / 'model.pt'}:{second} (weight 0.5, mix 0.6,0.4" in r.stdout
 
 
 def test_g_fst_rejecting_hypotheses_renumbers_and_rescues(tmp_path, tiny_checkpoint):

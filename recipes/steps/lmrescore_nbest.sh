@@ -30,6 +30,15 @@
 # with g0 = lmwt.nolm and l_ng = lmwt.withlm - lmwt.nolm, so that local/score.sh can
 # sweep the LM weight and the word insertion penalty on the rescored lattices as usual.
 #
+# Several NN LMs (e.g. an LSTM and a Transformer) are interpolated when the model argument is a
+# colon-separated list, exp/rescore/lstm:exp/rescore/transformer: l_nn = sum_k mix_k * l_nn_k
+# with the shares of --mix (default: equal), w stays the total NN weight.  Each model is scored
+# on its own (archives.JOB/lmwt.nn.1 ... lmwt.nn.K; lmwt.nn holds the mixed costs), so
+# rescore-tune --nn-costs archives.JOB/lmwt.nn.1 --nn-costs archives.JOB/lmwt.nn.2 can tune the
+# shares.  With --state-carry rescored each model carries its state from the best hypothesis
+# under its own cost (fixed + w * l_nn_k), not under the mixed one; none and first-pass give
+# exactly the mixed costs.
+#
 # Run it from a Kaldi recipe directory (one with path.sh, cmd.sh, steps/, utils/,
 # local/score.sh).  The output directory should sit beside the input one (e.g.
 # exp/chain/tdnn/decode_eval2000_nnlm beside exp/chain/tdnn/decode_eval2000):
@@ -43,6 +52,8 @@ N=100                 # hypotheses per utterance (lattice-to-nbest --n)
 inv_acwt=10           # inverse acoustic scale (Kaldi's LMWT) for the N-best lists and for
                       # picking each utterance's best hypothesis when carrying state
 weight=0.8            # NN LM weight w in the log-linear interpolation with the old LM
+mix=                  # with several models (a:b): their shares of the NN term, e.g. 0.6,0.4;
+                      # empty: equal shares
 wip=0.0               # word insertion penalty for rescore-nbest's 1-best (state carry, text);
                       # not part of lmwt.interp: local/score.sh sweeps its own
 state_carry=rescored  # none | first-pass | rescored: whose best hypothesis starts the next utterance
@@ -79,13 +90,15 @@ if [ $# != 5 ]; then
   echo " e.g.: $0 --N 100 --weight 0.8 data/lang_sw1_fsh_fg exp/rescore/lstm_pointer \\"
   echo "         data/eval2000_hires exp/chain/tdnn/decode_eval2000_sw1_fsh_fg exp/chain/tdnn/decode_eval2000_lstm_pointer"
   echo "The old lang dir needs words.txt and G.carpa or G.fst (the LM used in decoding);"
-  echo "a model dir needs model.pt (what rescore-train-lm writes)."
+  echo "a model dir needs model.pt (what rescore-train-lm writes).  Several models, interpolated"
+  echo "with the shares of --mix: a colon-separated list, e.g. exp/rescore/lstm:exp/rescore/transformer."
   echo "Main options (defaults in the configuration section of this script):"
   echo "  --cmd <run.pl|queue.pl [opts]>        # how to run the Kaldi jobs"
   echo "  --rescore-cmd <run.pl|queue.pl [opts]> # how to run the rescore-nbest jobs (default: --cmd)"
   echo "  --N <n>                               # hypotheses per utterance"
   echo "  --inv-acwt <x>                        # inverse acoustic scale for the N-best lists"
   echo "  --weight <w>                          # NN LM interpolation weight"
+  echo "  --mix <s1,s2,...>                     # shares of several models (a:b), default equal"
   echo "  --state-carry <none|first-pass|rescored>"
   echo "  --device <auto|cpu|cuda>"
   echo "  --train-text <file>                   # LM training text: rare-word buckets in the reports"
@@ -104,7 +117,26 @@ data=$3
 indir=$4
 dir=$5
 
-[ -d "$model" ] && model=$model/model.pt
+# One model, or several as a colon-separated list (each a dir with model.pt or a checkpoint).
+IFS=: read -r -a model_args <<< "$model"
+[ ${#model_args[@]} -eq 0 ] && echo "$0: expected a model dir or checkpoint, got '$model'" && exit 1
+models=()
+model_opts=()
+for m in "${model_args[@]}"; do
+  [ -z "$m" ] && echo "$0: expected a model dir or checkpoint between the colons of '$model'" && exit 1
+  [ -d "$m" ] && m=$m/model.pt
+  models+=("$m")
+  model_opts+=(--model "$m")
+done
+model=$(IFS=:; echo "${models[*]}")
+if [ -n "$mix" ]; then
+  n_shares=$(awk -F, '{ print NF }' <<< "$mix")
+  if [ "$n_shares" -ne ${#models[@]} ]; then
+    echo "$0: --mix needs one share per model (${#models[@]} in '$model'), got '$mix'"
+    exit 1
+  fi
+  model_opts+=(--mix "$mix")
+fi
 [ -z "$rescore_cmd" ] && rescore_cmd=$cmd
 
 # Input checks, before any work.
@@ -116,7 +148,7 @@ else
   echo "$0: expected $oldlang/G.carpa or $oldlang/G.fst to exist (the LM used in decoding)"
   exit 1
 fi
-for f in "$oldlang/words.txt" "$model" "$data/utt2spk" "$indir/num_jobs" "$indir/lat.1.gz"; do
+for f in "$oldlang/words.txt" "${models[@]}" "$data/utt2spk" "$indir/num_jobs" "$indir/lat.1.gz"; do
   [ ! -f "$f" ] && echo "$0: expected file $f to exist" && exit 1
 done
 nj=$(< "$indir/num_jobs")
@@ -265,7 +297,7 @@ fi
 # split it) with the LM state carried.  An utterance the decode lost is left out with a warning
 # in the job's log (--allow-missing); Kaldi's scoring counts it as deleted, as before.
 if [ "$stage" -le 5 ]; then
-  echo "$0: rescoring with $model (weight $weight, state carry: $state_carry, device: $device)"
+  echo "$0: rescoring with $model (weight $weight${mix:+, mix $mix}, state carry: $state_carry, device: $device)"
   sdata=$data/split$nj
   if [ ! -f "$sdata/$nj/utt2spk" ]; then
     utils/split_data.sh "$data" "$nj" || exit 1
@@ -293,7 +325,7 @@ if [ "$stage" -le 5 ]; then
   # shellcheck disable=SC2086
   $rescore_cmd JOB=1:"$nj" "$dir/log/rescore.JOB.log" \
     rescore-nbest "$adir.JOB" "$adir.JOB" \
-      --data-dir "$jdata" --allow-missing --words-txt "$oldlang/words.txt" --model "$model" \
+      --data-dir "$jdata" --allow-missing --words-txt "$oldlang/words.txt" "${model_opts[@]}" \
       --weight "$weight" --inv-acwt "$inv_acwt" --wip "$wip" \
       --state-carry "$state_carry" --device "$device" --oov-penalty "$oov_penalty" $extra_opts || exit 1
   for n in $(seq "$nj"); do
