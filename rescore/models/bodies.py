@@ -56,17 +56,17 @@ class LSTMBody(nn.Module):
         dropout, no autograd) with layer 0's input projection read from a (V, 4H) table
         ``embedding @ W_ih0^T + b_ih0 + b_hh0`` instead of computed: a quarter of the body's
         multiply-adds per row (the rescoring engine's one-token rows, issue 13)."""
-        table = self._input_table(embedding)
-        rnn = self.rnn
+        table, upper = self._step_weights(embedding)
         x = None
         hs, cs = [], []
         for k in range(self.layers):
+            h = state["h"][:, k].to(table.dtype)
             if k == 0:
                 g = table[ids[:, 0]]  # (B, 4H), a copy: safe to add into
-            else:
-                g = torch.addmm(getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}"),
-                                x, getattr(rnn, f"weight_ih_l{k}").t())
-            g = g.addmm_(state["h"][:, k].to(g.dtype), getattr(rnn, f"weight_hh_l{k}").t())
+                g = g.addmm_(h, self.rnn.weight_hh_l0.t())
+            else:  # one product [x, h] @ [W_ih; W_hh]^T instead of two (K = 2H, not H)
+                w, b = upper[k - 1]
+                g = torch.addmm(b, torch.cat([x, h], 1), w.t())
             H = self.hidden  # gates in place, PyTorch's order i, f, u, o (fewer passes)
             g[:, :2 * H].sigmoid_()
             g[:, 2 * H:3 * H].tanh_()
@@ -78,14 +78,23 @@ class LSTMBody(nn.Module):
             cs.append(c)
         return x.unsqueeze(1), {"h": torch.stack(hs, 1), "c": torch.stack(cs, 1)}
 
-    def _input_table(self, embedding: Tensor) -> Tensor:
-        """(V, 4H) layer-0 input projection of every word, cached while the weights stay."""
-        w, b1, b2 = self.rnn.weight_ih_l0, self.rnn.bias_ih_l0, self.rnn.bias_hh_l0
-        key = tuple((t.data_ptr(), t._version) for t in (embedding, w, b1, b2))
-        cached = getattr(self, "_table", None)
+    def _step_weights(self, embedding: Tensor):
+        """Cached while the weights stay: the (V, 4H) layer-0 input projection of every word,
+        and for each upper layer ([W_ih, W_hh] (4H, 2H), b_ih + b_hh)."""
+        rnn = self.rnn
+        tensors = [embedding] + [getattr(rnn, f"{n}_l{k}") for k in range(self.layers)
+                                 for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        key = tuple((t.data_ptr(), t._version) for t in tensors)
+        cached = getattr(self, "_step_cache", None)
         if cached is None or cached[0] != key:
             with torch.no_grad():
-                cached = self._table = (key, torch.addmm(b1 + b2, embedding, w.t()))
+                table = torch.addmm(rnn.bias_ih_l0 + rnn.bias_hh_l0, embedding,
+                                    rnn.weight_ih_l0.t())
+                upper = [(torch.cat([getattr(rnn, f"weight_ih_l{k}"),
+                                     getattr(rnn, f"weight_hh_l{k}")], 1).contiguous(),
+                          getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}"))
+                         for k in range(1, self.layers)]
+            cached = self._step_cache = (key, (table, upper))
         return cached[1]
 
 
