@@ -14,6 +14,10 @@ State carry (``state_carry``):
 * ``rescored``    ... of the best hypothesis by the final interpolated cost
                   ``fixed + weight * sum(costs)`` (the default).
 
+Several models (``score_nbest_mixed``) are scored in lockstep, one run per model driven by
+``_lockstep``: at each carry point every model's run hands over its costs and all of them carry
+from the same hypothesis, the best by the mixed cost ``fixed + weight * sum_m mix_m * sum(costs_m)``.
+
 The state is reset at the start of every conversation. The pointer history lives in the
 ``LMState`` and is carried the same way, so the decoded history is the best hypotheses of earlier
 utterances plus the current prefix.
@@ -312,6 +316,104 @@ def score_nbest(
         to the extent its log Z is 0 (docs/benchmarks.md). Every engine gives the same
         unnormalised costs.
     """
+    ctx, run, encoded, fixed = _prepare(model, conversations, weight=weight, state_carry=state_carry,
+                                        device=device, max_tokens=max_tokens, engine=engine,
+                                        oov_penalty=oov_penalty, conv_batch=conv_batch,
+                                        schedule=schedule, precision=precision, normalize=normalize,
+                                        stats=stats, progress=progress)
+    with torch.inference_mode():
+        result = _lockstep([run(ctx, encoded, fixed)],
+                           lambda wants: [ctx.best(c, f) for c, f in wants[0]])[0]
+    _log_stats(ctx)
+    return result
+
+
+def score_nbest_mixed(
+    models: Sequence[LanguageModel],
+    conversations: Sequence[Sequence[UttInput]],
+    *,
+    weight: float,
+    mix: Sequence[float],
+    oov_penalties: Optional[Sequence[float]] = None,
+    state_carry: str = "rescored",
+    engine: str = "fast",
+    **options,
+) -> List[List[List[List[Costs]]]]:
+    """NN LM costs of every hypothesis by each of K models scored in lockstep: ``result[m]`` is
+    what score_nbest gives for ``models[m]``, except that with ``state_carry`` rescored every
+    model carries its state from the same hypothesis, the best by the mixed final cost
+    ``fixed + weight * sum_m mix[m] * sum(costs_m)`` (rescore.interp.mixed_nn_cost). With
+    ``none`` or ``first-pass`` the costs equal K separate score_nbest runs.
+
+    Each model keeps its own vocabulary, body, OOV penalty (``oov_penalties[m]``, default 0)
+    and resolved normalisation; ``options`` (device, max_tokens, conv_batch, schedule,
+    precision, normalize, progress) are those of score_nbest, common to all.
+    """
+    from rescore.interp import mixed_nn_cost
+
+    if len(models) != len(mix) or not models:
+        raise RescoreError(f"one share per model ({len(models)} models)", got=f"{len(mix)} shares")
+    penalties = list(oov_penalties) if oov_penalties is not None else [0.0] * len(models)
+    if len(penalties) != len(models):
+        raise RescoreError(f"one OOV penalty per model ({len(models)} models)", got=f"{len(penalties)}")
+    preps = [_prepare(m, conversations, weight=weight, state_carry=state_carry, engine=engine,
+                      oov_penalty=p, **options) for m, p in zip(models, penalties)]
+
+    def choose(wants):  # wants[m][j] = (costs of conversation j's utterance by model m, fixed)
+        if state_carry == "first-pass":
+            return [0] * len(wants[0])
+        out = []
+        for j, (_, fixed) in enumerate(wants[0]):
+            totals = [total_cost(f, mixed_nn_cost([sum(w[j][0][h]) for w in wants], mix), weight)
+                      for h, f in enumerate(fixed)]
+            out.append(min(range(len(totals)), key=totals.__getitem__))
+        return out
+
+    with torch.inference_mode():
+        result = _lockstep([run(ctx, encoded, fixed) for ctx, run, encoded, fixed in preps], choose)
+    for ctx, *_ in preps:
+        _log_stats(ctx)
+    return result
+
+
+class _Done:
+    def __init__(self, value):
+        self.value = value
+
+
+def _lockstep(runs, choose: Callable) -> list:
+    """Drive engine runs (generators, one per model) in step: at each carry point every run
+    yields what it wants to choose from, [(costs, fixed) per conversation it carries], and
+    gets back ``choose(wants of every run)``, the index of each conversation's carried
+    hypothesis. Returns each run's result."""
+    def step(run, value):
+        try:
+            return run.send(value)
+        except StopIteration as e:
+            return _Done(e.value)
+
+    wants = [step(r, None) for r in runs]
+    while True:
+        done = [isinstance(w, _Done) for w in wants]
+        if all(done):
+            return [w.value for w in wants]
+        if any(done) or len({len(w) for w in wants}) != 1:
+            raise RuntimeError("engine runs out of step (the models were given different N-best sets)")
+        chosen = choose(wants)
+        wants = [step(r, chosen) for r in runs]
+
+
+def _log_stats(ctx: "_Context") -> None:
+    stats = ctx.stats
+    log.info("%d hypotheses, %d tokens: %d rows computed in %d forward calls", stats.hyps,
+             stats.tokens, stats.rows, stats.calls)
+
+
+def _prepare(model, conversations, *, weight, state_carry="rescored", device="auto", max_tokens=2048,
+             engine="fast", oov_penalty=0.0, conv_batch=16, schedule="auto", precision="auto",
+             normalize="exact", stats=None, progress=True):
+    """Check score_nbest's options and set up one model's run: (context, run function,
+    encoded hypotheses, fixed costs); ``run(ctx, encoded, fixed)`` is a generator (_lockstep)."""
     if engine not in ENGINES:
         raise RescoreError(f"engine one of {ENGINES}", got=engine)
     if state_carry not in STATE_CARRY:
@@ -344,11 +446,7 @@ def score_nbest(
              "device %s, %s)", n_hyps, sum(len(c) for c in encoded), len(encoded), engine,
              state_carry, dev, "normalised" if normalized else "unnormalised")
     run = {"fast": _run_fast, "padded": _run_padded, "naive": _run_naive}[engine]
-    with torch.inference_mode():
-        result = run(ctx, encoded, fixed)
-    log.info("%d hypotheses, %d tokens: %d rows computed in %d forward calls", stats.hyps,
-             stats.tokens, stats.rows, stats.calls)
-    return result
+    return ctx, run, encoded, fixed
 
 
 @dataclass
@@ -441,7 +539,7 @@ def _run_naive(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
             if ctx.state_carry == "none":
                 start = ctx.model.initial_state(1, ctx.device)
             elif hyps:
-                start = ends[ctx.best(costs, fx)]
+                start = ends[(yield [(costs, fx)])[0]]  # the carried best (see _lockstep)
         result.append(conv_costs)
     bar.close()
     return result
@@ -488,7 +586,7 @@ def _run_padded(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
                 continue
             # The batch's end state of a shorter hypothesis has consumed padding: recompute the
             # carried state from the best hypothesis alone.
-            best = ctx.best(costs, fx)
+            best = (yield [(costs, fx)])[0]  # the carried best (see _lockstep)
             start = ctx.end_states(start, [0], [hyps[best]])
         result.append(conv_costs)
     bar.close()
@@ -590,7 +688,7 @@ def _run_fast(ctx: _Context, encoded, fixed) -> List[List[List[Costs]]]:
     result: List[List[List[Costs]]] = []
     for b in range(0, len(encoded), ctx.conv_batch):
         block = slice(b, b + ctx.conv_batch)
-        result += _run_fast_block(ctx, encoded[block], fixed[block], bar)
+        result += yield from _run_fast_block(ctx, encoded[block], fixed[block], bar)
     bar.close()
     return result
 
@@ -637,7 +735,7 @@ def _run_fast_block(ctx: _Context, encoded, fixed, bar) -> List[List[List[Costs]
         # Carry: the state after the best hypothesis of each conversation, from its start row.
         carried = [c for c in convs if encoded[c][k]]
         if carried:
-            best = [ctx.best(result[c][k], fixed[c][k]) for c in carried]
+            best = yield [(result[c][k], fixed[c][k]) for c in carried]  # (see _lockstep)
             if finals is not None and all((c, i) in finals for c, i in zip(carried, best)):
                 ends = LMState.cat([finals[c, i][0].select(ctx.tensor([finals[c, i][1]]))
                                     for c, i in zip(carried, best)])

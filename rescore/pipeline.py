@@ -39,6 +39,7 @@ PathLike = Union[str, Path]
 # command's --help, does not import torch; a test checks that they agree).
 ENGINES = ("fast", "padded", "naive")
 STATE_CARRY = ("none", "first-pass", "rescored")
+MIX_CARRY = ("mixed", "own")  # several models, carry rescored: from the mixed best, or each its own
 SCHEDULES = ("auto", "levels", "segments", "tree")
 PRECISIONS = ("auto", "fp32", "bf16")
 NORMALIZE = ("exact", "none", "auto")
@@ -123,25 +124,46 @@ def auto_oov_penalty(vocab, train_counts) -> float:
     return math.log(max(1, oov_types))
 
 
-def score_nbest_set(model, nbest, params: Params, **options) -> Dict[str, List[float]]:
-    """Per-token NN costs of every hypothesis of a loaded N-best set (``rescore.nbest.NbestSet``),
-    keyed by hypothesis key, in the set's order (conversations, utterances, ranks): the lines of
-    ``lmwt.nn``. ``params`` gives the fixed costs and the weight that pick the carried best
-    hypothesis; ``options`` go to ``rescore.engine.score_nbest``."""
+def _engine_inputs(nbest, params: Params):
+    """The engine's conversations (rescore.engine.UttInput: words and fixed costs) of a set."""
     from rescore.combine import fixed_cost
-    from rescore.engine import UttInput, score_nbest
+    from rescore.engine import UttInput
 
-    conversations = [[UttInput([h.words for h in u.hyps],
-                               [fixed_cost(h, params.weight, params.inv_acwt, params.wip)
-                                for h in u.hyps])
-                      for u in c.utterances] for c in nbest.conversations]
-    costs = score_nbest(model, conversations, weight=params.weight, **options)
+    return [[UttInput([h.words for h in u.hyps],
+                      [fixed_cost(h, params.weight, params.inv_acwt, params.wip) for h in u.hyps])
+             for u in c.utterances] for c in nbest.conversations]
+
+
+def _by_key(nbest, costs) -> Dict[str, List[float]]:
+    """The engine's result[c][u][h] as key -> costs, in the set's order."""
     out: Dict[str, List[float]] = {}
     for conv, conv_costs in zip(nbest.conversations, costs):
         for utt, utt_costs in zip(conv.utterances, conv_costs):
             for hyp, c in zip(utt.hyps, utt_costs):
                 out[hyp.key] = c
     return out
+
+
+def score_nbest_set(model, nbest, params: Params, **options) -> Dict[str, List[float]]:
+    """Per-token NN costs of every hypothesis of a loaded N-best set (``rescore.nbest.NbestSet``),
+    keyed by hypothesis key, in the set's order (conversations, utterances, ranks): the lines of
+    ``lmwt.nn``. ``params`` gives the fixed costs and the weight that pick the carried best
+    hypothesis; ``options`` go to ``rescore.engine.score_nbest``."""
+    from rescore.engine import score_nbest
+
+    return _by_key(nbest, score_nbest(model, _engine_inputs(nbest, params), weight=params.weight, **options))
+
+
+def score_nbest_set_mixed(models, nbest, params: Params, **options) -> List[Dict[str, List[float]]]:
+    """score_nbest_set of each of K models scored in lockstep (rescore.engine.score_nbest_mixed):
+    with state carry rescored every model carries from the best hypothesis by the mixed cost
+    under ``params`` (its weight and mix). ``options`` go to score_nbest_mixed (oov_penalties:
+    one per model)."""
+    from rescore.engine import score_nbest_mixed
+
+    costs = score_nbest_mixed(models, _engine_inputs(nbest, params), weight=params.weight, mix=params.mix,
+                              **options)
+    return [_by_key(nbest, c) for c in costs]
 
 
 @dataclass(frozen=True)
@@ -162,6 +184,7 @@ class ScoringOptions:
     cache_window: int = 0  # neural cache (rescore.models.cache); 0: none
     cache_theta: float = 0.3
     cache_lambda: float = 0.1
+    mix_carry: str = "mixed"  # several models: carry from the mixed best (lockstep) or each its own
 
     def __post_init__(self):
         object.__setattr__(self, "model", one_or_many(as_paths(self.model)))
@@ -174,7 +197,8 @@ class ScoringOptions:
                                      ("--engine", self.engine, ENGINES),
                                      ("--schedule", self.schedule, SCHEDULES),
                                      ("--precision", self.precision, PRECISIONS),
-                                     ("--normalize", self.normalize, NORMALIZE)):
+                                     ("--normalize", self.normalize, NORMALIZE),
+                                     ("--mix-carry", self.mix_carry, MIX_CARRY)):
             if value not in allowed:
                 raise OptionError(f"one of {', '.join(allowed)}", option=name, got=str(value))
         for name, value, low in (("--max-tokens", self.max_tokens, 1), ("--conv-batch", self.conv_batch, 1),
@@ -226,6 +250,20 @@ class ScoringOptions:
             penalty = auto_oov_penalty(lm.vocab, train_counts)
             log.info("OOV penalty (auto): %.3f nats per out-of-vocabulary word", penalty)
         return lm, dev, float(penalty)
+
+    @property
+    def lockstep(self) -> bool:
+        """Several models scored together, carrying from the mixed best (rescore.engine)."""
+        return len(self.models) > 1 and self.state_carry == "rescored" and self.mix_carry == "mixed"
+
+    def score_mixed(self, nbest, params: Params, loaded) -> List[Dict[str, List[float]]]:
+        """NN costs of every hypothesis by each model (loaded: load_model of each), scored in
+        lockstep: every model carries from the best hypothesis by the mixed cost."""
+        return score_nbest_set_mixed([lm for lm, _, _ in loaded], nbest, params, device=loaded[0][1],
+                                     oov_penalties=[p for _, _, p in loaded], state_carry=self.state_carry,
+                                     max_tokens=self.max_tokens, engine=self.engine,
+                                     conv_batch=self.conv_batch, schedule=self.schedule,
+                                     precision=self.precision, normalize=self.normalize)
 
     def score(self, nbest, params: Params, train_counts=None, path: Optional[str] = None,
               loaded=None) -> Dict[str, List[float]]:
@@ -382,15 +420,19 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
     if models:
         # every checkpoint is loaded (and checked) before any output is written
         loaded = [job.scoring.load_model(train_counts, m) for m in models]
+        if job.scoring.lockstep:
+            log.info("%d models in lockstep, each carrying from the best by the mixed cost", len(models))
+            costs = job.scoring.score_mixed(nbest, params, loaded)
         for k, model in enumerate(models, 1):
-            if len(models) > 1:
-                log.info("model %d of %d: %s", k, len(models), model)
-            costs.append(job.scoring.score(nbest, params, loaded=loaded[k - 1]))
-            loaded[k - 1] = None  # free it
+            if not job.scoring.lockstep:
+                if len(models) > 1:
+                    log.info("model %d of %d: %s", k, len(models), model)
+                costs.append(job.scoring.score(nbest, params, loaded=loaded[k - 1]))
+                loaded[k - 1] = None  # free it
             name = "lmwt.nn" if len(models) == 1 else f"lmwt.nn.{k}"
             sources.append(str(out.path(name)))
-            write_nn_costs(out.path(name), costs[-1])
-            log.info("wrote %s (%d hypotheses)", sources[-1], len(costs[-1]))
+            write_nn_costs(out.path(name), costs[k - 1])
+            log.info("wrote %s (%d hypotheses)", sources[-1], len(costs[k - 1]))
     else:
         sources = list(job.nn_cost_files)
         costs = [read_nn_costs(p) for p in sources]

@@ -441,6 +441,8 @@ for id, value in [("sum", "0.5,0.6"), ("negative", "-0.5,1.5"), ("three-for-two"
     add("nbest", f"--mix-{id}", N2 + ["--mix", value], must=["--mix"], codes=USAGE)
 add("nbest", "--mix-two-for-one-model", NM + ["--mix", "0.5,0.5"], must=["--mix"], codes=USAGE)
 add("nbest", "--mix-without-nn-costs", N + ["--mix", "0.5,0.5"], must=["--mix"], codes=USAGE)
+add("nbest", "--mix-carry=sometimes", NM + ["--model", "{w}/model.pt", "--mix-carry", "sometimes"],
+    must=["--mix-carry"], codes=USAGE)
 add("nbest", "two-models-three-shares", NM + ["--model", "{w}/model.pt", "--mix", "0.2,0.3,0.5"],
     must=["--mix"], codes=USAGE)
 add("nbest", "second-nn-costs-shorter", N2, must=["lmwt2.nn"], setup=[line("lmwt2.nn", 3, None)])

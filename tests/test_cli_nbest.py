@@ -165,15 +165,50 @@ def test_two_models_mix_the_single_model_costs(two_models, tmp_path):
 
 
 def test_two_models_carry_each_by_its_own_cost(two_models, tmp_path):
-    # --state-carry rescored: model k carries from the best under fixed + w * l_k, so its costs
+    # --state-carry rescored --mix-carry own: model k carries from the best under fixed + w * l_k, so its costs
     # are those of a one-model run at the same weight.
     from rescore.io.kaldi import read_nn_costs
 
     a, b = two_models
-    _run_models(tmp_path / "ab", [a, b])  # equal shares by default
+    _run_models(tmp_path / "ab", [a, b], "--mix-carry", "own")  # equal shares by default
     for k, m in ((1, a), (2, b)):
         _run_models(tmp_path / f"m{k}", [m])
         got, want = read_nn_costs(tmp_path / "ab" / f"lmwt.nn.{k}"), read_nn_costs(tmp_path / f"m{k}" / "lmwt.nn")
         assert list(got) == list(want)
         assert max(abs(x - y) for key in got for x, y in zip(got[key], want[key])) < 1e-5
     assert json.loads((tmp_path / "ab" / "report.json").read_text())["params"]["mix"] == [0.5, 0.5]
+
+
+def _max_diff(x, y):
+    assert list(x) == list(y)
+    return max(abs(p - q) for k in x for p, q in zip(x[k], y[k]))
+
+
+def test_two_models_in_lockstep_carry_from_the_mixed_best(two_models, tmp_path):
+    # --mix-carry mixed (the default): both models carry from the best by the mixed cost. At mix
+    # (1, 0) that is model A's own best, so A's costs are a one-model run's and B's are not its
+    # own run's; at (0, 1) the other way round. The fast and naive engines agree.
+    from rescore.io.kaldi import read_nn_costs
+
+    a, b = two_models
+    one = {}
+    for name, m in (("a", a), ("b", b)):
+        _run_models(tmp_path / name, [m])
+        one[name] = read_nn_costs(tmp_path / name / "lmwt.nn")
+    # the two models pick different hypotheses to carry, so carrying one's choice changes the other
+    assert (tmp_path / "a" / "text").read_text() != (tmp_path / "b" / "text").read_text()
+    _run_models(tmp_path / "own", [a, b], "--mix-carry", "own", "--mix", "1,0")
+    for mix, same, other in (("1,0", ("a", 1), ("b", 2)), ("0,1", ("b", 2), ("a", 1))):
+        out = tmp_path / f"lock{mix[0]}"
+        _run_models(out, [a, b], "--mix", mix)
+        assert _max_diff(read_nn_costs(out / f"lmwt.nn.{same[1]}"), one[same[0]]) < 1e-5
+        assert _max_diff(read_nn_costs(out / f"lmwt.nn.{other[1]}"), one[other[0]]) > 1e-5
+        assert (out / "text").read_text() == (tmp_path / same[0] / "text").read_text()
+    # own carry at (1, 0): B carries from its own best, so its costs are its one-model run's
+    assert _max_diff(read_nn_costs(tmp_path / "own" / "lmwt.nn.2"), one["b"]) < 1e-5
+    runs = {}
+    for engine in ("fast", "naive"):
+        _run_models(tmp_path / engine, [a, b], "--mix", "0.5,0.5", "--engine", engine)
+        runs[engine] = [read_nn_costs(tmp_path / engine / f"lmwt.nn.{k}") for k in (1, 2)]
+    assert all(_max_diff(f, n) < 1e-4 for f, n in zip(runs["fast"], runs["naive"]))
+    assert (tmp_path / "fast" / "text").read_text() == (tmp_path / "naive" / "text").read_text()

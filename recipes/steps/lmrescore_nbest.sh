@@ -35,9 +35,10 @@
 # with the shares of --mix (default: equal), w stays the total NN weight.  Each model is scored
 # on its own (archives.JOB/lmwt.nn.1 ... lmwt.nn.K; lmwt.nn holds the mixed costs), so
 # rescore-tune --nn-costs archives.JOB/lmwt.nn.1 --nn-costs archives.JOB/lmwt.nn.2 can tune the
-# shares.  With --state-carry rescored each model carries its state from the best hypothesis
-# under its own cost (fixed + w * l_nn_k), not under the mixed one; none and first-pass give
-# exactly the mixed costs.
+# shares.  With --state-carry rescored every model carries its state from the best hypothesis
+# by the mixed cost (rescore-nbest scores them in lockstep; --rescore-opts "--mix-carry own":
+# each from the best under its own cost, fixed + w * l_nn_k); none and first-pass give exactly
+# the mix of one-model runs.
 #
 # Run it from a Kaldi recipe directory (one with path.sh, cmd.sh, steps/, utils/,
 # local/score.sh).  The output directory should sit beside the input one (e.g.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 # rescore.engine's names, from a module that does not import torch (`--help` stays instant).
-from rescore.pipeline import ENGINES, NORMALIZE, PRECISIONS, SCHEDULES, STATE_CARRY, ScoringOptions
+from rescore.pipeline import ENGINES, MIX_CARRY, NORMALIZE, PRECISIONS, SCHEDULES, STATE_CARRY, ScoringOptions
 
 
 class OovPenalty(click.ParamType):
@@ -36,9 +36,13 @@ _OPTIONS = [
                  help="Start each utterance from the LM state (and pointer history) after the "
                       "previous utterance's best hypothesis: by the final interpolated cost "
                       "(rescored), rank 1 (first-pass), or not at all (none). With several "
-                      "models, rescored carries each model from the best hypothesis under its "
-                      "own cost at the total weight (fixed + w * l_k), not under the mixed cost; "
-                      "none and first-pass give exactly the mixed costs."),
+                      "models see --mix-carry; none and first-pass give exactly the mix of the "
+                      "one-model runs."),
+    click.option("--mix-carry", type=click.Choice(MIX_CARRY), default="mixed",
+                 help="Several --model with --state-carry rescored: every model carries from the "
+                      "best hypothesis by the mixed cost, the models scored in lockstep (mixed), "
+                      "or each from the best under its own cost at the total weight, "
+                      "fixed + w * l_k (own: each model's lmwt.nn.k is that of a one-model run)."),
     click.option("--device", default="auto",
                  help="auto (CUDA when present), cpu, cuda or cuda:N."),
     click.option("--max-tokens", type=int, default=2048,
@@ -89,11 +93,11 @@ def engine_options(f):
 
 def scoring_options(*, model, state_carry, device, max_tokens, engine, oov_penalty, conv_batch,
                     schedule, precision, normalize, cache_window, cache_theta,
-                    cache_lambda) -> ScoringOptions:
+                    cache_lambda, mix_carry="mixed") -> ScoringOptions:
     """The options of ``@engine_options`` (but --split) as a checked ScoringOptions; model: the
     --model values (none, one or several)."""
     return ScoringOptions(model=tuple(model) if model else None, state_carry=state_carry, device=device, max_tokens=max_tokens,
                           engine=engine, oov_penalty=oov_penalty, conv_batch=conv_batch,
                           schedule=schedule, precision=precision, normalize=normalize,
                           cache_window=cache_window,
-                          cache_theta=cache_theta, cache_lambda=cache_lambda)
+                          cache_theta=cache_theta, cache_lambda=cache_lambda, mix_carry=mix_carry)
