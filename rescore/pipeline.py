@@ -323,7 +323,7 @@ class NbestJob:
         if len(self.nn_cost_files) > MAX_MODELS:
             raise OptionError(f"at most {MAX_MODELS} files", option="--nn-costs", got=f"{len(self.nn_cost_files)}")
         k = len(self.scoring.models) or len(self.nn_cost_files)
-        if k > 1 and self.params.num_models == 1:  # no --mix: equal shares
+        if k > 1 and self.params.num_models == 1:  # no mix (one share, the default): equal shares
             object.__setattr__(self, "params", self.params.replace(mix=equal_mix(k)))
         if self.params.num_models != max(k, 1):
             where = f"; the mix may come from --params {self.params_file}" if self.params_file else ""

@@ -439,6 +439,7 @@ N2 = N + ["--nn-costs", "{w}/lmwt.nn", "--nn-costs", "{w}/lmwt2.nn"]
 for id, value in [("sum", "0.5,0.6"), ("negative", "-0.5,1.5"), ("three-for-two", "0.2,0.3,0.5"),
                   ("words", "a,b"), ("nan", "nan,1"), ("empty", "")]:
     add("nbest", f"--mix-{id}", N2 + ["--mix", value], must=["--mix"], codes=USAGE)
+add("nbest", "--mix-one-for-two", N2 + ["--mix", "1"], must=["--mix"], codes=USAGE)
 add("nbest", "--mix-two-for-one-model", NM + ["--mix", "0.5,0.5"], must=["--mix"], codes=USAGE)
 add("nbest", "--mix-without-nn-costs", N + ["--mix", "0.5,0.5"], must=["--mix"], codes=USAGE)
 add("nbest", "--mix-carry=sometimes", NM + ["--model", "{w}/model.pt", "--mix-carry", "sometimes"],

@@ -393,3 +393,43 @@ def test_wer_of_empty_files_or_wordless_references_is_an_error(tmp_path):
         assert not (tmp_path / "r.json").exists()
     r = CliRunner().invoke(wer_main, [str(tmp_path / "ref"), str(tmp_path / "hyp"), "--report", str(tmp_path / "r.json")])
     assert r.exit_code == 0 and "Infinity" not in (tmp_path / "r.json").read_text()
+
+
+# --------------------------------------------------------------------------------------------
+# Several NN LMs (issue 16): the job's mix, outputs and manifest
+
+
+def test_a_job_of_several_cost_files(tmp_path):
+    s = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
+    files = []
+    for k in (1, 2, 3):
+        write_nn_costs(tmp_path / f"c{k}.nn", _random_nn_costs(s, seed=k))
+        files.append(str(tmp_path / f"c{k}.nn"))
+    job = NbestJob(str(NBEST_SMALL), str(tmp_path / "o"), params=Params(0.5), data_dir=str(NBEST_SMALL / "data"),
+                   nn_costs=tuple(files))
+    assert job.params.mix == pytest.approx((1 / 3, 1 / 3, 1 / 3)) and job.num_models == 3  # equal shares
+    assert job.outputs()[:3] == ["lmwt.nn", "lmwt.interp", "text"]
+    for bad in ((0.5, 0.5), (0.1, 0.2, 0.3, 0.4)):
+        with pytest.raises(OptionError, match="one share per model") as e:
+            NbestJob(str(NBEST_SMALL), str(tmp_path / "o"), params=Params(0.5, mix=bad), nn_costs=tuple(files))
+        assert e.value.option == "--mix"
+    with pytest.raises(OptionError, match="--mix"):
+        NbestJob(str(NBEST_SMALL), str(tmp_path / "o"), params=Params(0.0, mix=(0.5, 0.5)))
+    # models: one lmwt.nn per model besides the mix, and the manifest names every model as an input
+    m = ScoringOptions(model=("a.pt", "b.pt"))
+    assert m.models == ("a.pt", "b.pt") and ScoringOptions(model="a.pt").model == "a.pt"
+    job = NbestJob(str(NBEST_SMALL), str(tmp_path / "m"), params=Params(0.5), scoring=m)
+    assert job.outputs() == ["lmwt.nn", "lmwt.nn.1", "lmwt.nn.2", "lmwt.interp", "text"]
+    assert {"a.pt", "b.pt"} <= {p.name for p in job.inputs()}
+    with pytest.raises(OptionError, match="at most 8"):
+        ScoringOptions(model=tuple(f"m{k}.pt" for k in range(9)))
+    report = rescore_nbest_dir(NbestJob(str(NBEST_SMALL), str(tmp_path / "r"), params=Params(0.5, mix=(0.2, 0.3, 0.5)),
+                                        data_dir=str(NBEST_SMALL / "data"), nn_costs=tuple(files)))
+    manifest = read_manifest(tmp_path / "r")
+    assert manifest["complete"] and manifest["settings"]["params"]["mix"] == [0.2, 0.3, 0.5]
+    assert {i["path"] for i in manifest["inputs"]} >= set(files)
+    assert report["models"] == files and report["params"]["mix"] == [0.2, 0.3, 0.5]
+    mixed = read_nn_costs(tmp_path / "r" / "lmwt.nn")
+    costs = [read_nn_costs(f) for f in files]
+    for key, c in mixed.items():
+        assert c == pytest.approx([0.2 * x + 0.3 * y + 0.5 * z for x, y, z in zip(*(cs[key] for cs in costs))])

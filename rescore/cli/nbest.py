@@ -71,11 +71,16 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     removed first, and manifest.json marked complete at the end. No output may replace an input
     (OUT_DIR may be NBEST_DIR, as in Kaldi's archives.JOB, but not the data dir)."""
     setup_logging(verbose)
+    from rescore.errors import OptionError
     from rescore.metrics import format_report
     from rescore.pipeline import NbestJob, parse_split, rescore_nbest_dir
 
     scoring = scoring_options(**engine_kw)
-    params = resolve_params(params_file, weight, inv_acwt, wip, parse_mix(mix_spec),
+    mix = parse_mix(mix_spec)
+    k = len(scoring.models) or len(nn_costs)
+    if mix is not None and len(mix) != k:  # (one share alone would read as "no mix" in the job)
+        raise OptionError(f"one share per model ({k} given by --model or --nn-costs)", option="--mix", got=mix_spec)
+    params = resolve_params(params_file, weight, inv_acwt, wip, mix,
                             has_nn_costs=bool(scoring.models or nn_costs))
     job = NbestJob(nbest_dir=nbest_dir, out_dir=out_dir, params=params, data_dir=data_dir, words_txt=words_txt,
                    nn_costs=tuple(nn_costs) or None, scoring=scoring, train_text=train_text, num_buckets=num_buckets,
