@@ -525,6 +525,15 @@ def test_lattice_step_checks_inputs_before_any_work(tmp_path, case, expected):
     assert not Path(args[4]).exists()  # nothing written
 
 
+def test_lattice_step_checks_each_of_several_models(tmp_path):
+    d, args = recipe_dir(tmp_path)
+    (Path(args[3]) / "lat.2.gz").write_bytes(gzip.compress(b""))
+    args[1] = f"{args[1]}:{tmp_path / 'none.pt'}"  # a colon list, as lmrescore_nbest.sh takes
+    r = run_sh(STEP, d, ["--mix", "0.5,0.5"] + args)
+    assert r.returncode == 1 and f"expected file {tmp_path / 'none.pt'} to exist" in r.stdout, r.stdout + r.stderr
+    assert not Path(args[4]).exists()
+
+
 def test_kaldi_named_step_takes_kaldis_options_and_refuses_others(tmp_path):
     d, args = recipe_dir(tmp_path)
     lang, mdl, data, dec, out = args

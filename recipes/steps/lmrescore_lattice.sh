@@ -34,6 +34,8 @@ stage=1               # first stage to run, for partial reruns
 inv_acwt=10           # inverse acoustic scale (Kaldi's LMWT) for pruning, expansion, the path
                       # cover and picking each utterance's best path when carrying state
 weight=0.8            # NN LM weight w in the log-linear interpolation with the old LM
+mix=                  # with several models (a:b, as lmrescore_nbest.sh): their shares, e.g.
+                      # 0.6,0.4; empty: equal shares
 beam=5                # lattice-prune --beam (Kaldi's pytorchnn default)
 epsilon=0.5           # lattice-expand --epsilon: arcs of posterior above it get unique histories
 wip=0.0               # word insertion penalty for the carried best path and for 'text';
@@ -67,12 +69,14 @@ if [ $# != 5 ]; then
   echo " e.g.: $0 --weight 0.8 data/lang_sw1_fsh_fg exp/rescore/lstm_pointer \\"
   echo "         data/eval2000_hires exp/chain/tdnn/decode_eval2000_sw1_fsh_fg exp/chain/tdnn/decode_eval2000_lstm_pointer_lat"
   echo "The old lang dir needs words.txt and G.carpa or G.fst (the LM used in decoding);"
-  echo "a model dir needs model.pt (what rescore-train-lm writes)."
+  echo "a model dir needs model.pt (what rescore-train-lm writes); several models, interpolated"
+  echo "with the shares of --mix: a colon-separated list, e.g. exp/rescore/lstm:exp/rescore/transformer."
   echo "Main options (defaults in the configuration section of this script):"
   echo "  --cmd <run.pl|queue.pl [opts]>        # how to run the Kaldi jobs"
   echo "  --rescore-cmd <run.pl|queue.pl [opts]> # how to run the rescore-nbest jobs (default: --cmd)"
   echo "  --inv-acwt <x>                        # inverse acoustic scale for pruning and the path cover"
   echo "  --weight <w>                          # NN LM interpolation weight"
+  echo "  --mix <s1,s2,...>                     # shares of several models (a:b), default equal"
   echo "  --beam <b>                            # lattice-prune beam"
   echo "  --epsilon <e>                         # lattice-expand posterior threshold"
   echo "  --state-carry <none|first-pass|rescored>"
@@ -101,8 +105,13 @@ else
   echo "$0: expected $oldlang/G.carpa or $oldlang/G.fst to exist (the LM used in decoding)"
   exit 1
 fi
-[ -d "$model" ] && [ ! -f "$model/model.pt" ] && echo "$0: expected file $model/model.pt to exist" && exit 1
-[ ! -e "$model" ] && echo "$0: expected file $model to exist" && exit 1
+# one model, or several as a colon-separated list (lmrescore_nbest.sh interpolates them)
+IFS=: read -r -a model_args <<< "$model"
+for m in "${model_args[@]}"; do
+  [ -z "$m" ] && echo "$0: expected a model dir or checkpoint between the colons of '$model'" && exit 1
+  [ -d "$m" ] && [ ! -f "$m/model.pt" ] && echo "$0: expected file $m/model.pt to exist" && exit 1
+  [ ! -e "$m" ] && echo "$0: expected file $m to exist" && exit 1
+done
 for f in "$oldlang/words.txt" "$data/utt2spk" "$indir/num_jobs" "$indir/lat.1.gz"; do
   [ ! -f "$f" ] && echo "$0: expected file $f to exist" && exit 1
 done
@@ -168,7 +177,7 @@ fi
 if [ "$stage" -le 3 ]; then
   echo "$0: scoring the paths with $model (N-best step, stages 2-5)"
   "$nbest_step" --stage 2 --cmd "$cmd" --rescore-cmd "${rescore_cmd:-$cmd}" \
-    --inv-acwt "$inv_acwt" --weight "$weight" --wip "$wip" --state-carry "$state_carry" \
+    --inv-acwt "$inv_acwt" --weight "$weight" --mix "$mix" --wip "$wip" --state-carry "$state_carry" \
     --device "$device" --max-tokens "$max_tokens" --rescore-opts "$rescore_opts" \
     --train-text "$train_text" --oov-penalty "$oov_penalty" --keep-ali "$keep_ali" \
     --skip-scoring true "$oldlang" "$model" "$data" "$exp_dir" "$cover" || exit 1
