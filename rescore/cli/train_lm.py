@@ -49,12 +49,14 @@ DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
               help="Output layer. softmax: one softmax over the V words, V x H per token. "
                    "class: class-factored (Mikolov et al. 2011), P(class | h) P(word | class, h), "
                    "exact, ~(C + V/C) x H per token in training and scoring instead of V x H: "
-                   "it pays with a large vocabulary (no --max-vocab: ~33k words), where the "
-                   "full softmax dominates a step (docs/benchmarks.md). "
+                   "it pays with a large vocabulary (no --max-vocab: 30k words on wikitext2), "
+                   "where the full softmax dominates a step (7.9x training tokens/s there for "
+                   "a 2x256 LSTM, docs/benchmarks.md). "
                    "Heads: softmax, pointer, psmm, pointer-generator; not with --self-norm.")
 @click.option("--classes", type=int, default=0, metavar="C",
-              help="Word classes of --output class, binned by training frequency (about "
-                   "sqrt(V): 180 for 33k words); stored in the checkpoint.")
+              help="Word classes of --output class (needed with it; 0: none), binned by "
+                   "training frequency; about sqrt(V): 174 for 30k words. Stored in the "
+                   "checkpoint.")
 @click.option("--epochs", type=int, default=10, help="Maximum epochs.")
 @click.option("--batch-size", type=int, default=20, help="Parallel streams per process.")
 @click.option("--eval-batch-size", type=int, default=10, help="Parallel streams for validation.")
