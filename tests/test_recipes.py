@@ -720,6 +720,34 @@ def test_swbd_recipe_wer_table(tmp_path):
     assert (wer / "eval2000.lstm.png").stat().st_size > 0
 
 
+@pytest.mark.parametrize("corpus", ["swbd", "wsj"])
+def test_recipe_rescores_with_the_interpolation(tmp_path, corpus):
+    """Stage 4: every model, then the default interpolation (lstm:transformer_pointer, issue 16)
+    as one more system, given to the N-best step as a colon list of model dirs with --mix; left
+    out when one of its parts is not among --models."""
+    root, egs, recipe = mini_kaldi(tmp_path, corpus)
+    step = tmp_path / "recipes" / "steps" / "lmrescore_nbest.sh"  # a stand-in that logs its call
+    step.write_text('#!/usr/bin/env bash\necho "$*" >> "$CALLS.step"\n')
+    step.chmod(0o755)
+    models = "lstm transformer_pointer"
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "4", "--stop-stage", "4", "--models", models,
+                                            "--mix", "0.7,0.3"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = (tmp_path / "calls.step").read_text().splitlines()
+    assert len(calls) == 3 * 2  # 2 models + the interpolation, 2 decode sets each
+    rec = recipe.resolve() / "exp/rescore"
+    interp = [c for c in calls if "+" in c.split()[-1]]
+    assert len(interp) == 2
+    for c in interp:
+        assert f"{rec}/lstm:{rec}/transformer_pointer" in c.split()
+        assert "--mix 0.7,0.3" in c and c.split()[-1].endswith("_rescore_lstm+transformer_pointer")
+    assert all("--mix" not in c for c in calls if c not in interp)
+    (tmp_path / "calls.step").unlink()
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "4", "--stop-stage", "4", "--models", "lstm"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert all("+" not in c for c in (tmp_path / "calls.step").read_text().splitlines())
+
+
 def test_swbd_recipe_trains_its_models(tmp_path):
     """Stage 3 with the real rescore-train-lm at toy sizes: the recipe's options are ones the
     command has, and each model lands where stage 4 looks for it."""

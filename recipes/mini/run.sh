@@ -7,8 +7,8 @@
 #          per chapter, voices cycling over chapters
 #   ASR    PocketSphinx (PyPI) decodes them; its word lattices give 100-best lists with
 #          acoustic and 3-gram LM costs (rescore-make-nbest)
-#   LM     an LSTM with the implicit cache pointer and memory augmentation (rescore-train-lm)
-#          trained on the other books
+#   LM     an LSTM (or, --arch transformer, a Transformer) with the implicit cache pointer and memory
+#          augmentation (rescore-train-lm) trained on the other books
 #   result weights tuned on dev (rescore-tune), test rescored (rescore-nbest --model), first
 #          pass and rescored compared (rescore-wer): prints "first-pass WER: X" and
 #          "rescored WER: Y", the two-system table (sub/del/ins, relative change, bootstrap CI
@@ -31,6 +31,7 @@ sents=6                        # sentences spoken per held-out chapter
 chapters=1000                  # held-out chapters per set, at most
 train_words=0                  # cap on LM training words (0: all)
 nbest=100
+arch=lstm                       # LM body: lstm (SGD) or transformer (Adam, 4 heads); docs/benchmarks.md, issue 16
 hidden=128                     # LM size: trains in a few minutes on 2 CPU cores
 layers=1
 bptt=35                        # also the pointer's history length L
@@ -126,12 +127,17 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
 fi
 
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
-  log 5 "LM: LSTM ${layers}x$hidden + implicit pointer + memory, bptt $bptt, $epochs epochs"
+  log 5 "LM: $arch ${layers}x$hidden + implicit pointer + memory, bptt $bptt, $epochs epochs"
   opts=""
   [ "$epoch_batches" -gt 0 ] && opts="--epoch-batches $epoch_batches"
+  case $arch in
+    transformer) opts="$opts --n-heads 4 --optimizer adam --lr 1e-3 --warmup 50 --clip 1.0" ;;
+    lstm) ;;
+    *) echo "$0: --arch lstm or transformer, not $arch" >&2; exit 1 ;;
+  esac
   # shellcheck disable=SC2086
   $python -m rescore.cli.train_lm --train "$dir/text/train.txt" --valid "$dir/text/valid.txt" \
-    --out-dir "$dir/lm" --arch lstm --head pointer --memory-aug --history "$bptt" --bptt "$bptt" \
+    --out-dir "$dir/lm" --arch "$arch" --head pointer --memory-aug --history "$bptt" --bptt "$bptt" \
     --hidden "$hidden" --layers "$layers" --batch-size "$batch_size" --epochs "$epochs" \
     --max-vocab "$max_vocab" --seed 1 \
     --device auto $opts $lm_extra

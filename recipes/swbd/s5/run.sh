@@ -33,6 +33,11 @@ fisher_text=data/local/lm/fisher/text1.gz  # relative to kaldi_dir; empty: no Fi
 swbd_copies=3                     # Switchboard repeated against Fisher in the LM text
 decode_sets="train_dev eval2000"  # decode dirs to rescore (data/<set>_hires for scoring)
 models="lstm lstm_pointer transformer transformer_pointer"
+interpolate="lstm:transformer_pointer"  # also rescore with these models interpolated (a:b:...):
+                                  # NN term sum_k mix_k l_k, into <decode-dir>_rescore_a+b, when
+                                  # every part is in $models; empty: none (docs/benchmarks.md,
+                                  # issue 16: the best system of its ablation)
+mix=                              # shares of the interpolated models, e.g. 0.6,0.4; empty: equal
 lstm_hidden=650                   # LSTM: 2 layers of 650
 lstm_layers=2
 transformer_hidden=512            # Transformer: 6 layers of 512, 8 attention heads
@@ -138,8 +143,24 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   done
 fi
 
+systems=$models
+if [ -n "$interpolate" ]; then
+  interp_name=${interpolate//:/+}
+  for part in ${interpolate//:/ }; do
+    case " $models " in *" $part "*) ;; *) interp_name=; break ;; esac
+  done
+  if [ -n "$interp_name" ]; then systems="$models $interp_name"; fi
+fi
+
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
-  for model in $models; do
+  for model in $systems; do
+    model_path=$recipe_dir/exp/rescore/$model
+    mix_opts=()
+    if [[ $model == *+* ]]; then  # the interpolation: a colon list of the model dirs, --mix
+      model_path=$(for part in ${model//+/ }; do printf "%s:" "$recipe_dir/exp/rescore/$part"; done)
+      model_path=${model_path%:}
+      if [ -n "$mix" ]; then mix_opts=(--mix "$mix"); fi
+    fi
     for set in $decode_sets; do
       indir=$kaldi_dir/$ac_model_dir/decode_${set}_$lm
       echo "$0: stage 4: rescoring $indir with $model"
@@ -148,8 +169,8 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
       (cd "$kaldi_dir" &&
         "$rescore_steps/lmrescore_nbest.sh" --cmd "$decode_cmd" --rescore-cmd "$cuda_cmd" \
           --N "$N" --inv-acwt "$inv_acwt" --weight "$weight" \
-          --state-carry "$state_carry" --device "$device" \
-          "data/lang_$lm" "$recipe_dir/exp/rescore/$model" "data/${set}_hires" \
+          --state-carry "$state_carry" --device "$device" "${mix_opts[@]}" \
+          "data/lang_$lm" "$model_path" "data/${set}_hires" \
           "$indir" "${indir}_rescore_$model")
     done
   done
@@ -163,7 +184,7 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   done
   # Noise and laughter marks and <unk> are not words to score (Kaldi's sclite scoring of
   # eval2000 drops them too; its figures, printed last, stay the reference).
-  "$rescore_steps/wer_table.sh" --models "$models" --drop-words '^(\[[a-z_-]+\]|<unk>)$' \
+  "$rescore_steps/wer_table.sh" --models "$systems" --drop-words '^(\[[a-z_-]+\]|<unk>)$' \
     "$lmdata/train.txt" exp/rescore/wer "${sets[@]}"
 fi
 

@@ -33,6 +33,11 @@ valid_every=500                   # one LM text line in this many held out for v
 test_set=test_eval92              # perplexity text only
 decode_sets="dev93 eval92"        # decode dirs to rescore (data/test_<set>_hires for scoring)
 models="lstm lstm_pointer transformer transformer_pointer"
+interpolate="lstm:transformer_pointer"  # also rescore with these models interpolated (a:b:...):
+                                  # NN term sum_k mix_k l_k, into <decode-dir>_rescore_a+b, when
+                                  # every part is in $models; empty: none (docs/benchmarks.md,
+                                  # issue 16: the best system of its ablation)
+mix=                              # shares of the interpolated models, e.g. 0.6,0.4; empty: equal
 lstm_hidden=650                   # LSTM: 2 layers of 650
 lstm_layers=2
 transformer_hidden=768            # Transformer: 6 layers of 768, 8 attention heads
@@ -136,8 +141,24 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
   done
 fi
 
+systems=$models
+if [ -n "$interpolate" ]; then
+  interp_name=${interpolate//:/+}
+  for part in ${interpolate//:/ }; do
+    case " $models " in *" $part "*) ;; *) interp_name=; break ;; esac
+  done
+  if [ -n "$interp_name" ]; then systems="$models $interp_name"; fi
+fi
+
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
-  for model in $models; do
+  for model in $systems; do
+    model_path=$recipe_dir/exp/rescore/$model
+    mix_opts=()
+    if [[ $model == *+* ]]; then  # the interpolation: a colon list of the model dirs, --mix
+      model_path=$(for part in ${model//+/ }; do printf "%s:" "$recipe_dir/exp/rescore/$part"; done)
+      model_path=${model_path%:}
+      if [ -n "$mix" ]; then mix_opts=(--mix "$mix"); fi
+    fi
     for set in $decode_sets; do
       indir=$kaldi_dir/$ac_model_dir/${decode_dir_pattern/SET/$set}
       echo "$0: stage 4: rescoring $indir with $model"
@@ -146,8 +167,8 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
       (cd "$kaldi_dir" &&
         "$rescore_steps/lmrescore_nbest.sh" --cmd "$decode_cmd" --rescore-cmd "$cuda_cmd" \
           --N "$N" --inv-acwt "$inv_acwt" --weight "$weight" \
-          --state-carry "$state_carry" --device "$device" \
-          "data/lang_test_$lm" "$recipe_dir/exp/rescore/$model" "data/test_${set}_hires" \
+          --state-carry "$state_carry" --device "$device" "${mix_opts[@]}" \
+          "data/lang_test_$lm" "$model_path" "data/test_${set}_hires" \
           "$indir" "${indir}_rescore_$model")
     done
   done
@@ -159,7 +180,7 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   for set in $decode_sets; do
     sets+=("$set:$kaldi_dir/data/test_$set/text:$kaldi_dir/$ac_model_dir/${decode_dir_pattern/SET/$set}")
   done
-  "$rescore_steps/wer_table.sh" --models "$models" \
+  "$rescore_steps/wer_table.sh" --models "$systems" \
     "$lmdata/train.txt" exp/rescore/wer "${sets[@]}"
 fi
 
