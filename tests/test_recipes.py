@@ -722,8 +722,7 @@ def test_swbd_recipe_wer_table(tmp_path):
 
 @pytest.mark.parametrize("corpus", ["swbd", "wsj"])
 def test_recipe_rescores_with_the_interpolation(tmp_path, corpus):
-    """Stage 4: every model, then the default interpolation (lstm:transformer_pointer, issue 16)
-    as one more system, given to the N-best step as a colon list of model dirs with --mix; left
+    """Stage 4: every model, then --interpolate lstm:transformer_pointer as one more system, given to the N-best step as a colon list of model dirs with --mix; left
     out when one of its parts is not among --models."""
     root, egs, recipe = mini_kaldi(tmp_path, corpus)
     step = tmp_path / "recipes" / "steps" / "lmrescore_nbest.sh"  # a stand-in that logs its call
@@ -731,6 +730,7 @@ def test_recipe_rescores_with_the_interpolation(tmp_path, corpus):
     step.chmod(0o755)
     models = "lstm transformer_pointer"
     r = run_recipe(tmp_path, recipe, root, ["--stage", "4", "--stop-stage", "4", "--models", models,
+                                            "--interpolate", "lstm:transformer_pointer",
                                             "--mix", "0.7,0.3"])
     assert r.returncode == 0, r.stdout + r.stderr
     calls = (tmp_path / "calls.step").read_text().splitlines()
@@ -743,7 +743,8 @@ def test_recipe_rescores_with_the_interpolation(tmp_path, corpus):
         assert "--mix 0.7,0.3" in c and c.split()[-1].endswith("_rescore_lstm+transformer_pointer")
     assert all("--mix" not in c for c in calls if c not in interp)
     (tmp_path / "calls.step").unlink()
-    r = run_recipe(tmp_path, recipe, root, ["--stage", "4", "--stop-stage", "4", "--models", "lstm"])
+    r = run_recipe(tmp_path, recipe, root, ["--stage", "4", "--stop-stage", "4", "--models", "lstm",
+                                            "--interpolate", "lstm:transformer_pointer"])
     assert r.returncode == 0, r.stdout + r.stderr
     assert all("+" not in c for c in (tmp_path / "calls.step").read_text().splitlines())
 

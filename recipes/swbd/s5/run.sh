@@ -33,10 +33,10 @@ fisher_text=data/local/lm/fisher/text1.gz  # relative to kaldi_dir; empty: no Fi
 swbd_copies=3                     # Switchboard repeated against Fisher in the LM text
 decode_sets="train_dev eval2000"  # decode dirs to rescore (data/<set>_hires for scoring)
 models="lstm lstm_pointer transformer transformer_pointer"
-interpolate="lstm:transformer_pointer"  # also rescore with these models interpolated (a:b:...):
-                                  # NN term sum_k mix_k l_k, into <decode-dir>_rescore_a+b, when
-                                  # every part is in $models; empty: none (docs/benchmarks.md,
-                                  # issue 16: the best system of its ablation)
+interpolate=                       # also rescore with these models interpolated, e.g.
+                                  # lstm_pointer:transformer_pointer (NN term sum_k mix_k l_k), into
+                                  # <decode-dir>_rescore_a+b when every part is in $models; empty: none
+                                  # (in issue 16's ablation it did not beat lstm_pointer alone)
 mix=                              # shares of the interpolated models, e.g. 0.6,0.4; empty: equal
 lstm_hidden=650                   # LSTM: 2 layers of 650
 lstm_layers=2
@@ -45,7 +45,8 @@ transformer_layers=6
 transformer_heads=8
 bptt=100                          # BPTT length T
 history=100                       # pointer history L
-memory_aug=false                  # true: the pointer models also get memory augmentation
+memory_aug=true                   # the pointer models get memory augmentation (false: plain pointer);
+                                  # LSTM + pointer + memory, state carried, won issue 16's ablation
 epochs=                           # empty: rescore-train-lm's default
 train_opts=                       # more rescore-train-lm options, e.g. "--optimizer adam --lr 5e-4"
 seed=1
