@@ -41,7 +41,7 @@ nj=${NJ:-4}
 N=${NBEST:-20}
 weight=${WEIGHT:-0.8}
 inv_acwt=10
-CHECKS=${CHECKS:-"ours_carpa ours_fst ours_fst_reject pytorchnn_carpa pytorchnn_fst_reject lattice"}
+CHECKS=${CHECKS:-"ours_carpa ours_fst ours_fst_reject ours_two_models pytorchnn_carpa pytorchnn_fst_reject lattice"}
 # words the rejecting G.fst leaves out: every hypothesis of the first utterance has 'lobster'
 reject_words=lobster,lobsters,claws
 
@@ -128,6 +128,17 @@ vocab = Vocabulary.from_words_txt(sys.argv[1])
 save_checkpoint(build_model(ModelConfig(arch="lstm", hidden=16, layers=1), vocab).eval(), sys.argv[2])
 EOF
   fi
+  if [ ! -f models/ours2.pt ]; then  # a second model for the interpolation check: a Transformer
+    "$rescore_py" - data/lang/words.txt models/ours2.pt <<'EOF'
+import sys, torch
+from rescore.models import ModelConfig, build_model, save_checkpoint
+from rescore.vocab import Vocabulary
+torch.manual_seed(1)
+vocab = Vocabulary.from_words_txt(sys.argv[1])
+cfg = ModelConfig(arch="transformer", hidden=16, layers=1, n_heads=2, context=8)
+save_checkpoint(build_model(cfg, vocab).eval(), sys.argv[2])
+EOF
+  fi
   if [ -n "${KALDI_MODEL:-}" ]; then
     ln -sfn "$KALDI_MODEL" models/kaldi.pt
     kaldi_opts=${KALDI_MODEL_OPTS:?KALDI_MODEL needs KALDI_MODEL_OPTS (--model-type ... --nhead ...)}
@@ -180,7 +191,10 @@ verify_output() {
   else
     cat "$cdata"/*/utt2spk > "$v/nbest_data/utt2spk"
   fi
-  rescore-nbest "$v/nbest" "$v/rescored" --data-dir "$v/nbest_data" --model "$(cat "$out/check.model")" \
+  local models=() m
+  while read -r m; do models+=(--model "$m"); done < "$out/check.model"  # one line per model
+  if [ -f "$out/check.mix" ]; then models+=(--mix "$(cat "$out/check.mix")"); fi
+  rescore-nbest "$v/nbest" "$v/rescored" --data-dir "$v/nbest_data" "${models[@]}" \
     --weight "$weight" --inv-acwt "$inv_acwt" --wip 0 --state-carry "$carry" --oov-penalty 0 \
     --device cpu > "$v/rescore_nbest.log" 2>&1 ||
     { echo "FAIL $name: rescore-nbest on the N-best (log $v/rescore_nbest.log)"; return 1; }
@@ -210,19 +224,20 @@ reused() {
     [ -f "exp/decode_dev_$1/check.model" ] && log "$1: reusing exp/decode_dev_$1 (REUSE=1)"
 }
 
-# run_ours NAME LANG_DIR [step options]: our step on the decode dir.
+# run_ours NAME LANG_DIR [step options]: our step on the decode dir (MODELS: its model
+# argument, default models/ours.pt; a colon list for several).
 run_ours() {
-  local name=$1 lang=$2 out=exp/decode_dev_$1
+  local name=$1 lang=$2 out=exp/decode_dev_$1 model=${MODELS:-models/ours.pt}
   shift 2
   if reused "$name"; then return 0; fi
   rm -rf "$out"
   log "$name: recipes/steps/lmrescore_nbest.sh $* $lang"
   if ! bash "$repo/recipes/steps/lmrescore_nbest.sh" --N "$N" --inv-acwt "$inv_acwt" \
       --weight "$weight" --device cpu --skip-scoring true "$@" \
-      "$lang" models/ours.pt data/dev exp/decode_dev "$out" > "exp/$name.log" 2>&1; then
+      "$lang" "$model" data/dev exp/decode_dev "$out" > "exp/$name.log" 2>&1; then
     echo "FAIL $name: the step exited non-zero (exp/$name.log)"; tail -5 "exp/$name.log"; return 1
   fi
-  echo "$s5/models/ours.pt" > "$out/check.model"
+  tr ':' '\n' <<< "$model" | sed "s|^|$s5/|" > "$out/check.model"
   grep -h 'warning' "exp/$name.log" | sed "s/^/  $name: /" | head -5 || true
 }
 
@@ -255,6 +270,15 @@ check_ours_carpa() {
 
 check_ours_fst() {
   run_ours ours_fst data/lang_fst && verify_output ours_fst exp/decode_dev_ours_fst data/lang_fst rescored data
+}
+
+# Two models interpolated (issue 16): a colon list and --mix, checked against rescore-nbest
+# --model A --model B --mix on the step's N-best (the models scored in lockstep in both).
+check_ours_two_models() {
+  local out=exp/decode_dev_ours_two_models
+  MODELS=models/ours.pt:models/ours2.pt run_ours ours_two_models data/lang --mix 0.6,0.4 || return 1
+  echo "0.6,0.4" > "$out/check.mix"
+  verify_output ours_two_models "$out" data/lang rescored data
 }
 
 # G.fst without the reject words: the hypotheses with them are dropped, utterances whose every
