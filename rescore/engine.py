@@ -57,7 +57,7 @@ import torch
 from torch import Tensor
 
 from rescore.errors import RescoreError
-from rescore.interp import total_cost
+from rescore.interp import mixed_nn_cost, total_cost
 from rescore.models.base import HeadOutput, LanguageModel, LMState
 
 log = logging.getLogger(__name__)
@@ -322,8 +322,7 @@ def score_nbest(
                                         schedule=schedule, precision=precision, normalize=normalize,
                                         stats=stats, progress=progress)
     with torch.inference_mode():
-        result = _lockstep([run(ctx, encoded, fixed)],
-                           lambda wants: [ctx.best(c, f) for c, f in wants[0]])[0]
+        result = _lockstep([run(ctx, encoded, fixed)], _carry_choice(state_carry, weight, (1.0,)))[0]
     _log_stats(ctx)
     return result
 
@@ -349,8 +348,6 @@ def score_nbest_mixed(
     and resolved normalisation; ``options`` (device, max_tokens, conv_batch, schedule,
     precision, normalize, progress) are those of score_nbest, common to all.
     """
-    from rescore.interp import mixed_nn_cost
-
     if len(models) != len(mix) or not models:
         raise RescoreError(f"one share per model ({len(models)} models)", got=f"{len(mix)} shares")
     penalties = list(oov_penalties) if oov_penalties is not None else [0.0] * len(models)
@@ -359,6 +356,18 @@ def score_nbest_mixed(
     preps = [_prepare(m, conversations, weight=weight, state_carry=state_carry, engine=engine,
                       oov_penalty=p, **options) for m, p in zip(models, penalties)]
 
+    with torch.inference_mode():
+        result = _lockstep([run(ctx, encoded, fixed) for ctx, run, encoded, fixed in preps],
+                           _carry_choice(state_carry, weight, mix))
+    for ctx, *_ in preps:
+        _log_stats(ctx)
+    return result
+
+
+def _carry_choice(state_carry: str, weight: float, mix: Sequence[float]) -> Callable:
+    """The ``choose`` of _lockstep: the carried hypothesis of each conversation, rank 1
+    (first-pass) or the best by ``fixed + weight * sum_m mix[m] * sum(costs_m)`` (one model:
+    mix (1.0,), its own cost exactly)."""
     def choose(wants):  # wants[m][j] = (costs of conversation j's utterance by model m, fixed)
         if state_carry == "first-pass":
             return [0] * len(wants[0])
@@ -369,11 +378,7 @@ def score_nbest_mixed(
             out.append(min(range(len(totals)), key=totals.__getitem__))
         return out
 
-    with torch.inference_mode():
-        result = _lockstep([run(ctx, encoded, fixed) for ctx, run, encoded, fixed in preps], choose)
-    for ctx, *_ in preps:
-        _log_stats(ctx)
-    return result
+    return choose
 
 
 class _Done:
@@ -464,13 +469,6 @@ class _Context:
     conv_batch: int
     schedule: str
     progress: bool
-
-    def best(self, costs: List[Costs], fixed: List[float]) -> int:
-        """Index of the hypothesis whose end state the next utterance starts from."""
-        if self.state_carry == "first-pass":
-            return 0
-        totals = [total_cost(f, sum(c), self.weight) for f, c in zip(fixed, costs)]
-        return min(range(len(totals)), key=totals.__getitem__)
 
     def tensor(self, x) -> Tensor:
         return torch.as_tensor(x, dtype=torch.long, device=self.device)
