@@ -112,16 +112,21 @@ def split_job(nbest, k: int, n: int, block: int):
 # NN LM scoring of an N-best set (rescore.engine), Kaldi lmwt.nn costs out
 
 
-def auto_oov_penalty(vocab, train_counts) -> float:
-    """ln(number of training word types outside ``vocab``): the cost that spreads the ``<unk>``
-    probability evenly over the words it stands for, so that the NN LM does not favour hypotheses
-    with words it never saw (found on the mini recipe and the dev benchmark: docs/benchmarks.md).
+def auto_oov_penalty(vocab, train_counts, lexicon=()) -> float:
+    """ln(number of word types that ``<unk>`` stands for): the training word types outside
+    ``vocab``, with the recognizer's words outside it (``lexicon``: the N-best set's words.txt
+    words, where there is one). It spreads the ``<unk>`` probability evenly over them, so that the
+    NN LM does not favour hypotheses with words it never saw (found on the mini recipe and the
+    dev benchmark: docs/benchmarks.md). The lexicon matters for a model with every training word:
+    there no training type is outside, yet the recognizer still has words the model never saw.
 
-    vocab: a Vocabulary (``.words``); train_counts: Counter of the LM training text's words.
+    vocab: a Vocabulary (``.words``); train_counts: Counter of the LM training text's words;
+    lexicon: the recognizer's words (NbestJob.lexicon).
     """
     known = set(vocab.words)
-    oov_types = sum(1 for w in train_counts if w not in known and w != "<unk>")
-    return math.log(max(1, oov_types))
+    unseen = {w for w in train_counts if w not in known and w != "<unk>"}
+    unseen.update(w for w in lexicon if w not in known)
+    return math.log(max(1, len(unseen)))
 
 
 def _engine_inputs(nbest, params: Params):
@@ -227,9 +232,10 @@ class ScoringOptions:
         """The checkpoints to score with (none, one, or several to interpolate)."""
         return as_paths(self.model)
 
-    def load_model(self, train_counts=None, path: Optional[str] = None):
+    def load_model(self, train_counts=None, path: Optional[str] = None, lexicon=()):
         """(model on its device, device, OOV penalty in nats) for scoring; path: one of
-        ``models`` (default: the only one). The OOV penalty 'auto' is the model's own."""
+        ``models`` (default: the only one). The OOV penalty 'auto' is the model's own
+        (auto_oov_penalty of train_counts and the recognizer's lexicon)."""
         from rescore.engine import resolve_device
         from rescore.models import load_checkpoint
 
@@ -247,7 +253,7 @@ class ScoringOptions:
                      self.cache_theta, self.cache_lambda)
         penalty = self.oov_penalty
         if penalty == "auto":
-            penalty = auto_oov_penalty(lm.vocab, train_counts)
+            penalty = auto_oov_penalty(lm.vocab, train_counts, lexicon)
             log.info("OOV penalty (auto): %.3f nats per out-of-vocabulary word", penalty)
         return lm, dev, float(penalty)
 
@@ -348,6 +354,15 @@ class NbestJob:
 
     # -- what it reads and writes
 
+    def lexicon(self) -> List[str]:
+        """The recognizer's words: those of the N-best set's words.txt (--words-txt, or the one
+        beside NBEST_DIR), none where there is none."""
+        from rescore.nbest import default_words_txt
+        from rescore.vocab import Vocabulary
+
+        path = Path(self.words_txt) if self.words_txt is not None else default_words_txt(Path(self.nbest_dir))
+        return Vocabulary.from_words_txt(path).words[2:] if path is not None else []
+
     @property
     def nn_cost_files(self) -> Tuple[str, ...]:
         return as_paths(self.nn_costs)
@@ -419,7 +434,8 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
     sources: list = []
     if models:
         # every checkpoint is loaded (and checked) before any output is written
-        loaded = [job.scoring.load_model(train_counts, m) for m in models]
+        lexicon = job.lexicon() if job.scoring.oov_penalty == "auto" else ()
+        loaded = [job.scoring.load_model(train_counts, m, lexicon) for m in models]
         if job.scoring.lockstep:
             log.info("%d models in lockstep, each carrying from the best by the mixed cost", len(models))
             costs = job.scoring.score_mixed(nbest, params, loaded)

@@ -519,6 +519,13 @@ def test_cli_oov_penalty_auto(tmp_path):
     train = tmp_path / "train.txt"
     train.write_text(" ".join(words) + "\nzz1 zz2 zz3 zz4 <unk>\n")
     assert auto_oov_penalty(model.vocab, Counter(train.read_text().split())) == pytest.approx(math.log(7))
+    # the recognizer's words the model never saw count too (a model with every training word
+    # still meets them); words.txt's own non-words (<eps>, #0) and the model's words do not
+    lexicon = Vocabulary.from_words_txt(FIXTURE / "words.txt").words[2:]
+    assert set(words) <= set(lexicon)
+    assert auto_oov_penalty(model.vocab, Counter(train.read_text().split()), lexicon + ["zz1", "yy1", "yy2"]) \
+        == pytest.approx(math.log(9))
+    assert auto_oov_penalty(model.vocab, Counter(), lexicon) == pytest.approx(math.log(3 + len(set(lexicon) - set(words))))
 
     common = [str(FIXTURE), "--data-dir", str(FIXTURE / "data"), "--model", str(ckpt),
               "--weight", "0.5", "--device", "cpu", "--train-text", str(train)]
@@ -528,6 +535,14 @@ def test_cli_oov_penalty_auto(tmp_path):
         assert run.exit_code == 0, run.output
         costs[name] = read_nn_costs(tmp_path / name / "lmwt.nn")
     assert costs["auto"] == costs["num"]
+    # a words.txt with 2 words neither the model nor the training text has: 7 + 2 types
+    lex = tmp_path / "words.txt"
+    lex.write_text((FIXTURE / "words.txt").read_text() + "yy1 90001\nyy2 90002\n")
+    for name, pen, extra in (("auto9", "auto", ["--words-txt", str(lex)]), ("num9", repr(math.log(9)), [])):
+        run = CliRunner().invoke(main, [common[0], str(tmp_path / name)] + common[1:] + ["--oov-penalty", pen] + extra)
+        assert run.exit_code == 0, run.output
+        costs[name] = read_nn_costs(tmp_path / name / "lmwt.nn")
+    assert costs["auto9"] == costs["num9"] != costs["auto"]
     oov_keys = [h.key for u in nbest.utterances() for h in u.hyps if set(h.words) & set(words[:3])]
     assert oov_keys, "the fixture must have hypotheses with the OOV words"
     assert all(sum(costs["auto"][k]) > sum(costs["zero"][k]) for k in oov_keys)

@@ -67,7 +67,7 @@ rescore_opts=         # more rescore-nbest options, e.g. "--precision bf16" or
                       # "--cache-window 1000 --cache-theta 0.6 --cache-lambda 0.3"
 train_text=           # LM training text: adds rare-word bucket WERs to each job's report
 oov_penalty=          # nats per word outside the LM vocabulary; auto: ln(OOV word types of
-                      # --train-text); empty: auto with --train-text, else 0
+                      # --train-text and words.txt); empty: auto with --train-text, else 0
 keep_ali=true         # false: drop the alignments from the N-best (smaller archives)
 skip_scoring=false    # true: do not run local/score.sh
 scoring_opts=         # extra options for local/score.sh

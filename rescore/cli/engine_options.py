@@ -52,8 +52,9 @@ _OPTIONS = [
                       "per utterance (Kaldi's way); naive: one hypothesis at a time (reference)."),
     click.option("--oov-penalty", type=OovPenalty(), default="0",
                  help="Extra cost per out-of-vocabulary word, on its <unk> probability: a number "
-                      "of nats, or 'auto' = ln(number of --train-text word types outside the "
-                      "model's vocabulary), recommended when the vocabulary is capped."),
+                      "of nats, or 'auto' = ln(number of word types outside the model's vocabulary "
+                      "among the --train-text words and the recognizer's words.txt, where there "
+                      "is one), recommended unless the model's vocabulary is words.txt's."),
     click.option("--schedule", type=click.Choice(SCHEDULES), default="auto",
                  help="Fast engine's order of work (same costs): levels (trie level by level, "
                       "one-token rows), segments (branch-free chains as rows), tree (a whole "
