@@ -773,10 +773,14 @@ def test_swbd_recipe_trains_its_models(tmp_path):
     assert "--arch lstm --hidden 8 --layers 1 --head pointer --history 4 --memory-aug" in logs["lstm_pointer"]
     assert "--arch transformer --hidden 8 --layers 1 --n-heads 2 --head softmax" in logs["transformer"]
     assert "--memory-aug" not in logs["transformer"]
+    # the class-factored output layer by default, C = round(sqrt(V)) of words.txt's 9 words + <eos>, <unk>
+    assert all("--output class --classes 3" in log for log in logs.values())
     # the vocabulary is words.txt's, in id order, Kaldi's symbols left out; fisher's 'zebra' is OOV
     from rescore.models import load_checkpoint
 
-    vocab = load_checkpoint(recipe / "exp/rescore/lstm_pointer/model.pt").vocab.words
+    lm = load_checkpoint(recipe / "exp/rescore/lstm_pointer/model.pt")
+    assert (lm.config.output, lm.config.classes) == ("class", 3)
+    vocab = lm.vocab.words
     assert vocab == ["<eos>", "<unk>", "!sil", "hi", "okay", "sure", "um", "um-hum", "yeah",
                      "first", "call"]
 

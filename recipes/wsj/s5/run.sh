@@ -47,6 +47,10 @@ bptt=100                          # BPTT length T
 history=100                       # pointer history L
 memory_aug=true                   # the pointer models get memory augmentation (false: plain pointer);
                                   # LSTM + pointer + memory, state carried, won issue 16's ablation
+output=class                      # output layer: class (class-factored, exact; ~(C + V/C) x H per token
+                                  # instead of V x H: 7.9x softmax's training speed at 30k words, and
+                                  # at one CPU budget it won issue 16's ablation) | softmax
+classes=                          # word classes of output=class; empty: round(sqrt(V)), V of words.txt
 epochs=                           # empty: rescore-train-lm's default
 train_opts=                       # more rescore-train-lm options, e.g. "--optimizer adam --lr 5e-4"
 seed=1
@@ -128,6 +132,12 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
       *_pointer) opts+=(--head pointer --history "$history")
                  if $memory_aug; then opts+=(--memory-aug); fi ;;
       *) opts+=(--head softmax) ;;
+    esac
+    case $output in
+      class) opts+=(--output class --classes "${classes:-$(awk '$1 != "<eps>" && $1 != "<s>" &&
+               $1 != "</s>" && $1 !~ /^#/ { n++ } END { printf "%d", sqrt(n + 1) + 0.5 }' "$lmdata/words.txt")}") ;;
+      softmax) opts+=(--output softmax) ;;
+      *) echo "$0: --output class or softmax, not $output"; exit 1 ;;
     esac
     [ -n "$epochs" ] && opts+=(--epochs "$epochs")
     # the vocabulary is words.txt's; training words outside it are <unk> (rescore-train-lm)
