@@ -45,7 +45,8 @@ from typing import Dict, List, Tuple, Union
 
 import torch
 
-from rescore.errors import RescoreError
+from rescore.errors import OptionError, RescoreError
+from rescore.io.kaldi import iter_lines
 from rescore.vocab import EOS, UNK, Vocabulary
 
 log = logging.getLogger(__name__)
@@ -62,15 +63,13 @@ def read_kaldi_vocab(path: PathLike) -> List[str]:
         raise RescoreError("an existing vocabulary file (Kaldi words.txt: 'word id' per line)",
                            path=path)
     words, seen = [], set()
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            parts = line.split()
-            if len(parts) != 2:
-                raise RescoreError("'word id' (two fields)", path=path, line=n,
-                                   got=line.rstrip("\n"))
-            if parts[0] not in seen:
-                seen.add(parts[0])
-                words.append(parts[0])
+    for n, line in iter_lines(path):  # UTF-8 and gzip errors name the line
+        parts = line.split()
+        if len(parts) != 2:
+            raise RescoreError("'word id' (two fields)", path=path, line=n, got=line)
+        if parts[0] not in seen:
+            seen.add(parts[0])
+            words.append(parts[0])
     if not words:
         raise RescoreError("a non-empty vocabulary", path=path)
     return words
@@ -115,11 +114,38 @@ def _load_state_dict(path: Path) -> Dict[str, torch.Tensor]:
         sd = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # corrupt, or a pickle with code that weights_only refuses
         raise RescoreError("a state_dict saved by torch.save (plain tensors)", path=path,
-                           got=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}") from None
+                           got=f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}") from None
     if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
+        if isinstance(sd, dict) and sd.get("format") == "rescore-lm":
+            got = "a rescore checkpoint (use it as it is, no import needed)"
+        elif isinstance(sd, dict):
+            k = next(k for k, v in sd.items() if not isinstance(v, torch.Tensor))
+            got = f"a dict whose {k!r} is a {type(sd[k]).__name__}"
+        else:
+            got = type(sd).__name__
         raise RescoreError("a state_dict (a dict of tensors) as Kaldi's train.py saves it",
-                           path=path, got=type(sd).__name__)
+                           path=path, got=got)
+    for k, v in sd.items():  # a run that diverged: every cost would be NaN
+        if v.is_floating_point() and not bool(torch.isfinite(v).all()):
+            raise RescoreError("finite weights (a training run that diverged?)", path=path,
+                               got=f"NaN or infinity in {k}")
     return sd
+
+
+def _check_replaceable(out_path: Path) -> None:
+    """An existing ``out_path`` may only be an earlier import (a re-import replaces it); a model
+    that rescore-train-lm trained, or any other file, is not overwritten."""
+    if not out_path.exists():
+        return
+    try:
+        ck = torch.load(out_path, map_location="cpu", weights_only=True, mmap=True)
+        earlier = isinstance(ck, dict) and isinstance(ck.get("imported_from"), dict)
+    except Exception:  # unreadable: not an earlier import either
+        earlier = False
+    if not earlier:
+        raise RescoreError("no model.pt in OUT_DIR, or one an earlier rescore-import-kaldi-lm "
+                           "wrote (this one it did not: choose another OUT_DIR)", path=out_path)
+    log.info("replacing the earlier import %s", out_path)
 
 
 def check_state_dict(sd: Dict[str, torch.Tensor], expected: Dict[str, Tuple[int, ...]],
@@ -187,18 +213,29 @@ def import_kaldi_lm(model_path: PathLike, vocab_path: PathLike, out_path: PathLi
     from rescore.models import build_model, save_checkpoint
     from rescore.models.bodies import interleaved_sinusoidal
 
-    model_path, vocab_path = Path(model_path), Path(vocab_path)
+    model_path, vocab_path, out_path = Path(model_path), Path(vocab_path), Path(out_path)
     if model_type not in MODEL_TYPES:
-        raise RescoreError(f"--model-type one of {', '.join(MODEL_TYPES)}", got=model_type)
+        raise OptionError(f"one of {', '.join(MODEL_TYPES)}", option="--model-type", got=model_type)
+    for name, value in (("--embedding-dim", embedding_dim), ("--hidden-dim", hidden_dim),
+                        ("--nlayers", nlayers), ("--nhead", nhead), ("--context", context)):
+        if value < 1:
+            raise OptionError("an integer >= 1", option=name, got=str(value))
     if embedding_dim != hidden_dim:  # Kaldi's scorer ties the weights, which needs nhid == emsize
-        raise RescoreError("--embedding-dim equal to --hidden-dim (Kaldi's "
-                           "compute_sentence_scores.py builds every model with tied weights)",
-                           got=f"{embedding_dim} and {hidden_dim}")
+        raise OptionError("--embedding-dim equal to --hidden-dim (Kaldi's "
+                          "compute_sentence_scores.py builds every model with tied weights)",
+                          option="--hidden-dim", got=f"{embedding_dim} and {hidden_dim}")
     if model_type == "Transformer" and embedding_dim % nhead:
-        raise RescoreError("--embedding-dim divisible by --nhead", got=f"{embedding_dim}, {nhead}")
+        raise OptionError("--embedding-dim divisible by --nhead", option="--nhead",
+                          got=f"{embedding_dim}, {nhead}")
+    _check_replaceable(out_path)
     words = read_kaldi_vocab(vocab_path)
     vocab = rescore_vocab(words, sent_boundary, oov, vocab_path)
     sd = _load_state_dict(model_path)
+    rows = sd["encoder.weight"].shape[0] if "encoder.weight" in sd and sd["encoder.weight"].dim() == 2 else None
+    if rows is not None and rows != len(words):  # Kaldi's scorer would index past its softmax
+        raise RescoreError(f"as many words as {model_path}'s embedding has rows ({rows}; the "
+                           "vocabulary the model was trained with)", path=vocab_path,
+                           got=f"{len(words)} words")
     options = (f"--model-type {model_type} --embedding-dim {embedding_dim} --hidden-dim "
                f"{hidden_dim} --nlayers {nlayers} and a vocabulary of {len(words)} words")
     check_state_dict(sd, kaldi_shapes(model_type, len(words), embedding_dim, hidden_dim,

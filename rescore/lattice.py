@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
-from rescore.errors import RescoreError
+from rescore.errors import OptionError, RescoreError
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -82,6 +82,7 @@ class Lattice:
     num_states: int = 0
     arcs: List[Arc] = field(default_factory=list)
     finals: Dict[int, Tuple[float, float, str]] = field(default_factory=dict)
+    where: str = field(default="", compare=False, repr=False)  # "file:line" of its key, for errors
 
     def out_arcs(self) -> List[List[int]]:
         """state -> indices of its arcs, in file order."""
@@ -118,11 +119,13 @@ def _parse_state(tok: str, path, lineno: int, line: str) -> int:
     return int(tok)
 
 
-def iter_lattices(f: IO[str], path: PathLike = "<stdin>") -> Iterator[Lattice]:
-    """Lattices of a Kaldi text archive of CompactLattices, in order. Every format error is a
-    RescoreError naming the file and the line; a truncated last lattice is one too."""
+def iter_lattices(f: Iterable[str], path: PathLike = "<stdin>") -> Iterator[Lattice]:
+    """Lattices of a Kaldi text archive of CompactLattices (lines of text), in order. Every
+    format error is a RescoreError naming the file and the line; so are a truncated last
+    lattice, a key seen twice and an archive without lattices."""
     lat: Optional[Lattice] = None
     lineno = 0
+    keys: Dict[str, int] = {}  # key -> its line
     for lineno, raw in enumerate(f, 1):
         fields = raw.split()
         if lat is None:
@@ -132,7 +135,11 @@ def iter_lattices(f: IO[str], path: PathLike = "<stdin>") -> Iterator[Lattice]:
                 raise RescoreError("a lattice key alone on its line (Kaldi text archive of "
                                    "CompactLattices, lattice-copy ark:in ark,t:-)", path=path,
                                    line=lineno, got=raw.rstrip("\n"))
-            lat = Lattice(key=fields[0])
+            if fields[0] in keys:  # its N-best entries would be written twice under one key
+                raise RescoreError(f"a key once per archive ('{fields[0]}' is already at line "
+                                   f"{keys[fields[0]]})", path=path, line=lineno)
+            keys[fields[0]] = lineno
+            lat = Lattice(key=fields[0], where=f"{path}:{lineno}")
             continue
         if not fields:  # the empty line that ends a lattice
             yield lat
@@ -162,27 +169,55 @@ def iter_lattices(f: IO[str], path: PathLike = "<stdin>") -> Iterator[Lattice]:
     if lat is not None:  # Kaldi ends every lattice with an empty line: this one is cut short
         raise RescoreError(f"the empty line that ends lattice '{lat.key}'", path=path,
                            line=lineno + 1, got="end of file")
+    if not keys:
+        raise RescoreError("at least one lattice (a Kaldi text archive of CompactLattices, "
+                           "lattice-copy ark:in ark,t:-)", path=path, got="an empty archive")
+
+
+# What follows the first key of a binary archive: Kaldi's binary marker, or (lattices) the
+# magic number of an OpenFst binary FST, which Kaldi's lattice writer puts there instead.
+_BINARY_STARTS = (b"\0B", b"\xd6\xfd\xb2\x7e")
+
+
+def _text_lines(raw: IO[bytes], path: PathLike) -> Iterator[str]:
+    """The lines of a byte stream as text. A binary archive, a line that is not UTF-8 and a
+    truncated or corrupt gzip stream are RescoreErrors naming the file and the line."""
+    import gzip
+    import zlib
+
+    lineno = 0
+    try:
+        for b in raw:
+            lineno += 1
+            if lineno == 1 and b[b.find(b" ") + 1:].startswith(_BINARY_STARTS):
+                raise RescoreError("a Kaldi text archive (this one is binary: convert it with "
+                                   "lattice-copy ark:in ark,t:-)", path=path, line=1)
+            try:
+                yield b.decode("utf-8")
+            except UnicodeDecodeError:
+                raise RescoreError("UTF-8 text", path=path, line=lineno, got=repr(b[:40])) from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise RescoreError("a complete gzip stream", path=path, line=lineno + 1,
+                           got=f"truncated or corrupt: {e}") from None
 
 
 @contextlib.contextmanager
-def open_text(path: PathLike, mode: str = "r") -> Iterator[IO[str]]:
-    """'-' is stdin/stdout; a path ending in .gz is gzipped; output files are written to a
-    temporary name and renamed only when the block succeeds (rescore.io.kaldi.atomic_output)."""
+def open_text(path: PathLike, mode: str = "r") -> Iterator:
+    """'-' is stdin/stdout. Reading yields the lines as text (a gzipped file is recognised by
+    its bytes; errors as in _text_lines). Writing yields a text file, gzipped for a path
+    ending in .gz, written to a temporary name and renamed only when the block succeeds
+    (rescore.io.kaldi.atomic_output)."""
     import gzip
 
-    from rescore.io.kaldi import atomic_output
+    from rescore.io.kaldi import atomic_output, open_bytes
 
     p = str(path)
     if mode == "r":
         if p == "-":
-            yield sys.stdin
+            yield _text_lines(sys.stdin.buffer, "<stdin>")
             return
-        try:
-            f = gzip.open(p, "rt", encoding="utf-8") if p.endswith(".gz") else open(p, encoding="utf-8")
-        except OSError as e:
-            raise RescoreError("a readable lattice file", path=p, got=e.strerror) from None
-        with f:
-            yield f
+        with open_bytes(p) as f:
+            yield _text_lines(f, p)
         return
     if p == "-":
         yield sys.stdout
@@ -271,7 +306,7 @@ def topological_order(lat: Lattice) -> List[int]:
                 order.append(d)
         i += 1
     if len(order) != lat.num_states:
-        raise RescoreError(f"an acyclic lattice ('{lat.key}' has a cycle)")
+        raise RescoreError(f"an acyclic lattice ('{lat.key}' has a cycle)", path=lat.where or None)
     return order
 
 
@@ -426,6 +461,17 @@ def add_nn_costs(lat: Lattice, costs: ArcCosts, scale: float) -> Lattice:
 # The two steps of the shell script
 
 
+def check_scales(acoustic_scale: float, lm_scale: float, weight: Optional[float] = None) -> None:
+    """The options of both steps: finite scales (acoustic > 0, LM >= 0), a weight in [0, 1]."""
+    if not (math.isfinite(acoustic_scale) and acoustic_scale > 0):
+        raise OptionError("a finite number > 0 (1 / inv_acwt)", option="--acoustic-scale",
+                          got=str(acoustic_scale))
+    if not (math.isfinite(lm_scale) and lm_scale >= 0):
+        raise OptionError("a finite number >= 0", option="--lm-scale", got=str(lm_scale))
+    if weight is not None and not (math.isfinite(weight) and 0.0 <= weight <= 1.0):
+        raise OptionError("a number in [0, 1]", option="--weight", got=str(weight))
+
+
 @dataclass
 class CoverStats:
     lattices: int = 0
@@ -457,10 +503,14 @@ def write_cover_nbest(lattices: Iterable[Lattice], out: PathLike, acoustic_scale
 
 
 def nbest_costs_by_words(words: Mapping[str, Sequence[int]], nn_costs: Mapping[str, Sequence[float]],
-                         source: PathLike = "lmwt.nn") -> Dict[str, Dict[Tuple[int, ...], List[float]]]:
+                         source: PathLike = "lmwt.nn", words_source: PathLike = "words"
+                         ) -> Dict[str, Dict[Tuple[int, ...], List[float]]]:
     """utt -> (word ids -> per-token NN costs) from an N-best archive dir's ``words`` and
     ``lmwt.nn`` (keys ``<utt>-<k>``). Matching by words survives the renumbering of entries
     that an old-LM removal with G.fst drops; equal words have equal costs (same start state)."""
+    if not words:
+        raise RescoreError("at least one N-best entry (the cover paths after rescore-nbest)",
+                           path=words_source, got="an empty archive")
     out: Dict[str, Dict[Tuple[int, ...], List[float]]] = {}
     for key, w in words.items():
         utt, sep, rank = key.rpartition("-")
@@ -470,33 +520,59 @@ def nbest_costs_by_words(words: Mapping[str, Sequence[int]], nn_costs: Mapping[s
             c = nn_costs[key]
         except KeyError:
             raise RescoreError(f"an NN cost for key '{key}'", path=source, got="none") from None
+        if len(c) != len(w) + 1:
+            raise RescoreError(f"per-token NN costs for key '{key}', {len(w) + 1} of them "
+                               f"({len(w)} words + end of sentence, as rescore-nbest writes)",
+                               path=source, got=f"{len(c)} costs")
         out.setdefault(utt, {})[tuple(w)] = list(c)
+    extra = [k for k in nn_costs if k not in words]
+    if extra:
+        raise RescoreError("NN costs only for keys of the archive dir's words", path=source,
+                           got=f"{len(extra)} other keys, e.g. '{extra[0]}'")
     return out
 
 
 def rescore_lattices(lattices: Iterable[Lattice], costs: Mapping[str, Mapping[Tuple[int, ...], Sequence[float]]],
                      acoustic_scale: float, weight: float, lm_scale: float = 1.0,
-                     stats: Optional[CoverStats] = None) -> Iterator[Lattice]:
+                     stats: Optional[CoverStats] = None, source: PathLike = "words") -> Iterator[Lattice]:
     """Each lattice with ``weight *`` its estimated arc NN costs added (arc_nn_costs over the
     same path cover as write_cover_nbest). A lattice whose utterance has no scored path is
-    passed through unchanged, with a warning."""
+    passed through unchanged, with a warning (an old-LM removal with G.fst can drop them all).
+
+    The costs must be those of these lattices' cover paths: an entry whose words are no cover
+    path of its lattice, or of an utterance that is no lattice of the archive, is a RescoreError
+    naming ``source`` (the archives of other lattices, or of `cover` with other scales)."""
     stats = stats if stats is not None else CoverStats()
+    seen = set()
     for lat in lattices:
         paths = path_cover(lat, acoustic_scale, lm_scale)
         stats.lattices += 1
         stats.arcs += len(lat.arcs)
         stats.paths += len(paths)
+        seen.add(lat.key)
         utt = costs.get(lat.key)
         if not utt:
             log.warning("lattice '%s': no NN costs for any of its paths, left as it is", lat.key)
             yield lat
             continue
+        cover = {tuple(p.words(lat)) for p in paths}
+        stray = [w for w in utt if w not in cover]
+        if stray:
+            raise RescoreError(f"N-best entries of '{lat.key}' that are paths of its path cover "
+                               "(the archives of `rescore-lattice cover` on these lattices, with "
+                               "the same --acoustic-scale and --lm-scale)", path=source,
+                               got=f"{len(stray)} other word sequences, e.g. {list(stray[0])}")
         est = arc_nn_costs(lat, paths, [utt.get(tuple(p.words(lat))) for p in paths])
         if est.missing:
             log.warning("lattice '%s': %d word arcs lie on no scored path; they get no NN cost",
                         lat.key, est.missing)
             stats.uncovered += est.missing
         yield add_nn_costs(lat, est, weight)
+    others = [u for u in costs if u not in seen]
+    if others:
+        raise RescoreError("N-best entries only of the lattices being rescored", path=source,
+                           got=f"entries of {len(others)} utterances that are no lattice of the "
+                               f"archive, e.g. '{others[0]}'")
 
 
 # --------------------------------------------------------------------------------------------

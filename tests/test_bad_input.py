@@ -49,10 +49,44 @@ EXPECT_WORDS = re.compile(r"expected|must|range|invalid|needs|only with|exclude|
 
 
 def _commands():
-    from rescore.cli import make_nbest, nbest, ppl, train_lm, tts_data, tune, wer
+    from rescore.cli import import_kaldi_lm, lattice, make_nbest, nbest, ppl, train_lm, tts_data, tune, wer
 
     return {"nbest": nbest.main, "tune": tune.main, "wer": wer.main, "train-lm": train_lm.main,
-            "ppl": ppl.main, "make-nbest": make_nbest.main, "tts-data": tts_data.main}
+            "ppl": ppl.main, "make-nbest": make_nbest.main, "tts-data": tts_data.main,
+            "lattice": lattice.main, "import-kaldi-lm": import_kaldi_lm.main}
+
+
+# Two CompactLattices in Kaldi's text form (lattice-copy ark:in ark,t:-), word ids of the
+# fixture's words.txt; the line numbers below count from here.
+LAT = ("rec1-rms-000 \n"                # 1
+       "0\t1\t21\t1.5,10.25,1_2_2\n"    # 2
+       "0\t2\t0\n"                      # 3  (an epsilon arc, weight One)
+       "2\t1\t14\t2,3,\n"               # 4
+       "1\t3\t3\t0.5,1,3\n"             # 5
+       "3\t0.25,0.5,4_4\n"               # 6  (a final state)
+       "\n"                              # 7
+       "rec1-rms-001 \n"                # 8
+       "0\t1\t19\t1,2,\n"               # 9
+       "1\t2\t7\t1,1,\n"                # 10
+       "2\t0.5,1,\n"                     # 11
+       "\n")                             # 12
+# The first bytes of a binary lattice archive as Kaldi's lattice-copy writes it (the fixture's
+# lat.1.gz through lattice-copy ark:- ark:-): the key, then OpenFst's magic number, not \0B.
+KALDI_BINARY_LAT = (b"dev-a000-rms-000 \xd6\xfd\xb2~\x06\x00\x00\x00vector\x10\x00\x00\x00"
+                    b"compactlattice44\x02\x00\x00\x00\x00")
+KDIM = 4  # the Kaldi LSTM's embedding and hidden size
+
+
+def _kaldi_lstm(vocab_size: int):
+    """The state_dict Kaldi's steps/pytorchnn/train.py saves for a tied 1-layer LSTM
+    (model.py's RNNModel: encoder, rnn, decoder)."""
+    import torch
+
+    enc, rnn = torch.nn.Embedding(vocab_size, KDIM), torch.nn.LSTM(KDIM, KDIM, 1)
+    dec = torch.nn.Linear(KDIM, vocab_size)
+    sd = {"encoder.weight": enc.weight, **{f"rnn.{k}": v for k, v in rnn.state_dict().items()},
+          "decoder.weight": enc.weight, "decoder.bias": dec.bias}
+    return {k: v.detach().clone() for k, v in sd.items()}
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +118,20 @@ def base(tmp_path_factory) -> Path:
     model = build_model(ModelConfig(hidden=8, layers=1, dropout=0.0),
                         Vocabulary(["<eos>", "<unk>"] + sorted(set(WORDS))))
     save_checkpoint(model, b / "model.pt")
+    # rescore-lattice: the lattices and the archive dir of their path cover after rescore-nbest
+    # (words, per-token lmwt.nn), as recipes/steps/lmrescore_lattice.sh leaves them for `apply`
+    from rescore.lattice import path_cover, read_lattices
+
+    (b / "lat.txt").write_text(LAT)
+    rows = [(f"{lat.key}-{k}", p.words(lat)) for lat in read_lattices(b / "lat.txt")
+            for k, p in enumerate(path_cover(lat, 0.1), 1)]
+    (b / "cover").mkdir()
+    (b / "cover" / "words").write_text("".join(f"{k} {' '.join(map(str, w))} \n" for k, w in rows))
+    (b / "cover" / "lmwt.nn").write_text("".join(
+        f"{k} {' '.join(f'{1 + 0.5 * i:.1f}' for i in range(len(w) + 1))} \n" for k, w in rows))
+    # rescore-import-kaldi-lm: a Kaldi steps/pytorchnn LSTM and its vocabulary
+    (b / "kvocab.txt").write_text((NBEST_SMALL / "words.txt").read_text() + "<unk> 28\n")
+    torch.save(_kaldi_lstm(len((b / "kvocab.txt").read_text().splitlines())), b / "kaldi.pt")
     # a data dir of one 16 kHz mono WAV with two segments (for rescore-make-nbest)
     wd = b / "wavdata"
     wd.mkdir()
@@ -190,6 +238,53 @@ def checkpoint(rel: str, how: str) -> Callable[[Path], None]:
             ck["config"]["hidden"] = "eight"
             ck["config"]["nonsense"] = 1
             torch.save(ck, p)
+    return op
+
+
+def sub(rel: str, old: str, new: str) -> Callable[[Path], None]:
+    """Replace every ``old`` by ``new`` in a text file."""
+    def op(w: Path):
+        p = w / rel
+        p.write_text(p.read_text().replace(old, new))
+    return op
+
+
+class _Mkdir:
+    """Unpickled, this runs os.mkdir(path): code in a checkpoint. Were it run, the new dir
+    would fail the WRITTEN check."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (os.mkdir, (self.path,))
+
+
+def kaldi_model(rel: str, how: str) -> Callable[[Path], None]:
+    """A broken Kaldi steps/pytorchnn model, made from the world's kaldi.pt."""
+    def op(w: Path):
+        import pickle
+
+        import torch
+
+        p = w / rel
+        sd = torch.load(w / "kaldi.pt", weights_only=True)
+        if how == "pickle-code":  # a plain pickle whose loading runs code
+            p.write_bytes(pickle.dumps({"encoder.weight": _Mkdir(w / "pwned")}))
+        elif how == "torch-code":  # a torch.save file with code beside the tensors
+            torch.save({**sd, "hook": _Mkdir(w / "pwned")}, p)
+        elif how == "nested":  # a training checkpoint, not the bare state_dict
+            torch.save({"model": sd, "epoch": 3}, p)
+        elif how == "renamed":  # another model class's names
+            torch.save({k.replace("rnn.", "lstm."): v for k, v in sd.items()}, p)
+        elif how == "nan":
+            sd["rnn.weight_hh_l0"][0, 0] = float("nan")
+            torch.save(sd, p)
+        elif how == "untied":
+            sd["decoder.weight"] = sd["decoder.weight"] + 1.0
+            torch.save(sd, p)
+        elif how == "truncated":
+            p.write_bytes((w / "kaldi.pt").read_bytes()[:300])
     return op
 
 
@@ -612,6 +707,112 @@ add("tts-data", "out-text-is-input", ["{w}/d/text", "{w}/d", "--nj", "1"], must=
 add("tts-data", "out-unwritable", S[:1] + ["{w}/ro/out"] + S[2:], must=["ro"], codes=(1, 2),
     setup=[mkdir("ro"), chmod("ro", 0o555)], skip=NOT_ROOT)
 
+
+# --- rescore-lattice -----------------------------------------------------------------------
+LC = ["cover", "--acoustic-scale", "0.1", "{w}/lat.txt", "{w}/c.txt"]
+LCZ = LC[:3] + ["{w}/lat.txt.gz", "{w}/c.txt"]
+add("lattice", "cover-lats-missing", LC, must=["lat.txt"], codes=(1, 2), setup=[remove("lat.txt")])
+add("lattice", "cover-lats-empty", LC, must=["lat.txt", "at least one lattice"], setup=[put("lat.txt", "")])
+add("lattice", "cover-lats-blank-lines", LC, must=["lat.txt", "at least one lattice"], setup=[put("lat.txt", "\n \n\n")])
+add("lattice", "cover-lats-cut-short", LC, must=["lat.txt:12", "empty line"], setup=[put("lat.txt", LAT[:-1])])
+add("lattice", "cover-lats-truncated-gz", LCZ, must=["lat.txt.gz", "gzip"], setup=[gz("lat.txt", cut=40)])
+add("lattice", "cover-lats-gz-not-gzip", LCZ, must=["lat.txt.gz", "gzip"],
+    setup=[put("lat.txt.gz", b"\x1f\x8b\x08garbage")])
+add("lattice", "cover-lats-binary", LC, must=["lat.txt:1", "binary", "ark,t"], setup=[put("lat.txt", KALDI_BINARY_LAT)])
+add("lattice", "cover-lats-binary-gz", LCZ, must=["lat.txt.gz:1", "binary"],
+    setup=[put("lat.txt.gz", gzip.compress(KALDI_BINARY_LAT))])
+add("lattice", "cover-lats-binary-int-vectors", LC, must=["lat.txt:1", "binary"],
+    setup=[put("lat.txt", b"rec1-rms-000-1 \x00B\x04\x03\x00\x00\x00\x04\x15\x00\x00\x00")])
+add("lattice", "cover-lats-not-utf8", LC, must=["lat.txt:8", "UTF-8"], setup=[line("lat.txt", 8, b"rec1-rms-\xff01 ")])
+add("lattice", "cover-lats-duplicate-key", LC, must=["lat.txt:13", "once"],
+    setup=[put("lat.txt", LAT + LAT[:LAT.index("rec1-rms-001")])])
+add("lattice", "cover-lats-non-compact", LC, must=["lat.txt:2", "CompactLattice"],
+    setup=[line("lat.txt", 2, "0\t1\t21\t1.5,10.25")])
+add("lattice", "cover-lats-cycle", LC, must=["lat.txt:1", "acyclic"], setup=[line("lat.txt", 6, "3\t0\t22\t1,1,")])
+add("lattice", "cover-lats-second-bad", LC, must=["lat.txt:10", "word id"], setup=[line("lat.txt", 10, "1\t2\tseven\t1,1,")])
+add("lattice", "cover-gz-out-second-bad", LC[:-1] + ["{w}/c.txt.gz"], must=["lat.txt:9"],
+    setup=[line("lat.txt", 9, "0\t1\t19\t1,nan,")])
+add("lattice", "cover-out-is-input", LC[:-1] + ["{w}/lat.txt"], must=["lat.txt"], codes=(1, 2))
+add("lattice", "cover-out-under-file", LC[:-1] + ["{w}/afile/c.txt"], must=["afile"], codes=(1, 2))
+add("lattice", "cover-out-is-directory", LC[:-1] + ["{w}/cover"], must=["cover"], codes=(1, 2))
+for opt, value in [("--acoustic-scale", "nan"), ("--acoustic-scale", "0"), ("--acoustic-scale", "-0.1"),
+                   ("--acoustic-scale", "inf"), ("--lm-scale", "nan"), ("--lm-scale", "-1")]:
+    add("lattice", f"cover{opt}={value}", LC + [opt, value], must=[opt], codes=USAGE)
+LA = ["apply", "--acoustic-scale", "0.1", "--weight", "0.5", "{w}/lat.txt", "{w}/cover", "{w}/r.txt"]
+add("lattice", "apply-words-missing", LA, must=["cover/words"], setup=[remove("cover/words")])
+add("lattice", "apply-words-empty", LA, must=["cover/words", "at least one"], setup=[put("cover/words", "")])
+add("lattice", "apply-words-not-int", LA, must=["cover/words:2"], setup=[line("cover/words", 2, "rec1-rms-000-2 21 x")])
+add("lattice", "apply-nn-missing", LA, must=["cover/lmwt.nn"], setup=[remove("cover/lmwt.nn")])
+add("lattice", "apply-nn-missing-key", LA, must=["lmwt.nn", "rec1-rms-000-2"], setup=[line("cover/lmwt.nn", 2, None)])
+add("lattice", "apply-nn-extra-key", LA, must=["lmwt.nn", "rec1-rms-009-1"],
+    setup=[line("cover/lmwt.nn", 99, "rec1-rms-009-1 1.0 2.0")])
+add("lattice", "apply-nn-totals", LA, must=["lmwt.nn", "per-token"],
+    setup=[put("cover/lmwt.nn", "rec1-rms-000-1 4.5 \nrec1-rms-000-2 4.0 \nrec1-rms-001-1 3.0 \n")])
+add("lattice", "apply-nn-nan", LA, must=["lmwt.nn:2"], setup=[line("cover/lmwt.nn", 2, "rec1-rms-000-2 1.0 nan 2.0")])
+add("lattice", "apply-archives-of-other-lattices", LA, must=["cover/words", "no lattice", "rec2-rms-001"],
+    setup=[sub("cover/words", "rec1-rms-001", "rec2-rms-001"), sub("cover/lmwt.nn", "rec1-rms-001", "rec2-rms-001")])
+add("lattice", "apply-words-no-cover-path", LA, must=["cover/words", "path cover", "rec1-rms-000"],
+    setup=[line("cover/words", 2, "rec1-rms-000-2 21 14 3 "), line("cover/lmwt.nn", 2, "rec1-rms-000-2 1 1 1 1")])
+add("lattice", "apply-lats-empty", LA, must=["lat.txt", "at least one lattice"], setup=[put("lat.txt", "")])
+add("lattice", "apply-lats-binary-gz", LA[:5] + ["{w}/lat.txt.gz"] + LA[6:], must=["lat.txt.gz:1", "binary"],
+    setup=[put("lat.txt.gz", gzip.compress(KALDI_BINARY_LAT))])
+add("lattice", "apply-lats-second-bad", LA, must=["lat.txt:11"], setup=[line("lat.txt", 11, "2\t0.5")])
+add("lattice", "apply-archives-missing", LA[:6] + ["{w}/nope"] + LA[7:], must=["nope"], codes=USAGE)
+add("lattice", "apply-out-is-input", LA[:-1] + ["{w}/lat.txt"], must=["lat.txt"], codes=(1, 2))
+add("lattice", "apply-out-is-archive", LA[:-1] + ["{w}/cover/lmwt.nn"], must=["lmwt.nn"], codes=(1, 2))
+add("lattice", "apply-out-under-file", LA[:-1] + ["{w}/afile/r.txt"], must=["afile"], codes=(1, 2))
+for opt, value in [("--weight", "nan"), ("--weight", "1.5"), ("--weight", "-0.5"), ("--acoustic-scale", "0")]:
+    add("lattice", f"apply{opt}={value}", LA + [opt, value], must=[opt], codes=USAGE)
+
+# --- rescore-import-kaldi-lm ---------------------------------------------------------------
+K = ["{w}/kaldi.pt", "{w}/kvocab.txt", "{w}/imp", "--model-type", "LSTM", "--embedding-dim",
+     str(KDIM), "--hidden-dim", str(KDIM), "--nlayers", "1"]
+add("import-kaldi-lm", "model-missing", K, must=["kaldi.pt"], codes=(1, 2), setup=[remove("kaldi.pt")])
+add("import-kaldi-lm", "model-directory", K, must=["kaldi.pt"], codes=(1, 2), setup=[mkdir("kaldi.pt")])
+add("import-kaldi-lm", "model-empty", K, must=["kaldi.pt"], setup=[put("kaldi.pt", b"")])
+add("import-kaldi-lm", "model-text", K, must=["kaldi.pt", "state_dict"], setup=[put("kaldi.pt", "hello\n")])
+for how in ("truncated", "pickle-code", "torch-code"):
+    add("import-kaldi-lm", f"model-{how}", K, must=["kaldi.pt", "state_dict"], setup=[kaldi_model("kaldi.pt", how)])
+add("import-kaldi-lm", "model-nested", K, must=["kaldi.pt", "state_dict", "'model'"],
+    setup=[kaldi_model("kaldi.pt", "nested")])
+add("import-kaldi-lm", "model-is-rescore-checkpoint", ["{w}/model.pt"] + K[1:], must=["model.pt", "rescore checkpoint"])
+add("import-kaldi-lm", "model-wrong-names", K, must=["kaldi.pt", "missing rnn.weight_ih_l0", "unexpected lstm."],
+    setup=[kaldi_model("kaldi.pt", "renamed")])
+add("import-kaldi-lm", "model-wrong-shapes", K[:6] + ["8", "--hidden-dim", "8"] + K[9:], must=["kaldi.pt", "shape"])
+add("import-kaldi-lm", "model-wrong-type", K[:4] + ["GRU"] + K[5:], must=["kaldi.pt", "rnn.weight_ih_l0"])
+add("import-kaldi-lm", "model-wrong-nlayers", K[:-1] + ["2"], must=["kaldi.pt", "missing rnn.weight_ih_l1"])
+add("import-kaldi-lm", "model-nan", K, must=["kaldi.pt", "finite"], setup=[kaldi_model("kaldi.pt", "nan")])
+add("import-kaldi-lm", "model-untied-with-tied", K + ["--tied"], must=["kaldi.pt", "tied"],
+    setup=[kaldi_model("kaldi.pt", "untied")])
+add("import-kaldi-lm", "vocab-one-word-short", K, must=["kvocab.txt", "rows", "28 words"],
+    setup=[line("kvocab.txt", 2, None)])
+add("import-kaldi-lm", "vocab-one-word-more", K, must=["kvocab.txt", "rows", "30 words"],
+    setup=[line("kvocab.txt", 30, "zebra 29")])
+add("import-kaldi-lm", "vocab-not-utf8", K, must=["kvocab.txt:3", "UTF-8"], setup=[line("kvocab.txt", 3, b"\xe9t\xe9 2")])
+add("import-kaldi-lm", "vocab-bad-line", K, must=["kvocab.txt:2", "word id"], setup=[line("kvocab.txt", 2, "a")])
+add("import-kaldi-lm", "vocab-empty", K, must=["kvocab.txt"], setup=[put("kvocab.txt", "")])
+add("import-kaldi-lm", "vocab-missing", K, must=["kvocab.txt"], codes=(1, 2), setup=[remove("kvocab.txt")])
+add("import-kaldi-lm", "vocab-is-lattice", ["{w}/kaldi.pt", "{w}/lat.txt"] + K[2:], must=["lat.txt:1", "word id"])
+add("import-kaldi-lm", "vocab-without-oov", K + ["--oov", "<UNK>"], must=["kvocab.txt", "--oov"])
+add("import-kaldi-lm", "vocab-without-boundary", K + ["--sent-boundary", "<bos>"], must=["kvocab.txt", "--sent-boundary"])
+for opt, value in [("--embedding-dim", "0"), ("--hidden-dim", "-4"), ("--nlayers", "0"), ("--context", "0"),
+                   ("--model-type", "RNN"), ("--embedding-dim", "x")]:
+    add("import-kaldi-lm", f"{opt}={value}", K + [opt, value], must=[opt], codes=USAGE)
+add("import-kaldi-lm", "--nhead=0-transformer", K[:4] + ["Transformer"] + K[5:] + ["--nhead", "0"], must=["--nhead"],
+    codes=USAGE)
+add("import-kaldi-lm", "--nhead-not-dividing", K[:4] + ["Transformer"] + K[5:] + ["--nhead", "3"], must=["--nhead"],
+    codes=USAGE)
+add("import-kaldi-lm", "embedding-not-hidden", K[:8] + ["8"] + K[9:], must=["--hidden-dim"], codes=USAGE)
+add("import-kaldi-lm", "out-dir-is-file", K[:2] + ["{w}/afile"] + K[3:], must=["afile"], codes=(1, 2))
+add("import-kaldi-lm", "out-dir-under-file", K[:2] + ["{w}/afile/imp"] + K[3:], must=["afile"], codes=(1, 2))
+add("import-kaldi-lm", "out-dir-holds-trained-model", K, must=["imp/model.pt", "earlier"],
+    setup=[lambda w: shutil.copytree(w / "nb", w / "imp") and shutil.copy(w / "model.pt", w / "imp" / "model.pt")])
+add("import-kaldi-lm", "out-dir-holds-other-model.pt", K, must=["imp/model.pt", "earlier"],
+    setup=[put("imp/model.pt", b"not a checkpoint")])
+add("import-kaldi-lm", "out-model-is-input", ["{w}/k/model.pt"] + K[1:2] + ["{w}/k"] + K[3:], must=["model.pt"],
+    codes=(1, 2), setup=[lambda w: (w / "k").mkdir() or shutil.copy(w / "kaldi.pt", w / "k" / "model.pt")])
+add("import-kaldi-lm", "out-dir-unwritable", K[:2] + ["{w}/ro/imp"] + K[3:], must=["ro"], codes=(1, 2),
+    setup=[mkdir("ro"), chmod("ro", 0o555)], skip=NOT_ROOT)
 
 # ------------------------------------------------------------------------------------------
 

@@ -195,7 +195,7 @@ def test_wrong_names_and_shapes_are_refused(tmp_path, vocab_file):
                         **{**opts, "model_type": "Transformer"})
     short = tmp_path / "short.txt"
     short.write_text("".join(f"{w} {i}\n" for i, w in enumerate(WORDS[:-1])))
-    with pytest.raises(RescoreError, match=r"encoder\.weight has shape \[12, 8\].*\[11, 8\]"):
+    with pytest.raises(RescoreError, match=r"short\.txt: expected as many words as .*rows \(12;.*'11 words'"):
         import_kaldi_lm(save_kaldi(m, tmp_path), short, tmp_path / "o/model.pt", **opts)
     torch.save({"model": m}, tmp_path / "pickled.pt")  # a whole module: code, refused unread
     with pytest.raises(RescoreError, match="pickled.pt: expected a state_dict saved by torch.save"):
@@ -232,3 +232,21 @@ def test_command(tmp_path, vocab_file):
     h = subprocess.run([sys.executable, "-m", "rescore.cli.import_kaldi_lm", "--help"],
                        capture_output=True, text=True)
     assert h.returncode == 0 and "--embedding-dim" in h.stdout
+
+
+def test_reimport_replaces_an_earlier_import_but_no_other_model(tmp_path, vocab_file):
+    """The steps scripts re-import into their cache dir when the model or options change; a
+    model.pt that no import wrote (e.g. one rescore-train-lm trained) is left alone."""
+    opts = dict(model_type="LSTM", embedding_dim=E, hidden_dim=E, nlayers=1, tied=True)
+    out = tmp_path / "out" / "model.pt"
+    import_kaldi_lm(save_kaldi(kaldi_model("LSTM", nlayers=1, seed=0), tmp_path), vocab_file, out, **opts)
+    first = out.read_bytes()
+    import_kaldi_lm(save_kaldi(kaldi_model("LSTM", nlayers=1, seed=1), tmp_path), vocab_file, out, **opts)
+    assert out.read_bytes() != first and torch.load(out, weights_only=True)["imported_from"]["nlayers"] == 1
+    ck = torch.load(out, weights_only=True)
+    del ck["imported_from"]  # as rescore-train-lm saves it
+    torch.save(ck, out)
+    trained = out.read_bytes()
+    with pytest.raises(RescoreError, match=r"model\.pt: expected no model\.pt in OUT_DIR, or one an earlier"):
+        import_kaldi_lm(tmp_path / "model.pt", vocab_file, out, **opts)
+    assert out.read_bytes() == trained

@@ -6,7 +6,7 @@ import logging
 
 import click
 
-from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
+from rescore.cli.common import command, setup_logging, verbose_option
 
 # A copy of rescore.kaldi_lm.MODEL_TYPES, so that --help does not import torch.
 MODEL_TYPES = ("LSTM", "GRU", "Transformer")
@@ -18,12 +18,12 @@ MODEL_TYPES = ("LSTM", "GRU", "Transformer")
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--model-type", "--model_type", type=click.Choice(MODEL_TYPES), required=True,
               help="Kaldi's --model-type (train.py --model).")
-@click.option("--embedding-dim", "--embedding_dim", type=int, required=True,
+@click.option("--embedding-dim", "--embedding_dim", type=click.IntRange(min=1), required=True,
               help="Kaldi's --embedding-dim (train.py --emsize).")
-@click.option("--hidden-dim", "--hidden_dim", type=int, required=True,
+@click.option("--hidden-dim", "--hidden_dim", type=click.IntRange(min=1), required=True,
               help="Kaldi's --hidden-dim (train.py --nhid; a Transformer's feed-forward size).")
-@click.option("--nlayers", type=int, required=True, help="Layers (train.py --nlayers).")
-@click.option("--nhead", type=int, default=2,
+@click.option("--nlayers", type=click.IntRange(min=1), required=True, help="Layers (train.py --nlayers).")
+@click.option("--nhead", type=click.IntRange(min=1), default=2,
               help="Transformer attention heads (train.py --nhead).")
 @click.option("--tied", is_flag=True,
               help="The model was trained with train.py --tied: check that its input and "
@@ -31,7 +31,7 @@ MODEL_TYPES = ("LSTM", "GRU", "Transformer")
 @click.option("--oov", default="<unk>", help="Kaldi's OOV symbol (compute_sentence_scores.py --oov).")
 @click.option("--sent-boundary", default="<s>",
               help="Kaldi's sentence boundary symbol (compute_sentence_scores.py --sent-boundary).")
-@click.option("--context", type=int, default=200,
+@click.option("--context", type=click.IntRange(min=1), default=200,
               help="Transformer: attention window in tokens; the costs equal Kaldi's for "
                    "sentences of up to this many words + 1.")
 @verbose_option
@@ -43,13 +43,14 @@ def main(model, vocab, out_dir, model_type, embedding_dim, hidden_dim, nlayers, 
     setup_logging(verbose)
     from pathlib import Path
 
+    from rescore.io.outputs import check_output_dir
     from rescore.kaldi_lm import import_kaldi_lm
 
-    with errors_to_exit():
-        import_kaldi_lm(model, vocab, Path(out_dir) / "model.pt", model_type=model_type,
-                        embedding_dim=embedding_dim, hidden_dim=hidden_dim, nlayers=nlayers,
-                        nhead=nhead, tied=tied, oov=oov, sent_boundary=sent_boundary,
-                        context=context)
+    check_output_dir(out_dir, "OUT_DIR", names=["model.pt"], inputs=[model, vocab])
+    import_kaldi_lm(model, vocab, Path(out_dir) / "model.pt", model_type=model_type,
+                    embedding_dim=embedding_dim, hidden_dim=hidden_dim, nlayers=nlayers,
+                    nhead=nhead, tied=tied, oov=oov, sent_boundary=sent_boundary,
+                    context=context)
     logging.getLogger("rescore-import-kaldi-lm").info("wrote %s/model.pt", out_dir)
 
 

@@ -16,7 +16,7 @@ import logging
 
 import click
 
-from rescore.cli.common import Group, errors_to_exit, setup_logging, verbose_option, version_option
+from rescore.cli.common import Group, setup_logging, verbose_option, version_option
 
 log = logging.getLogger("rescore-lattice")
 
@@ -52,9 +52,13 @@ def cover(lats, nbest_out, acoustic_scale, lm_scale, verbose):
     lattices keyed <utt>-<k>, best first (an N-best archive in text form, for nbest-to-linear).
     A .gz output is gzipped."""
     setup_logging(verbose)
-    from rescore.lattice import iter_lattices, open_text, write_cover_nbest
+    from rescore.io.outputs import check_output_file
+    from rescore.lattice import check_scales, iter_lattices, open_text, write_cover_nbest
 
-    with errors_to_exit(), open_text(lats) as f:
+    check_scales(acoustic_scale, lm_scale)
+    if nbest_out != "-":
+        check_output_file(nbest_out, "NBEST_OUT", inputs=[lats])
+    with open_text(lats) as f:
         stats = write_cover_nbest(iter_lattices(f, lats), nbest_out, acoustic_scale, lm_scale)
     log.info("%d lattices, %d arcs: %d paths (%.1f per lattice)", stats.lattices, stats.arcs,
              stats.paths, stats.paths / max(stats.lattices, 1))
@@ -75,18 +79,20 @@ def apply(lats, archives, lats_out, acoustic_scale, lm_scale, weight, verbose):
     from pathlib import Path
 
     from rescore.io.kaldi import read_nn_costs, read_table
-    from rescore.lattice import CoverStats, iter_lattices, nbest_costs_by_words, open_text, rescore_lattices
+    from rescore.io.outputs import check_output_file
+    from rescore.lattice import (CoverStats, check_scales, iter_lattices, nbest_costs_by_words, open_text,
+                                 rescore_lattices, write_lattices)
 
-    with errors_to_exit():
-        words = read_table(Path(archives) / "words", "ints").as_dict()
-        nn = Path(archives) / "lmwt.nn"
-        costs = nbest_costs_by_words(words, read_nn_costs(nn), nn)
-        stats = CoverStats()
-        from rescore.lattice import write_lattices
-
-        with open_text(lats) as f:
-            n = write_lattices(lats_out, rescore_lattices(iter_lattices(f, lats), costs, acoustic_scale,
-                                                          weight, lm_scale, stats))
+    check_scales(acoustic_scale, lm_scale, weight)
+    words_path, nn = Path(archives) / "words", Path(archives) / "lmwt.nn"
+    if lats_out != "-":
+        check_output_file(lats_out, "LATS_OUT", inputs=[lats, words_path, nn])
+    words = read_table(words_path, "ints").as_dict()
+    costs = nbest_costs_by_words(words, read_nn_costs(nn), nn, words_path)
+    stats = CoverStats()
+    with open_text(lats) as f:
+        n = write_lattices(lats_out, rescore_lattices(iter_lattices(f, lats), costs, acoustic_scale,
+                                                      weight, lm_scale, stats, source=words_path))
     log.info("%d lattices rescored (%d arcs, %d paths; %d word arcs without an NN cost)", n,
              stats.arcs, stats.paths, stats.uncovered)
 

@@ -89,7 +89,7 @@ class Table:
 # Reading
 
 
-def _open_bytes(path: PathLike) -> IO[bytes]:
+def open_bytes(path: PathLike) -> IO[bytes]:
     """Open a file for binary reading, transparently gunzipping; unreadable -> RescoreError."""
     try:
         f = open(path, "rb")
@@ -138,7 +138,7 @@ def _parse_value(kind: Kind, fields: List[str]):
 
 def iter_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
     """(1-based line number, decoded line without newline); gzip and decode errors name the line."""
-    f = _open_bytes(path)
+    f = open_bytes(path)
     lineno = 0
     with f:
         try:
@@ -158,7 +158,7 @@ def iter_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
 
 def _is_binary_archive(path: PathLike) -> bool:
     """A Kaldi binary archive has ``key `` followed by ``\\0B``."""
-    with contextlib.closing(_open_bytes(path)) as f:
+    with contextlib.closing(open_bytes(path)) as f:
         try:
             head = f.read(4096)
         except (EOFError, OSError, zlib.error) as e:
@@ -224,7 +224,7 @@ def _read_binary_float(buf: bytes, pos: int, where: str) -> Tuple[float, int]:
 
 
 def _read_all_bytes(path: PathLike) -> bytes:
-    f = _open_bytes(path)
+    f = open_bytes(path)
     try:
         with f:
             return f.read()
