@@ -548,6 +548,38 @@ def test_kaldi_named_step_takes_kaldis_options_and_refuses_others(tmp_path):
     assert r.returncode == 1 and "invalid option --max-arcs" in r.stderr
 
 
+def test_kaldi_named_steps_share_one_cache_of_the_imported_model(tmp_path):
+    """The lattice script imports the Kaldi model where the N-best one does (<nn-model>.rescore/,
+    with the options in import.opts), so either reuses what the other imported."""
+    d, args = recipe_dir(tmp_path)
+    lang, mdl, data, dec, out = args
+    model = f"{mdl}/model.pt"
+    kaldi_args = [lang, model, lang + "/words.txt", data, dec, out]
+    opts = ["--model-type", "LSTM", "--embedding-dim", "8", "--hidden-dim", "8", "--nlayers", "1"]
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    (stubs / "rescore-import-kaldi-lm").write_text('#!/bin/sh\nmkdir -p "$3" && echo "$@" > "$3/model.pt"\n')
+    (stubs / "rescore-import-kaldi-lm").chmod(0o755)
+    env = {"PATH": f"{stubs}:/usr/bin:/bin", "HOME": str(d), "LC_ALL": "C"}
+
+    def run(script):
+        return subprocess.run(["bash", str(script), *opts, *kaldi_args], cwd=d, env=env,
+                              capture_output=True, text=True, timeout=60)
+
+    r = run(KALDI_STEP)  # imports, then stops in lmrescore_lattice.sh (no Kaldi here)
+    assert f"importing {model} (LSTM) into {model}.rescore/model.pt" in r.stdout, r.stdout + r.stderr
+    assert "--model-type LSTM" in Path(f"{model}.rescore/model.pt").read_text()
+    assert "model-type=LSTM" in Path(f"{model}.rescore/import.opts").read_text()
+    nbest_step = REPO / "recipes" / "steps" / "pytorchnn" / "lmrescore_nbest_pytorchnn.sh"
+    for script in (nbest_step, KALDI_STEP):
+        r = run(script)
+        assert f"using the imported model {model}.rescore/model.pt" in r.stdout, r.stdout + r.stderr
+    opts[opts.index("--nlayers") + 1] = "2"  # other options: a new import, in the same place
+    r = run(nbest_step)
+    assert f"importing {model} (LSTM) into {model}.rescore/model.pt" in r.stdout, r.stdout + r.stderr
+    assert "--nlayers 2" in Path(f"{model}.rescore/model.pt").read_text()
+
+
 @pytest.mark.parametrize("seed", range(15))
 def test_best_paths_over_a_grid_match_enumeration(seed):
     from rescore.lattice import best_paths

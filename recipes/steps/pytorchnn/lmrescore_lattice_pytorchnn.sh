@@ -4,7 +4,8 @@
 # Kaldi's steps/pytorchnn/lmrescore_lattice_pytorchnn.sh, with its arguments and options, on
 # rescore: a Kaldi recipe switches by changing the script's path.  The model Kaldi's
 # steps/pytorchnn/train.py saved is imported once (rescore-import-kaldi-lm) and cached beside
-# it; then ../lmrescore_lattice.sh does the work (the same path-cover method as Kaldi's script:
+# it, in <nn-model>.rescore/ as lmrescore_nbest_pytorchnn.sh caches it (import_model.sh);
+# then ../lmrescore_lattice.sh does the work (the same path-cover method as Kaldi's script:
 # prune, expand, path cover, NN LM scores, each arc's score from its best history).
 #
 # What differs from Kaldi's script (the reasons are in rescore/lattice.py):
@@ -70,11 +71,13 @@ data=$4
 indir=$5
 dir=$6
 
-step=$(dirname "$0")/../lmrescore_lattice.sh
+here=$(dirname "$0")
+step=$here/../lmrescore_lattice.sh
 for f in "$nn_model" "$vocab" "$indir/lat.1.gz"; do
   [ ! -f "$f" ] && echo "$0: expected file $f to exist." && exit 1
 done
 [ ! -x "$step" ] && echo "$0: expected $step (the lattice step it calls) to exist" && exit 1
+[ ! -f "$here/import_model.sh" ] && echo "$0: expected $here/import_model.sh beside this script" && exit 1
 case "$model_type" in LSTM|GRU|Transformer) ;;
   *) echo "$0: --model-type must be LSTM, GRU or Transformer, got '$model_type'"; exit 1 ;;
 esac
@@ -88,14 +91,13 @@ command -v rescore-import-kaldi-lm >/dev/null 2>&1 ||
 oov=${oov_symbol#\'}
 oov=${oov%\'}
 
-# The imported model, once per model file and architecture, beside the model.
-cache=$nn_model.rescore-$model_type-$embedding_dim-$hidden_dim-$nlayers-$nhead
-if [ ! -f "$cache/model.pt" ] || [ "$nn_model" -nt "$cache/model.pt" ] || [ "$vocab" -nt "$cache/model.pt" ]; then
-  echo "$0: importing $nn_model into $cache"
-  rescore-import-kaldi-lm "$nn_model" "$vocab" "$cache" --model-type "$model_type" \
-    --embedding-dim "$embedding_dim" --hidden-dim "$hidden_dim" --nlayers "$nlayers" \
-    --nhead "$nhead" --oov "$oov" || exit 1
-fi
+# The imported model, cached beside the Kaldi one as the N-best script caches it (one cache,
+# in <nn-model>.rescore/, for both: import_model.sh).
+# shellcheck disable=SC1091
+. "$here/import_model.sh"
+cache=  # set by import_kaldi_model
+import_kaldi_model "$nn_model" "$vocab" "$dir" "$model_type" "$embedding_dim" "$hidden_dim" \
+  "$nlayers" "$nhead" "$oov" || exit 1
 
 our_stage=$((stage + 1))
 [ "$our_stage" -gt 4 ] && our_stage=4

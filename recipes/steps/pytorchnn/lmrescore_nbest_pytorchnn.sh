@@ -115,6 +115,7 @@ done
 here=$(dirname "$0")
 step=$here/../lmrescore_nbest.sh
 [ ! -f "$step" ] && echo "$0: expected $step beside this script's directory" && exit 1
+[ ! -f "$here/import_model.sh" ] && echo "$0: expected $here/import_model.sh beside this script" && exit 1
 command -v rescore-import-kaldi-lm >/dev/null 2>&1 ||
   { echo "$0: not found on PATH: rescore-import-kaldi-lm (activate rescore's environment in path.sh)"; exit 1; }
 
@@ -129,27 +130,12 @@ case "$stage" in
   6|7) our_stage=5 ;; 8) our_stage=6 ;; *) our_stage=7 ;;
 esac
 
-# 1. The imported model, cached beside the Kaldi one.
-cache=$nn_model.rescore
-opts="model-type=$model_type embedding-dim=$embedding_dim hidden-dim=$hidden_dim nlayers=$nlayers nhead=$nhead oov=$oov vocab=$(cd "$(dirname "$vocab")" && pwd)/$(basename "$vocab")"
-if [ -f "$cache/model.pt" ] && [ -f "$cache/import.opts" ] && [ "$(cat "$cache/import.opts")" = "$opts" ] &&
-   [ "$cache/model.pt" -nt "$nn_model" ] && [ "$cache/model.pt" -nt "$vocab" ]; then
-  echo "$0: using the imported model $cache/model.pt"
-else
-  if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
-    cache=$dir/nnlm
-    mkdir -p "$cache"
-  fi
-  echo "$0: importing $nn_model ($model_type) into $cache/model.pt"
-  mkdir -p "$dir/log"
-  rm -f "$cache/import.opts"
-  # Imported as Kaldi's scorer loads it: tied (an untied model with a warning in the log).
-  rescore-import-kaldi-lm "$nn_model" "$vocab" "$cache" --model-type "$model_type" \
-    --embedding-dim "$embedding_dim" --hidden-dim "$hidden_dim" --nlayers "$nlayers" \
-    --nhead "$nhead" --oov "$oov" 2> "$dir/log/import.log" ||
-    { cat "$dir/log/import.log"; echo "$0: the import failed (log: $dir/log/import.log)"; exit 1; }
-  echo "$opts" > "$cache/import.opts"
-fi
+# 1. The imported model, cached beside the Kaldi one (import_model.sh, shared with the lattice script).
+# shellcheck disable=SC1091
+. "$here/import_model.sh"
+cache=  # set by import_kaldi_model
+import_kaldi_model "$nn_model" "$vocab" "$dir" "$model_type" "$embedding_dim" "$hidden_dim" \
+  "$nlayers" "$nhead" "$oov" || exit 1
 
 # 2. Our step, with Kaldi's settings.
 bash "$step" --cmd "$cmd" --rescore-cmd "${rescore_cmd:-$cmd}" --stage "$our_stage" --N "$N" \
