@@ -21,6 +21,22 @@ Conversations (the engine carries LM state along them, in this order):
 * else with ``utt2spk``: one conversation per speaker, speakers sorted by id, utterances by id;
 * else (no data dir, or one without either file): each utterance is its own conversation, in
   N-best file order -- we will not invent context that nobody vouched for.
+
+A share of the set (``load_nbest_dir(select=...)``, a ``rescore-nbest --split K/N`` job): the
+conversations come from the keys of the reference archive (``words_text``, else ``words``) and
+the data dir, as for the whole set, so every job cuts the same conversations; then only the
+share's entries are parsed (rescore.io.kaldi's ``keep``). What is checked where:
+
+* everywhere, by every job, with the whole set's message: the keys of every archive (form,
+  order, k contiguous, the same keys in every archive, empty lines, duplicates), the containers
+  (gzip stream, binary entries, scp lines), and the data dir (references, segments, speakers of
+  every N-best utterance) -- a fault there changes what the shares are, so no job may go on;
+* in the share only: the values (costs, word ids, words against words.txt, UTF-8 of a line
+  whose key is plain ASCII). A bad value is the error of the one job that owns its
+  conversation, with the whole set's message and line; the other jobs do not read it and
+  succeed. ``$cmd JOB=1:N`` fails when one job fails, so the run as a whole finds every fault
+  the whole-set read finds (with several faults a job may name a data-dir one first: it reads
+  the data dir before the archives).
 """
 
 from __future__ import annotations
@@ -28,7 +44,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Union
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from rescore.errors import RescoreError
 from rescore.io.kaldi import DataDir, Table, read_data_dir, read_symbol_table, read_table
@@ -40,6 +56,8 @@ PathLike = Union[str, Path]
 # (first match wins).
 ARCHIVES = ("words", "words_text", "acwt", "lmwt.withlm", "lmwt.nolm", "ali")
 _SUFFIXES = ("", ".gz", ".ark", ".bin.gz", ".ark.gz", ".scp")
+_KIND = {"words": "ints", "words_text": "tokens", "acwt": "float", "lmwt.withlm": "float",
+         "lmwt.nolm": "float", "ali": "ints"}
 
 
 @dataclass
@@ -194,17 +212,23 @@ def default_words_txt(nbest_dir: Path) -> Optional[Path]:
     return None
 
 
-def _words_from_ids(words: Table, words_txt: Path) -> List[List[str]]:
+def _words_from_ids(words: Table, words_txt: Path, indices: Sequence[int]) -> List[Optional[List[str]]]:
+    """The words (through words_txt) of the entries ``indices`` of ``words`` (ids), by entry
+    (None for the others)."""
     sym = read_symbol_table(words_txt)
     id2w = {i: w for w, i in sym.items()}
-    out = []
-    for i, ids in enumerate(words.values):
+    out: List[Optional[List[str]]] = [None] * len(words)
+    for i in indices:
+        ids = words.values[i]
         try:
-            out.append([id2w[x] for x in ids])
+            out[i] = [id2w[x] for x in ids]
         except KeyError:
             bad = next(x for x in ids if x not in id2w)
             raise words.error(i, f"word ids of {words_txt}", got=f"id {bad} (not in {words_txt})") from None
     return out
+
+
+Select = Callable[[List[str]], Sequence[str]]  # conversation ids in carry order -> those to keep
 
 
 def load_nbest_dir(
@@ -213,6 +237,7 @@ def load_nbest_dir(
     words_txt: Optional[PathLike] = None,
     *,
     allow_missing: bool = False,
+    select: Optional[Select] = None,
 ) -> NbestSet:
     """Read and check an N-best dir (+ its data dir) into conversations; see the module doc.
 
@@ -221,6 +246,10 @@ def load_nbest_dir(
     NBEST_DIR/../lang/words.txt when one exists.
     allow_missing: references in data/text without an N-best are dropped with a warning instead
     of being an error.
+    select: for a job that scores a share of the set (``rescore-nbest --split``): a function of
+    every conversation id, in carry order, that returns the ids to keep. The result is the
+    whole set's ``subset(select(ids))``, but only the kept conversations' entries are parsed
+    (module doc, "A share of the set").
     """
     nd = Path(nbest_dir)
     if not nd.is_dir():
@@ -237,70 +266,99 @@ def load_nbest_dir(
         raise RescoreError("words.txt to map 'words' ids (give --words-txt)", path=paths["words"])
 
     log.info("reading N-best dir %s", nd)
+    ref_name = "words_text" if paths["words_text"] is not None else "words"
+    data = groups = grouping = share = keep = None
+    if select is not None:
+        # The share: conversations from every key of the reference archive and the data dir
+        # (the same in every job), then only the share's values are parsed.
+        ref_keys = read_table(paths[ref_name], _KIND[ref_name], keep=lambda key: False)
+        blocks = _utterance_blocks(ref_keys)
+        data = read_data_dir(data_dir) if data_dir is not None else None
+        groups, grouping = _conversation_groups(data, [u for u, _, _ in blocks])
+        chosen = set(select([g for g, _ in groups]))
+        groups = [(g, us) for g, us in groups if g in chosen]
+        share = {u for _, us in groups for u in us}
+        # the share's keys (a key of another archive that is not in the reference archive is
+        # not read: check_same_keys names it)
+        kept_keys = {ref_keys.keys[i] for u, start, n in blocks if u in share for i in range(start, start + n)}
+        keep = kept_keys.__contains__
+
     tables: Dict[str, Table] = {}
-    if paths["words_text"] is not None:
-        tables["words_text"] = read_table(paths["words_text"], "tokens")
-    if paths["words"] is not None:
-        tables["words"] = read_table(paths["words"], "ints")
-    ref = tables.get("words_text") or tables["words"]
-    blocks = _utterance_blocks(ref)
-    for n in ("acwt", "lmwt.withlm", "lmwt.nolm"):
-        tables[n] = read_table(paths[n], "float")
-    if paths["ali"] is not None:
-        tables["ali"] = read_table(paths["ali"], "ints")
+    for n in ("words_text", "words"):
+        if paths[n] is not None:
+            tables[n] = read_table(paths[n], _KIND[n], keep=keep)
+    ref = tables[ref_name]
+    if select is None or ref.keys != ref_keys.keys:  # (changed between the two reads: check again)
+        blocks = _utterance_blocks(ref)
+    for n in ("acwt", "lmwt.withlm", "lmwt.nolm", "ali"):
+        if paths[n] is not None:
+            tables[n] = read_table(paths[n], _KIND[n], keep=keep)
     for n, t in tables.items():
         if t is not ref:
             check_same_keys(ref, t)
+    kept_blocks = blocks if share is None else [b for b in blocks if b[0] in share]
+    indices = (range(len(ref)) if share is None else
+               [i for _, start, n in kept_blocks for i in range(start, start + n)])
 
     if "words_text" in tables:
-        words = tables["words_text"].values
+        wt = tables["words_text"]
+        words = wt.values
         if "words" in tables:
             if words_txt is None:
                 log.warning("no words.txt: cannot check %s against %s", paths["words"], paths["words_text"])
             else:
-                from_ids = _words_from_ids(tables["words"], Path(words_txt))
-                wt = tables["words_text"]
-                for i, (a, b) in enumerate(zip(from_ids, words)):
-                    if a != b:
+                from_ids = _words_from_ids(tables["words"], Path(words_txt), indices)
+                for i in indices:
+                    if from_ids[i] != words[i]:
                         raise wt.error(i, f"the words of line {tables['words'].lines[i]} of "
                                           f"{tables['words'].path} mapped through {words_txt}: "
-                                          f"'{' '.join(a)}'", got=" ".join(b))
+                                          f"'{' '.join(from_ids[i])}'", got=" ".join(words[i]))
         elif words_txt is not None:
             # words_text alone: its words come from int2sym.pl over words.txt, so a word missing
             # there is a mismatch of the two (the wrong words.txt, or an edited archive)
             known = read_symbol_table(words_txt)
-            wt = tables["words_text"]
-            for i, ws in enumerate(words):
-                bad = next((w for w in ws if w not in known), None)
+            for i in indices:
+                bad = next((w for w in words[i] if w not in known), None)
                 if bad is not None:
                     raise wt.error(i, f"words of {words_txt}", got=f"{bad!r} (not in {words_txt})")
     else:
-        words = _words_from_ids(tables["words"], Path(words_txt))  # type: ignore[arg-type]
+        words = _words_from_ids(tables["words"], Path(words_txt), indices)  # type: ignore[arg-type]
 
     ac, withlm, nolm = (tables[n].values for n in ("acwt", "lmwt.withlm", "lmwt.nolm"))
     utts: Dict[str, Utterance] = {}
-    order: List[str] = []
-    for utt, start, n in blocks:
+    for utt, start, n in kept_blocks:
         hyps = [Hypothesis(ref.keys[i], words[i], ac[i], withlm[i], nolm[i]) for i in range(start, start + n)]
         utts[utt] = Utterance(utt, hyps)
-        order.append(utt)
 
-    data = read_data_dir(data_dir) if data_dir is not None else None
-    refs = _references(data, utts, allow_missing) if data is not None else None
-    convs, grouping = _conversations(data, utts, order)
-    log.info("%d hypotheses, %d utterances, %d conversations (grouped by %s)",
-             len(ref), len(utts), len(convs), grouping)
+    if data is None and data_dir is not None:
+        data = read_data_dir(data_dir)
+    refs = None
+    if data is not None:
+        refs = _references(data, [u for u, _, _ in blocks], allow_missing)
+        if refs is not None and share is not None:
+            refs = {u: r for u, r in refs.items() if u in share}
+    if groups is None:
+        groups, grouping = _conversation_groups(data, list(utts))
+    convs = [Conversation(g, [utts[u] for u in us]) for g, us in groups]
+    if share is None:
+        log.info("%d hypotheses, %d utterances, %d conversations (grouped by %s)",
+                 len(ref), len(utts), len(convs), grouping)
+    else:
+        log.info("%d of the %d hypotheses, %d of the %d utterances, %d conversations (grouped by %s)",
+                 len(indices), len(ref), len(utts), len(blocks), len(convs), grouping)
     return NbestSet(str(nd), convs, refs, grouping)
 
 
-def _references(data: DataDir, utts: Dict[str, Utterance], allow_missing: bool) -> Optional[Dict[str, List[str]]]:
+def _references(data: DataDir, utts: Sequence[str], allow_missing: bool) -> Optional[Dict[str, List[str]]]:
+    """utt -> reference words for the N-best utterances ``utts`` (file order), checked both ways."""
     if data.text is None:
         return None
     text_path = str(Path(data.path) / "text")
     for u in utts:
         if u not in data.text:
             raise RescoreError(f"a reference for N-best utterance '{u}'", path=text_path, got="none")
-    extra = [u for u in data.text if u not in utts]
+    known = set(utts)
+    extra = [u for u in data.text if u not in known]
     if extra and not allow_missing:
         raise RescoreError(f"an N-best for every reference (or allow missing ones); {len(extra)} have none, "
                            f"e.g. '{extra[0]}'", path=text_path)
@@ -309,7 +367,9 @@ def _references(data: DataDir, utts: Dict[str, Utterance], allow_missing: bool) 
     return {u: data.text[u] for u in utts}
 
 
-def _conversations(data: Optional[DataDir], utts: Dict[str, Utterance], order: List[str]) -> tuple:
+def _conversation_groups(data: Optional[DataDir], order: List[str]) -> tuple:
+    """([(conversation id, its utterance ids in carry order)] in carry order, grouping) of the
+    N-best utterances ``order`` (file order); see the module doc."""
     if data is not None and data.segments is not None:
         seg_path = str(Path(data.path) / "segments")
         groups: Dict[str, list] = {}
@@ -318,8 +378,7 @@ def _conversations(data: Optional[DataDir], utts: Dict[str, Utterance], order: L
                 raise RescoreError(f"a segment for N-best utterance '{u}'", path=seg_path, got="none")
             reco, start, _ = data.segments[u]
             groups.setdefault(reco, []).append((start, u))
-        convs = [Conversation(r, [utts[u] for _, u in sorted(groups[r])]) for r in sorted(groups)]
-        return convs, "segments"
+        return [(r, [u for _, u in sorted(groups[r])]) for r in sorted(groups)], "segments"
     if data is not None and data.utt2spk is not None:
         u2s_path = str(Path(data.path) / "utt2spk")
         groups = {}
@@ -327,6 +386,5 @@ def _conversations(data: Optional[DataDir], utts: Dict[str, Utterance], order: L
             if u not in data.utt2spk:
                 raise RescoreError(f"a speaker for N-best utterance '{u}'", path=u2s_path, got="none")
             groups.setdefault(data.utt2spk[u], []).append(u)
-        convs = [Conversation(s, [utts[u] for u in sorted(groups[s])]) for s in sorted(groups)]
-        return convs, "utt2spk"
-    return [Conversation(u, [utts[u]]) for u in order], "utterance"
+        return [(s, sorted(groups[s])) for s in sorted(groups)], "utt2spk"
+    return [(u, [u]) for u in order], "utterance"

@@ -13,7 +13,7 @@ the end, temporary files of killed runs cleaned up.
 
 The flow of rescore-nbest (design §3 and §6)::
 
-    load NBEST_DIR (+ data dir)  ->  [--split K/N: job K's conversations]
+    load NBEST_DIR (+ data dir)  [--split K/N: only job K's conversations are parsed]
       -> NN LM costs: --model (engine, writes lmwt.nn) | --nn-costs | none
          (K models or cost files: each scored on its own, lmwt.nn.1..K, mixed into lmwt.nn)
       -> interpolation (rescore.interp) -> 1-best per utterance
@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -98,14 +99,15 @@ def split_slice(n_items: int, k: int, n_jobs: int, block: int = 1) -> slice:
     return slice(min(n_items, start * block), min(n_items, stop * block))
 
 
-def split_job(nbest, k: int, n: int, block: int):
-    """The part of an N-best set (rescore.nbest.NbestSet) that job k of n scores."""
-    part = nbest.conversations[split_slice(len(nbest.conversations), k, n, block)]
-    log.info("job %d of %d: %d of the %d conversations", k, n, len(part), len(nbest.conversations))
+def split_share(conversation_ids: Sequence[str], k: int, n: int, block: int) -> List[str]:
+    """The conversations (ids, of all of a set's in carry order) that job k of n scores: the
+    ``select`` of rescore.nbest.load_nbest_dir, which then parses only their entries."""
+    part = list(conversation_ids[split_slice(len(conversation_ids), k, n, block)])
+    log.info("job %d of %d: %d of the %d conversations", k, n, len(part), len(conversation_ids))
     if not part:
         log.warning("job %d of %d has no conversations (fewer blocks of --conv-batch %d than jobs)",
                     k, n, block)
-    return nbest.subset([c.id for c in part])
+    return part
 
 
 # --------------------------------------------------------------------------------------------
@@ -413,9 +415,11 @@ def rescore_nbest_dir(job: NbestJob) -> Optional[dict]:
     from rescore.nbest import load_nbest_dir
 
     with job.output_set() as out:
-        nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing)
-        if job.split is not None:
-            nbest = split_job(nbest, *job.split, block=job.scoring.conv_batch)
+        select = None
+        if job.split is not None:  # read only the job's share
+            select = partial(split_share, k=job.split[0], n=job.split[1], block=job.scoring.conv_batch)
+        nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing,
+                               select=select)
         return write_rescored(out, job, nbest)
 
 

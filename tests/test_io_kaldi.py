@@ -248,3 +248,86 @@ def test_bad_segments(nbest_small):
     seg.write_text("\n".join(lines) + "\n")
     with pytest.raises(RescoreError, match=r"segments:3: expected 'utt reco start end'"):
         read_data_dir(nbest_small / "data")
+
+
+# --------------------------------------------------------------------------------------------
+# keep: every key read, only the kept keys' values parsed (rescore-nbest --split)
+
+
+@pytest.mark.parametrize("container", ["plain", "gz", "binary", "binary-gz", "scp", "text-scp"])
+@pytest.mark.parametrize("kind", ["float", "ints"])
+def test_keep_parses_only_kept_values(tmp_path, container, kind):
+    rng = random.Random(3)
+    keys = _keys(n_utts=4, n=5)
+    vals = ([float(np.float32(rng.uniform(-100, 100))) for _ in keys] if kind == "float" else
+            [[rng.randrange(0, 9999) for _ in range(rng.randrange(0, 6))] for _ in keys])
+    path, scp = tmp_path / "t", tmp_path / "t.scp" if container.endswith("scp") else None
+    write_table(path, kind, dict(zip(keys, vals)), binary=container.startswith("binary") or container == "scp",
+                gz=container.endswith("gz"), scp=scp)
+    keep = lambda key: key.startswith(("utt1-", "utt3-"))  # noqa: E731
+    whole = read_table(scp or path, kind)
+    part = read_table(scp or path, kind, keep=keep)
+    assert part.keys == whole.keys == keys and part.binary == whole.binary
+    assert part.values == [v if keep(k) else None for k, v in zip(keys, whole.values)]
+    if kind == "float" and container in ("plain", "binary"):
+        # a bad value of a key not kept is not read; of a kept key it fails as in a full read
+        data = path.read_bytes()
+        if container == "plain":
+            lines = data.splitlines(keepends=True)
+            lines[0] = b"utt0-1 nan \n"
+            path.write_bytes(b"".join(lines))
+        else:
+            nan = struct.pack("<f", float("nan"))
+            path.write_bytes(data.replace(struct.pack("<f", vals[0]), nan, 1))
+        assert read_table(path, kind, keep=keep).values == part.values
+        with pytest.raises(RescoreError) as full:
+            read_table(path, kind)
+        with pytest.raises(RescoreError) as kept:
+            read_table(path, kind, keep=lambda key: True)
+        assert str(kept.value) == str(full.value) and "finite" in str(full.value)
+
+
+def test_keep_still_finds_faults_of_keys_and_containers(tmp_path):
+    """Only values are skipped: a duplicate key, an empty line, a broken binary entry or scp
+    line fail as in a full read, whatever keep says."""
+    never = lambda key: False  # noqa: E731
+    cases = {"dup": b"u-1 1 \nu-2 2 \nu-1 3 \n", "empty": b"u-1 1 \n\nu-2 2 \n", "blank": b"u-1 1 \n \x1c\n"}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(RescoreError) as full:
+            read_table(tmp_path / name, "float")
+        with pytest.raises(RescoreError) as part:
+            read_table(tmp_path / name, "float", keep=never)
+        assert str(part.value) == str(full.value), name
+    # where str.split() (the full read) and bytes.split() differ, the keys are still the same
+    (tmp_path / "odd").write_bytes("u\u00a0x-1 a\nw\x1cy-1 b\nv-1 c\n".encode())
+    assert read_table(tmp_path / "odd", "tokens", keep=never).keys == ["u", "w", "v-1"] == \
+        read_text_table(tmp_path / "odd", "tokens").keys
+    write_table(tmp_path / "a.ark", "ints", {"u-1": [1, 2], "u-2": [3]}, binary=True)
+    (tmp_path / "a.ark").write_bytes((tmp_path / "a.ark").read_bytes()[:-3])  # u-2 cut short
+    with pytest.raises(RescoreError) as full:
+        read_table(tmp_path / "a.ark", "ints")
+    with pytest.raises(RescoreError) as part:
+        read_table(tmp_path / "a.ark", "ints", keep=never)
+    assert str(part.value) == str(full.value) and "binary entry 2" in str(full.value)
+    # an scp: its lines are checked whole, an archive is opened only for a kept entry
+    (tmp_path / "a.scp").write_text(f"u-1 {tmp_path}/gone.ark:4\nu-2 {tmp_path}/b.ark\n")
+    with pytest.raises(RescoreError, match=r"a\.scp:2: expected 'key file.ark:offset'"):
+        read_table(tmp_path / "a.scp", "ints", keep=never)
+    (tmp_path / "a.scp").write_text(f"u-1 {tmp_path}/gone.ark:4\n")
+    assert read_table(tmp_path / "a.scp", "ints", keep=never).values == [None]
+    with pytest.raises(RescoreError, match=r"a\.scp:1: expected a readable archive"):
+        read_table(tmp_path / "a.scp", "ints", keep=lambda key: True)
+
+
+def test_keep_gives_the_full_reads_message_for_a_bad_kept_line(tmp_path):
+    """The bulk read of kept lines names the line and quotes it as the line-by-line read does,
+    also for a last line without a newline."""
+    for data in (b"u-1 1 \nu-2 x\xff \n", b"u-1 1 \nu-2 x\xff", b"u-1 1 \nu-2 2x \n", b"u-1 1 \nu-2 2x"):
+        (tmp_path / "t").write_bytes(data)
+        with pytest.raises(RescoreError) as full:
+            read_table(tmp_path / "t", "float")
+        with pytest.raises(RescoreError) as kept:
+            read_table(tmp_path / "t", "float", keep=lambda key: key == "u-2")
+        assert str(kept.value) == str(full.value) and ":2:" in str(full.value), data
+        assert read_table(tmp_path / "t", "float", keep=lambda key: key == "u-1").values == [1.0, None]

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from conftest import shared_data_path
+from conftest import NBEST_SMALL, shared_data_path
 from rescore.errors import RescoreError
 from rescore.io.kaldi import read_table, write_table
 from rescore.nbest import load_nbest_dir
@@ -196,3 +196,78 @@ def test_empty_hypothesis(nbest_small):
     u = [u for u in s.utterances() if u.id == "rec2-awb-000"][0]
     assert [h.words for h in u.hyps][3] == [] and len(u.hyps) == 4
     assert s.num_hyps == 17
+
+
+# --------------------------------------------------------------------------------------------
+# A share of the set (rescore-nbest --split K/N): only its entries parsed, the same result
+
+
+def _share(k, n):
+    from rescore.pipeline import split_share
+
+    return lambda ids: split_share(ids, k, n, block=1)
+
+
+def _binary_and_scp(d):
+    """acwt as a gzipped binary archive, words as a binary archive behind an scp."""
+    for name, kind in (("acwt", "float"), ("words", "ints")):
+        t = read_table(d / name, kind)
+        (d / name).unlink()
+        if name == "acwt":
+            write_table(d / "acwt.bin.gz", kind, t.as_dict(), binary=True, gz=True)
+        else:
+            write_table(d / "words.ark", kind, t.as_dict(), binary=True, scp=d / "words.scp")
+
+
+@pytest.mark.parametrize("layout", ["segments", "utt2spk", "no data dir", "binary+scp", "words only"])
+def test_a_share_is_the_whole_sets_subset(nbest_small, layout):
+    data = nbest_small / "data"
+    if layout == "utt2spk":
+        (data / "segments").unlink()
+    if layout == "binary+scp":
+        _binary_and_scp(nbest_small)
+    if layout == "words only":
+        (nbest_small / "words_text").unlink()
+    data = None if layout == "no data dir" else data
+    whole = load_nbest_dir(nbest_small, data)
+    ids = [c.id for c in whole.conversations]
+    for n in (1, 2, 3, len(ids) + 1):
+        parts = []
+        for k in range(1, n + 1):
+            part = load_nbest_dir(nbest_small, data, select=_share(k, n))
+            assert part == whole.subset(_share(k, n)(ids)), (n, k)
+            parts += part.conversations
+        assert parts == whole.conversations  # the shares, in job order, are the whole set
+
+
+# The CASES whose fault is in a value (the others are in keys, or the container): only the job
+# whose share holds the entry reads it.
+VALUE_CASES = {"word id not in words.txt", "words vs words_text", "nan cost", "inf cost", "non-numeric",
+               "non-integer word id", "bad utf-8"}
+
+
+@pytest.mark.parametrize("name,edit,fname,line,what", CASES, ids=[c[0] for c in CASES])
+def test_bad_nbest_dir_in_a_share(nbest_small, name, edit, fname, line, what):
+    """A fault of keys fails every job with the whole set's message (the shares depend on the
+    keys); a bad value fails only the job whose share holds it, with the whole set's message,
+    and the other job reads its share as from the intact dir."""
+    data = nbest_small / "data"
+    intact = load_nbest_dir(nbest_small, data)
+    edit(nbest_small)
+    with pytest.raises(RescoreError) as whole:
+        load_nbest_dir(nbest_small, data)
+    failed = []
+    for k in (1, 2):  # two jobs, one conversation each (rec1, rec2)
+        try:
+            part = load_nbest_dir(nbest_small, data, select=_share(k, 2))
+        except RescoreError as e:
+            assert str(e) == str(whole.value), (k, str(e))
+            failed.append(k)
+        else:
+            assert part == intact.subset(_share(k, 2)([c.id for c in intact.conversations]))
+    if name in VALUE_CASES:  # the job of the conversation of the entry at the error's line
+        utt = (NBEST_SMALL / "words_text").read_text().splitlines()[line - 1].split()[0].rpartition("-")[0]
+        owner = 1 + next(i for i, c in enumerate(intact.conversations) if utt in [u.id for u in c.utterances])
+        assert failed == [owner], str(whole.value)
+    else:
+        assert failed == [1, 2], str(whole.value)

@@ -326,14 +326,16 @@ def test_a_run_that_fails_on_its_input_leaves_the_old_set(nbest_small, tmp_path)
 def test_split_jobs_each_in_their_own_dir(tmp_path):
     whole = tmp_path / "whole"
     assert _nbest(_base(whole) + ["--conv-batch", "1"]).exit_code == 0
-    parts = []
+    parts = {"lmwt.interp": [], "text": []}
     for k in (1, 2):
         out = tmp_path / f"archives.{k}"
         r = _nbest(_base(out) + ["--split", f"{k}/2", "--conv-batch", "1"])
         assert r.exit_code == 0, r.output
         assert read_manifest(out)["split"] == [k, 2]
-        parts.append((out / "lmwt.interp").read_text())
-    assert "".join(parts) == (whole / "lmwt.interp").read_text()
+        for name in parts:
+            parts[name].append((out / name).read_text())
+    for name, texts in parts.items():
+        assert texts[0] and texts[1] and "".join(texts) == (whole / name).read_text(), name
     # a second job into job 1's dir is refused, and job 1's outputs are kept
     before = (tmp_path / "archives.1" / "lmwt.interp").read_text()
     r = _nbest(_base(tmp_path / "archives.1") + ["--split", "2/2", "--conv-batch", "1"])
@@ -342,6 +344,26 @@ def test_split_jobs_each_in_their_own_dir(tmp_path):
     # the same job again is a rerun: fine
     r = _nbest(_base(tmp_path / "archives.1") + ["--split", "1/2", "--conv-batch", "1"])
     assert r.exit_code == 0, r.output
+
+
+def test_split_job_reads_only_its_share(nbest_small, tmp_path):
+    """A bad cost in job 2's conversation (rec2): the whole set and job 2 fail with the same
+    message (exit 1), job 1 never reads it and writes what it writes from the intact dir."""
+    common = ["--conv-batch", "1", "--split"]
+    for k in (1, 2):
+        assert _nbest(_base(tmp_path / f"intact.{k}", nbest_small) + common + [f"{k}/2"]).exit_code == 0
+    lines = (nbest_small / "lmwt.nolm").read_text().splitlines(keepends=True)
+    assert lines[10].startswith("rec2-")
+    lines[10] = lines[10].split()[0] + " 0.5x \n"
+    (nbest_small / "lmwt.nolm").write_text("".join(lines))
+    whole = _nbest(_base(tmp_path / "whole", nbest_small))
+    assert whole.exit_code == 1 and f"{nbest_small / 'lmwt.nolm'}:11:" in whole.output
+    job2 = _nbest(_base(tmp_path / "job.2", nbest_small) + common + ["2/2"])
+    assert job2.exit_code == 1 and job2.output == whole.output
+    job1 = _nbest(_base(tmp_path / "job.1", nbest_small) + common + ["1/2"])
+    assert job1.exit_code == 0, job1.output
+    for name in ("lmwt.interp", "text", "report.json"):
+        assert (tmp_path / "job.1" / name).read_bytes() == (tmp_path / "intact.1" / name).read_bytes()
 
 
 # --------------------------------------------------------------------------------------------

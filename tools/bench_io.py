@@ -12,7 +12,15 @@ Baseline, measured in the same run on the same files: the `paste | awk` way Kald
 archives -- read every archive line by line, split, float() the costs, no checks at all. The
 ratio ours/baseline is what strictness (key, order, contiguity, words.txt checks) costs.
 
+3. With --split-jobs N: the read of one `rescore-nbest --split K/N` job (load_nbest_dir with
+   select=split_share, which parses only the job's conversations) against the whole read, on
+   the dev set (segments: 60 conversations) and on the synthetic text archives (one
+   conversation per utterance): seconds per job (median over the N jobs), of all N jobs
+   together, and of the whole read (median of --repeats), measured in the same run.
+   --split-only leaves out 1. and 2.
+
 Usage: PYTHONPATH=. python tools/bench_io.py [--hyps 1000000] [--repeats 3] [--json OUT]
+                                           [--split-jobs 8 [--split-only]]
 """
 
 from __future__ import annotations
@@ -149,14 +157,56 @@ def bench_synthetic(n_hyps: int, repeats: int) -> dict:
     return out
 
 
+def bench_split(nbest_dir: Path, data_dir, n_jobs: int, repeats: int) -> dict:
+    """Seconds of the whole read and of each job's read of nbest_dir split into n_jobs."""
+    from rescore.pipeline import split_share
+
+    t_whole, s = timed(lambda: load_nbest_dir(nbest_dir, data_dir), repeats)
+    n_hyps, n_convs = s.num_hyps, len(s.conversations)
+    del s
+    jobs, got = [], 0
+    for k in range(1, n_jobs + 1):
+        t = time.perf_counter()
+        part = load_nbest_dir(nbest_dir, data_dir, select=lambda ids: split_share(ids, k, n_jobs, block=1))
+        jobs.append(time.perf_counter() - t)
+        got += part.num_hyps
+    assert got == n_hyps  # the shares cover the set
+    return {"hyps": n_hyps, "conversations": n_convs, "jobs": n_jobs, "whole_s": t_whole,
+            "job_s": statistics.median(jobs), "job_max_s": max(jobs), "all_jobs_s": sum(jobs),
+            "whole_over_job": t_whole / statistics.median(jobs), "all_jobs_over_whole": sum(jobs) / t_whole}
+
+
+def print_split(label: str, r: dict) -> None:
+    print(f"{label} ({r['hyps']} hyps, {r['conversations']} conversations), --split K/{r['jobs']}: "
+          f"one job {r['job_s']:.2f} s (median; max {r['job_max_s']:.2f} s), whole read {r['whole_s']:.2f} s "
+          f"(x{r['whole_over_job']:.2f} the job); all {r['jobs']} jobs {r['all_jobs_s']:.2f} s "
+          f"(x{r['all_jobs_over_whole']:.2f} the whole read)", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hyps", type=int, default=1_000_000, help="hypotheses in the synthetic N-best dir")
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure (the median is reported)")
     ap.add_argument("--json", help="also write the figures as JSON here")
+    ap.add_argument("--split-jobs", type=int, default=0, help="also time one --split K/N job's read, N jobs")
+    ap.add_argument("--split-only", action="store_true", help="with --split-jobs: only the split figures")
     args = ap.parse_args()
     res = {"machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}",
            "repeats": args.repeats}
+    if args.split_jobs:
+        res["split"] = {}
+        dev = REPO.parent / "shared" / "data" / "tts-wikitext2-dev"
+        if dev.is_dir():
+            res["split"]["dev"] = bench_split(dev / "nbest", dev / "data", args.split_jobs, args.repeats)
+            print_split("dev set", res["split"]["dev"])
+        with tempfile.TemporaryDirectory(prefix="bench_io.") as tmp:
+            d = make_synthetic(Path(tmp), args.hyps)
+            res["split"]["synthetic"] = bench_split(d, None, args.split_jobs, args.repeats)
+            print_split("synthetic text", res["split"]["synthetic"])
+    if args.split_only:
+        if args.json:
+            Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+        return
     res["dev"] = bench_dev(args.repeats)
     if res["dev"]:
         dv = res["dev"]

@@ -18,9 +18,19 @@ not: both are accepted. Containers:
 * ``scp`` indexes (``key file.ark:offset``) pointing at either of the above.
 
 Every error is a :class:`~rescore.errors.RescoreError` naming the file and the line (text and
-scp) or the entry number (binary archives). Outputs go through
-:func:`rescore.io.files.atomic_output`: a temporary file in the target directory renamed into
-place, so nothing is left half-written.
+scp) or the entry number (binary archives).
+
+A reader given ``keep`` (a test on keys) reads every key but parses only the values of the keys
+it keeps: the others are ``None`` in :attr:`Table.values`, their lines split no further than the
+key (a binary entry is walked over, an scp's archive not opened for them). Errors of keys and of
+the container (empty line, duplicate key, bad scp line, broken binary entry, truncated gzip) are
+found everywhere, errors of values only in kept entries, each with the message and line a full
+read gives. A text archive is then read in bulk (keys split off all lines at once, only kept
+lines decoded); one with a key that is not printable ASCII is read line by line, every line
+decoded. ``rescore-nbest --split`` reads its share of an N-best dir this way.
+
+Outputs go through :func:`rescore.io.files.atomic_output`: a temporary file in the target
+directory renamed into place, so nothing is left half-written.
 """
 
 from __future__ import annotations
@@ -28,12 +38,15 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import itertools
 import math
+import mmap
+import os
 import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import IO, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -42,6 +55,7 @@ from rescore.io.files import atomic_output  # noqa: F401  (the one atomic write;
 
 PathLike = Union[str, Path]
 Kind = str  # "float" | "ints" | "tokens"
+Keep = Callable[[str], bool]  # a reader's test on keys: parse this entry's value?
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _KINDS = ("float", "ints", "tokens")
@@ -56,9 +70,10 @@ _EXPECTED = {
 class Table:
     """One Kaldi table, in file order.
 
-    keys[i] holds values[i]; ``lines[i]`` is where entry i came from (text line, scp line, or
-    binary entry number, 1-based) so later cross-file checks can point at it. ``binary`` says
-    whether lines[] are entry numbers of a binary archive rather than text lines.
+    keys[i] holds values[i] (None where a reader's ``keep`` rejected the key: not parsed);
+    ``lines[i]`` is where entry i came from (text line, scp line, or binary entry number,
+    1-based) so later cross-file checks can point at it. ``binary`` says whether lines[] are
+    entry numbers of a binary archive rather than text lines.
     """
 
     path: str
@@ -144,16 +159,20 @@ def iter_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
         try:
             for raw in f:
                 lineno += 1
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise RescoreError("UTF-8 text", path=path, line=lineno, got=repr(raw[:40])) from None
-                yield lineno, line.rstrip("\r\n")
+                yield lineno, _decode_line(raw, path, lineno)
         except (EOFError, zlib.error, gzip.BadGzipFile) as e:
             raise RescoreError("a complete gzip stream", path=path, line=lineno + 1,
                                got=f"truncated or corrupt: {e}") from None
         except OSError as e:
             raise RescoreError("a readable file", path=path, got=e.strerror or str(e)) from None
+
+
+def _decode_line(raw: bytes, path: PathLike, lineno: int) -> str:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RescoreError("UTF-8 text", path=path, line=lineno, got=repr(raw[:40])) from None
+    return line.rstrip("\r\n")
 
 
 def _is_binary_archive(path: PathLike) -> bool:
@@ -167,15 +186,21 @@ def _is_binary_archive(path: PathLike) -> bool:
     return sp > 0 and head[sp + 1 : sp + 3] == b"\0B"
 
 
-def read_text_table(path: PathLike, kind: Kind, allow_empty_value: bool = True) -> Table:
+def read_text_table(path: PathLike, kind: Kind, allow_empty_value: bool = True,
+                    keep: Optional[Keep] = None) -> Table:
     """Strictly read a Kaldi text table (``ark,t``, optionally gzipped).
 
     kind: "float" (one finite float per key), "ints" (non-negative int vector, may be empty),
     "tokens" (whitespace-separated strings, may be empty unless allow_empty_value=False).
     Blank lines, duplicate keys and bad fields raise RescoreError with file and line.
+    keep: parse only the values of the keys it keeps (module doc); the others are None.
     """
     if kind not in _KINDS:
         raise ValueError(f"kind must be one of {_KINDS}")
+    if keep is not None:
+        t = _read_text_share(path, kind, allow_empty_value, keep)
+        if t is not None:
+            return t
     t = Table(path=str(path), kind=kind)
     parse = _PARSERS[kind]
     keys, values = t.keys, t.values
@@ -183,13 +208,57 @@ def read_text_table(path: PathLike, kind: Kind, allow_empty_value: bool = True) 
         fields = line.split()
         if not fields:
             raise RescoreError(_EXPECTED[kind], path=path, line=lineno, got="an empty line")
-        if not allow_empty_value and len(fields) == 1:
-            raise RescoreError(_EXPECTED[kind] + " with at least one value", path=path, line=lineno, got=line)
-        try:
-            values.append(parse(fields[1:]))
-        except ValueError:
-            raise RescoreError(_EXPECTED[kind], path=path, line=lineno, got=line) from None
         keys.append(fields[0])
+        if keep is not None and not keep(fields[0]):
+            values.append(None)
+        else:
+            values.append(_parse_fields(kind, parse, fields, line, path, lineno, allow_empty_value))
+    _check_unique(t)
+    return t
+
+
+def _parse_fields(kind: Kind, parse, fields: List[str], line: str, path: PathLike, lineno: int,
+                  allow_empty_value: bool):
+    """The value of a text line split into fields (key first); a RescoreError names the line."""
+    if not allow_empty_value and len(fields) == 1:
+        raise RescoreError(_EXPECTED[kind] + " with at least one value", path=path, line=lineno, got=line)
+    try:
+        return parse(fields[1:])
+    except ValueError:
+        raise RescoreError(_EXPECTED[kind], path=path, line=lineno, got=line) from None
+
+
+def _read_text_share(path: PathLike, kind: Kind, allow_empty_value: bool, keep: Keep) -> Optional[Table]:
+    """read_text_table with keep, in bulk: the file read whole, the keys split off every line
+    at once, only the kept lines decoded and parsed. None for a file that needs the line-by-line
+    reader, which then gives the exact error: a read error, an empty line, a key that is not
+    printable ASCII (where str.split() of the decoded line, the reader's rule, could cut it
+    elsewhere; such a file is read line by line, every line decoded)."""
+    try:
+        with contextlib.closing(_open_bytes(path)) as f:
+            data = f.read()
+    except (RescoreError, EOFError, OSError, zlib.error, gzip.BadGzipFile):
+        return None
+    lines = data.split(b"\n")  # (as iterating over the file splits it)
+    if lines[-1] == b"":
+        lines.pop()  # the newline that ends the last line
+    ended = len(lines) if data.endswith(b"\n") else len(lines) - 1  # lines that end in a newline
+    try:
+        key_bytes = [ln.split(None, 1)[0] for ln in lines]
+    except IndexError:  # an empty line
+        return None
+    joined = b" ".join(key_bytes)
+    if not joined.isascii():
+        return None
+    text = joined.decode("ascii")
+    if not text.isprintable():  # (\x1c-\x1f: whitespace to str.split(), not to bytes.split())
+        return None
+    keys = text.split(" ") if lines else []
+    t = Table(path=str(path), kind=kind, keys=keys, values=[None] * len(keys))
+    parse = _PARSERS[kind]
+    for i in itertools.compress(range(len(keys)), map(keep, keys)):
+        line = _decode_line(lines[i] + b"\n" if i < ended else lines[i], path, i + 1)  # (as iter_lines)
+        t.values[i] = _parse_fields(kind, parse, line.split(), line, path, i + 1, allow_empty_value)
     _check_unique(t)
     return t
 
@@ -234,8 +303,27 @@ def _read_all_bytes(path: PathLike) -> bytes:
         raise RescoreError("a readable file", path=path, got=e.strerror or str(e)) from None
 
 
-def read_binary_table(path: PathLike, kind: Kind) -> Table:
-    """Read a Kaldi binary archive (optionally gzipped) of float scalars or int vectors."""
+def _skip_binary_float(buf, pos: int) -> Optional[int]:
+    """The end of a well-formed binary float scalar at buf[pos] (its value unread), else None."""
+    size = {b"\x04": 4, b"\x08": 8}.get(buf[pos + 2 : pos + 3]) if buf[pos : pos + 2] == b"\0B" else None
+    return None if size is None or pos + 3 + size > len(buf) else pos + 3 + size
+
+
+def _skip_binary_int_vector(buf, pos: int) -> Optional[int]:
+    """The end of a well-formed binary int32 vector at buf[pos] (``\\0B \\4 n (\\4 int32)*n``,
+    its values unread), else None."""
+    if buf[pos : pos + 3] != b"\0B\x04" or pos + 7 > len(buf):
+        return None
+    (n,) = struct.unpack_from("<i", buf, pos + 3)
+    end = pos + 7 + 5 * n
+    if n < 0 or end > len(buf) or buf[pos + 7 : end : 5] != b"\x04" * n:
+        return None
+    return end
+
+
+def read_binary_table(path: PathLike, kind: Kind, keep: Optional[Keep] = None) -> Table:
+    """Read a Kaldi binary archive (optionally gzipped) of float scalars or int vectors; keep:
+    parse only the values of the keys it keeps (module doc)."""
     if kind == "tokens":
         raise RescoreError("a text archive (token lists have no binary form)", path=path)
     t = Table(path=str(path), kind=kind, binary=True)
@@ -255,10 +343,18 @@ def read_binary_table(path: PathLike, kind: Kind) -> Table:
         if key in seen:
             raise RescoreError(f"a unique key ('{key}' is already entry {seen[key]})", path=where)
         pos = sp + 1
-        if kind == "float":
+        skip = keep is not None and not keep(key)
+        end = None
+        if skip:  # walk over the value; one that is not well formed is read for its error
+            end = (_skip_binary_float if kind == "float" else _skip_binary_int_vector)(buf, pos)
+        if end is not None:
+            value, pos = None, end
+        elif kind == "float":
             value, pos = _read_binary_float(buf, pos, where)
         else:
             value, pos = _read_binary_int_vector(f, pos, where)
+        if skip:
+            value = None
         seen[key] = n
         t.keys.append(key)
         t.values.append(value)
@@ -291,27 +387,50 @@ def _resolve_scp_target(scp_path: Path, rxfile: str) -> Path:
     return beside if beside.exists() else p
 
 
-def read_scp_table(path: PathLike, kind: Kind) -> Table:
-    """Read every entry an ``scp`` index points at (``key file.ark:offset``), binary or text."""
-    scp = Path(path)
+def _map_archive(path: Path, stack: contextlib.ExitStack):
+    """The bytes of an archive an scp points into, as (buffer, file object over it): a gzipped
+    one read whole, a plain one mapped (only the pages of the entries read are touched)."""
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) != _GZIP_MAGIC and os.fstat(f.fileno()).st_size > 0:
+                m = stack.enter_context(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+                return m, m  # (an mmap is a file object of its own: seek, read, tell)
+    except OSError as e:
+        raise RescoreError("a readable file", path=path, got=e.strerror or str(e)) from None
+    buf = _read_all_bytes(path)
+    return buf, io.BytesIO(buf)
+
+
+def read_scp_table(path: PathLike, kind: Kind, keep: Optional[Keep] = None) -> Table:
+    """Read every entry an ``scp`` index points at (``key file.ark:offset``), binary or text;
+    keep: read only the entries of the keys it keeps (module doc: the index is checked whole,
+    an archive opened only for an entry kept)."""
+    with contextlib.ExitStack() as stack:
+        return _read_scp_table(Path(path), kind, keep, stack)
+
+
+def _read_scp_table(scp: Path, kind: Kind, keep: Optional[Keep], stack: contextlib.ExitStack) -> Table:
+    path = scp
     t = Table(path=str(path), kind=kind)
     index = read_text_table(scp, "tokens")
-    cache: Dict[Path, bytes] = {}
-    files: Dict[Path, io.BytesIO] = {}
+    archives: Dict[Path, tuple] = {}
     for key, fields, lineno in zip(index.keys, index.values, index.lines):
         if len(fields) != 1 or ":" not in fields[0]:
             raise RescoreError("'key file.ark:offset'", path=path, line=lineno, got=" ".join([key] + fields))
         rx, off = fields[0].rsplit(":", 1)
         if not off.isdigit():
             raise RescoreError("a byte offset after ':'", path=path, line=lineno, got=fields[0])
+        if keep is not None and not keep(key):
+            t.keys.append(key)
+            t.values.append(None)
+            continue
         target = _resolve_scp_target(scp, rx)
-        if target not in cache:
+        if target not in archives:
             try:
-                cache[target] = _read_all_bytes(target)
-                files[target] = io.BytesIO(cache[target])
+                archives[target] = _map_archive(target, stack)
             except RescoreError as e:
                 raise RescoreError(f"a readable archive ({e})", path=path, line=lineno) from None
-        buf, pos = cache[target], int(off)
+        (buf, file), pos = archives[target], int(off)
         where = f"{target}:{off} (from {path}:{lineno})"
         if pos >= len(buf):
             raise RescoreError("an offset inside the archive", path=path, line=lineno, got=fields[0])
@@ -320,7 +439,7 @@ def read_scp_table(path: PathLike, kind: Kind) -> Table:
                 if kind == "float":
                     value, _ = _read_binary_float(buf, pos, where)
                 elif kind == "ints":
-                    value, _ = _read_binary_int_vector(files[target], pos, where)
+                    value, _ = _read_binary_int_vector(file, pos, where)
                 else:
                     raise RescoreError("a text entry for token lists", path=where)
             else:
@@ -336,18 +455,18 @@ def read_scp_table(path: PathLike, kind: Kind) -> Table:
     return t
 
 
-def read_table(path: PathLike, kind: Kind) -> Table:
+def read_table(path: PathLike, kind: Kind, keep: Optional[Keep] = None) -> Table:
     """Read any Kaldi table of the given kind: text or binary archive, gzipped or not, or scp.
 
     The container is recognised from the bytes (gzip magic, ``\\0B`` after the first key) and
-    from a ``.scp`` suffix.
+    from a ``.scp`` suffix. keep: parse only the values of the keys it keeps (module doc).
     """
     path = Path(path)
     if path.suffix == ".scp":
-        return read_scp_table(path, kind)
+        return read_scp_table(path, kind, keep)
     if _is_binary_archive(path):
-        return read_binary_table(path, kind)
-    return read_text_table(path, kind)
+        return read_binary_table(path, kind, keep)
+    return read_text_table(path, kind, keep=keep)
 
 
 def read_symbol_table(path: PathLike) -> Dict[str, int]:
