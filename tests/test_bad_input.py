@@ -764,6 +764,13 @@ add("lattice", "apply-out-under-file", LA[:-1] + ["{w}/afile/r.txt"], must=["afi
 for opt, value in [("--weight", "nan"), ("--weight", "1.5"), ("--weight", "-0.5"), ("--acoustic-scale", "0")]:
     add("lattice", f"apply{opt}={value}", LA + [opt, value], must=[opt], codes=USAGE)
 
+# the N-best step on the cover paths (lmrescore_lattice.sh stage 3): utterances of the paths
+# and of the data dir must match
+add("nbest", "data-segments-missing-utt", N, must=["segments", "rec1-rms-001"], setup=[line("nb/data/segments", 2, None)])
+add("nbest", "data-text-utt-without-nbest", N, must=["text", "rec9-x-000"],
+    setup=[line("nb/data/text", 99, "rec9-x-000 a b"), line("nb/data/utt2spk", 99, "rec9-x-000 rec9-x"),
+           line("nb/data/segments", 99, "rec9-x-000 rec9 0.0 1.0")])
+
 # --- rescore-import-kaldi-lm ---------------------------------------------------------------
 K = ["{w}/kaldi.pt", "{w}/kvocab.txt", "{w}/imp", "--model-type", "LSTM", "--embedding-dim",
      str(KDIM), "--hidden-dim", str(KDIM), "--nlayers", "1"]

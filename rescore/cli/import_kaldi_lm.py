@@ -39,7 +39,8 @@ def main(model, vocab, out_dir, model_type, embedding_dim, hidden_dim, nlayers, 
          oov, sent_boundary, context, verbose):
     """Turn MODEL (the state_dict Kaldi's steps/pytorchnn/train.py saves) and VOCAB (its
     words.txt) into OUT_DIR/model.pt, a rescore checkpoint that gives the per-sentence costs of
-    Kaldi's compute_sentence_scores.py (conventions: rescore/kaldi_lm.py)."""
+    Kaldi's compute_sentence_scores.py (conventions: rescore/kaldi_lm.py). An existing
+    OUT_DIR/model.pt is replaced only if an earlier import wrote it."""
     setup_logging(verbose)
     from pathlib import Path
 

@@ -6,8 +6,9 @@ between the Kaldi binaries of recipes/steps/lmrescore_lattice.sh.
     rescore-lattice apply LATS ARCHIVES OUT --weight W
                                           arc NN costs from the scored paths -> lattices
 
-Lattices are Kaldi text archives of CompactLattices (``lattice-copy ark:in ark,t:-``); '-' reads
-stdin or writes stdout.
+Lattices are Kaldi text archives of CompactLattices (``lattice-copy ark:in ark,t:-``), gzipped or
+not; '-' reads stdin or writes stdout. Output files are written whole or not at all; the archives
+`apply` reads must be those of `cover` on the same lattices with the same scales (checked).
 """
 
 from __future__ import annotations
