@@ -235,7 +235,7 @@ def _read_text_share(path: PathLike, kind: Kind, allow_empty_value: bool, keep: 
     printable ASCII (where str.split() of the decoded line, the reader's rule, could cut it
     elsewhere; such a file is read line by line, every line decoded)."""
     try:
-        with contextlib.closing(_open_bytes(path)) as f:
+        with contextlib.closing(open_bytes(path)) as f:
             data = f.read()
     except (RescoreError, EOFError, OSError, zlib.error, gzip.BadGzipFile):
         return None
