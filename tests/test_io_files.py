@@ -90,3 +90,25 @@ def test_old_checkpoints_with_retired_config_fields_still_load(tmp_path):
     loaded = load_checkpoint(tmp_path / "old.pt")
     for a, b in zip(loaded.state_dict().values(), model.state_dict().values()):
         assert torch.equal(a, b)
+
+
+def test_tools_write_json_through_the_one_writer():
+    """tools/*.py write JSON results with write_json (atomic, finite numbers only): no
+    json.dump into an open file and no write_text/write of json.dumps(...), which a Ctrl-C or a
+    NaN leaves half-written or unreadable. (json.dumps for a printed line is fine.)"""
+    import ast
+    from pathlib import Path
+
+    bad = []
+    for p in sorted((Path(__file__).resolve().parents[1] / "tools").glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            f = node.func
+            if isinstance(f.value, ast.Name) and f.value.id == "json" and f.attr == "dump":
+                bad.append(f"{p.name}:{node.lineno}: json.dump")
+            if f.attr in ("write_text", "write") and any(
+                    isinstance(a, ast.Call) and isinstance(a.func, ast.Attribute) and a.func.attr == "dumps"
+                    for arg in node.args for a in ast.walk(arg)):
+                bad.append(f"{p.name}:{node.lineno}: {f.attr}(json.dumps(...))")
+    assert not bad, bad

@@ -149,7 +149,9 @@ def bound_main(args) -> None:
         print(f"{r['k']:5d} {r['hyps']:8d} {r['tokens']:9d} {r['padded_rows']:11d} "
               f"{r['trie_rows']:9d} {r['bound']:11.2f} {r['tokens'] / r['trie_rows']:11.2f}")
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        from rescore.io.files import write_json
+
+        write_json(args.json, result)
 
 
 def worker(args) -> None:
@@ -177,8 +179,9 @@ def worker(args) -> None:
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    with open(args.costs_out, "w") as f:
-        json.dump(costs, f)
+    from rescore.io.files import write_json
+
+    write_json(args.costs_out, costs)  # (read back by the parent run)
     print(json.dumps({
         "engine": args.worker, "normalize": args.worker_normalize, "wall_s": wall, "cpu_s": cpu, "hyps": stats.hyps,
         "tokens": stats.tokens, "rows": stats.rows, "calls": stats.calls,
@@ -294,7 +297,9 @@ def main(argv=None) -> None:
               f"{s['peak_rss_mib'] - s['rss_before_mib']:5.0f} "
               f"{s['max_diff_hyp']:9.1e} {s['gflops_per_s']:6.1f}")
     if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
+        from rescore.io.files import write_json
+
+        write_json(args.json, summary)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,8 @@ On CUDA, fp32 runs with TF32 off (``--tf32`` to allow it), so "fp32" is true fp3
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
-from pathlib import Path
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -82,7 +80,9 @@ def main(argv=None) -> None:
             result["gflops"][f"{name} {label}"] = g
             print(f"{name:6} {label:14} {f'{m} x {k} x {n}':>22} {g:10.1f}")
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        from rescore.io.files import write_json
+
+        write_json(args.json, result)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import json
 import platform
 import shutil
 import statistics
@@ -42,6 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from rescore.combine import Params, best_hypotheses, graph_cost  # noqa: E402
+from rescore.io.files import write_json  # noqa: E402
 from rescore.metrics import align, oracle_wer  # noqa: E402
 from rescore.nbest import find_archive, load_nbest_dir  # noqa: E402
 
@@ -205,7 +205,7 @@ def main() -> None:
             print_split("synthetic text", res["split"]["synthetic"])
     if args.split_only:
         if args.json:
-            Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+            write_json(args.json, res)
         return
     res["dev"] = bench_dev(args.repeats)
     if res["dev"]:
@@ -219,7 +219,7 @@ def main() -> None:
         print(f"synthetic {args.hyps} hyps, {label}: {r['read_s']:.1f} s = {r['hyps_per_s']:,.0f} hyps/s "
               f"(naive {r['naive_hyps_per_s']:,.0f} hyps/s, ours/naive time x{r['ratio']:.2f})", flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+        write_json(args.json, res)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ gives them), the rank-1 hypothesis run again for the carried state (``LMState``)
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -258,7 +257,9 @@ def main(argv=None) -> None:
         print(f"{RUNS[name][0]:36} {t:7.1f} {c:7.1f} {n_hyps / t:8.0f} {r['x_first_wall']:7.2f} "
               f"{r['x_first_cpu']:7.2f}")
     if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
+        from rescore.io.files import write_json
+
+        write_json(args.json, summary)
 
 
 if __name__ == "__main__":

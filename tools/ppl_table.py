@@ -14,7 +14,6 @@ OUT_PREFIX.NAME.costs.json and reused by a later run with the same NAME, checkpo
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -31,6 +30,7 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     import torch
 
+    from rescore.io.files import atomic_output, read_json, write_json
     from rescore.metrics import (bucket_ce_difference, bucket_cross_entropy, plot_buckets,
                                  rare_word_buckets)
     from rescore.models import load_checkpoint
@@ -61,14 +61,12 @@ def main(argv=None) -> None:
         t0 = time.perf_counter()
         kept = f"{prefix}.{name}.costs.json"
         key = {"checkpoint": ckpt, "mtime": os.path.getmtime(ckpt), "cache": cache, "text": text}
-        old = json.load(open(kept)) if os.path.exists(kept) else None
+        old = read_json(kept) if os.path.exists(kept) else None
         if old is not None and old["key"] == key:
             costs = old["costs"]
         else:
             costs = score_text(model, sentences, 10, 100, "cpu", progress=False)
-            with open(kept + ".tmp", "w") as f:
-                json.dump({"key": key, "costs": costs}, f)
-            os.replace(kept + ".tmp", kept)
+            write_json(kept, {"key": key, "costs": costs})
         ce = sum(costs) / len(costs)
         b = bucket_cross_entropy(words, [c for w, c in zip(targets, costs) if w != EOS], buckets)
         rows.append({"name": name, "checkpoint": ckpt, "cache": cache, "params": n_params,
@@ -90,10 +88,9 @@ def main(argv=None) -> None:
     lines.append("| train count range | | | " + " | ".join(rng) + " |")
     table = "\n".join(lines)
     print(table)
-    with open(prefix + ".md", "w") as f:
+    with atomic_output(prefix + ".md") as f:
         f.write(table + "\n")
-    with open(prefix + ".json", "w") as f:
-        json.dump({"text": text, "train_text": train_text, "models": rows}, f, indent=1)
+    write_json(prefix + ".json", {"text": text, "train_text": train_text, "models": rows})
     others = rows[1:]
     if others:
         plot_buckets(others[0]["diff"], prefix + ".png", value="ce_diff",

@@ -15,9 +15,7 @@ none``: -ln P - log Z for the softmax and the implicit pointer) would give.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-from pathlib import Path
 
 
 def parse_args(argv=None):
@@ -78,7 +76,9 @@ def main(argv=None) -> None:
               f"{r['log_z_mean']:9.3f} {r['log_z_std']:6.3f} {r['log_z_abs_mean']:6.3f} "
               f"{q['1%']:6.2f} {q['50%']:6.2f} {q['99%']:6.2f} {r['ppl_unnormalised']:9.1f}")
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+        from rescore.io.files import write_json
+
+        write_json(args.json, results)
 
 
 if __name__ == "__main__":

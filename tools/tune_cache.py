@@ -11,7 +11,6 @@ Prints one line per grid point (ppl) and the best; ``--report`` writes them as J
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 
@@ -46,9 +45,9 @@ def main(argv=None) -> None:
     print(f"best: window {best['window']} theta {best['theta']} lambda {best['lambda']} "
           f"ppl {best['ppl']:.2f}")
     if args.report:
-        with open(args.report, "w") as f:
-            json.dump({"ckpt": args.ckpt, "text": args.text, "grid": grid, "best": best}, f,
-                      indent=1)
+        from rescore.io.files import write_json
+
+        write_json(args.report, {"ckpt": args.ckpt, "text": args.text, "grid": grid, "best": best})
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import glob
 import io
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -113,7 +112,9 @@ def main():
     print(f"split half: tuned on {len(halves[0])} (weight {best_a[0]:g} inv_acwt {best_a[1]:g} "
           f"wip {best_a[2]:g}), held out {len(halves[1])}: WER {out['split_half']['held_out_wer']:.2f} %")
     if args.report:
-        Path(args.report).write_text(json.dumps(out, indent=1) + "\n")
+        from rescore.io.files import write_json
+
+        write_json(args.report, out)
 
 
 if __name__ == "__main__":
