@@ -33,45 +33,24 @@ work=${2:-$(mktemp -d /tmp/kaldi_check.XXXXXX)}
 mkdir -p "$work"
 work=$(cd "$work" && pwd)
 repo=$(cd "$(dirname "$0")/.." && pwd)
-shared=$repo/../shared/data
-dev=$shared/tts-wikitext2-dev
-train_text=$shared/wikitext2-asr/train.txt
-kutils=${KALDI_UTILS:-$kbin/../egs-utils}
-nj=${NJ:-4}
+# shellcheck source=kaldi_check_common.sh source-path=SCRIPTDIR
+. "$repo/tools/kaldi_check_common.sh"  # dev, train_text, kutils, nj, weight, s5; log, setup_recipe_dir ...
 N=${NBEST:-20}
-weight=${WEIGHT:-0.8}
 inv_acwt=10
 CHECKS=${CHECKS:-"ours_carpa ours_fst ours_fst_reject ours_two_models pytorchnn_carpa pytorchnn_fst_reject lattice"}
 # words the rejecting G.fst leaves out: every hypothesis of the first utterance has 'lobster'
 reject_words=lobster,lobsters,claws
 
-for f in "$dev/nbest/words" "$dev/data/text" "$train_text" "$kutils/utils/split_data.sh" \
-         "$kutils/utils/run.pl" "$kbin/lattice-to-nbest" "$kbin/arpa2fst" "$kbin/compute-wer"; do
-  [ -e "$f" ] || { echo "$0: expected $f to exist"; exit 1; }
-done
-for prog in rescore-nbest rescore-wer rescore-import-kaldi-lm python3; do
-  command -v "$prog" >/dev/null || { echo "$0: $prog not found on PATH"; exit 1; }
-done
-export PATH=$kbin:$PATH LC_ALL=C
+need_files "$dev/nbest/words" "$dev/data/text" "$train_text" "$kutils/utils/split_data.sh" \
+           "$kutils/utils/run.pl" "$kbin/lattice-to-nbest" "$kbin/arpa2fst" "$kbin/compute-wer"
+need_progs rescore-nbest rescore-wer rescore-import-kaldi-lm python3
+kaldi_env
 command -v fstproject >/dev/null || { echo "$0: fstproject not found (Debian: libfst-tools)"; exit 1; }
 py=$(command -v python3)
-rescore_py=$(head -1 "$(command -v rescore-nbest)" | sed 's/^#!//')  # the Python rescore is in
-
-s5=$work/s5
-log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 
 # --- setup: recipe dir, data, lang dirs, decode dir, models ---------------------------------
 setup() {
-  mkdir -p "$s5"
-  cd "$s5"
-  ln -sfn "$kutils/utils" utils
-  ln -sfn "$kutils/steps" steps
-  echo "export PATH=$s5/utils:$kbin:$(dirname "$(command -v rescore-nbest)"):\$PATH" > path.sh
-  if [ ! -f data/dev/text ]; then
-    mkdir -p data/dev
-    cp "$dev"/data/{text,utt2spk,spk2utt,segments} data/dev/
-  fi
-  [ -f "data/dev/split$nj/$nj/utt2spk" ] || utils/split_data.sh data/dev "$nj" >/dev/null
+  setup_recipe_dir
 
   if [ ! -f data/lang/G.carpa ]; then
     log "setup: bigram ARPA from $train_text, G.carpa, G.fst"
@@ -87,12 +66,7 @@ setup() {
       data/lang/G.fst 2> data/local/arpa2fst.log
     arpa2fst --disambig-symbol='#0' --read-symbol-table=data/lang/words.txt \
       data/local/lm_reject.arpa data/lang_reject/G.fst 2> data/local/arpa2fst_reject.log
-    sym() { awk -v w="$1" '$1 == w { print $2 }' data/lang/words.txt; }
-    utils/map_arpa_lm.pl data/lang/words.txt < data/local/lm.arpa > data/local/lm.int.arpa
-    arpa-to-const-arpa --bos-symbol="$(sym '<s>')" --eos-symbol="$(sym '</s>')" \
-      --unk-symbol="$(sym '<unk>')" data/local/lm.int.arpa data/lang/G.carpa.tmp \
-      2> data/local/const_arpa.log
-    mv data/lang/G.carpa.tmp data/lang/G.carpa
+    make_carpa
     mkdir -p data/lang_fst
     cp data/lang/words.txt data/lang/G.fst data/lang_fst/
   fi
@@ -103,12 +77,7 @@ setup() {
     echo "$nj" > exp/decode_dev/num_jobs
     for n in $(seq "$nj"); do
       t=exp/decode_dev/tmp/$n
-      mkdir -p "$t"
-      for a in words acwt lmwt.withlm; do
-        awk 'NR == FNR { keep[$1] = 1; next } { u = $1; sub(/-[0-9]+$/, "", u) } u in keep' \
-          "data/dev/split$nj/$n/utt2spk" "$dev/nbest/$a" > "$t/$a"
-      done
-      awk '{ print $1, "" }' "$t/words" > "$t/ali"  # no transition ids in this benchmark
+      job_nbest "$n" "$t" words acwt lmwt.withlm
       linear-to-nbest "ark:$t/ali" "ark:$t/words" "ark:$t/lmwt.withlm" "ark:$t/acwt" ark:- \
         2>> exp/decode_dev/tmp/make.log | nbest-to-lattice ark:- "ark:|gzip -c > exp/decode_dev/lat.$n.gz" \
         2>> exp/decode_dev/tmp/make.log

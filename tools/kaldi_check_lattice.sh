@@ -33,47 +33,24 @@ kbin=$(cd "$1" && pwd)
 mkdir -p "$2"
 work=$(cd "$2" && pwd)
 repo=$(cd "$(dirname "$0")/.." && pwd)
-shared=$repo/../shared/data
-dev=$shared/tts-wikitext2-dev
-train_text=$shared/wikitext2-asr/train.txt
-kutils=${KALDI_UTILS:-$kbin/../egs-utils}
+# shellcheck source=kaldi_check_common.sh source-path=SCRIPTDIR
+. "$repo/tools/kaldi_check_common.sh"  # dev, train_text, kutils, nj, weight, s5; log, setup_recipe_dir ...
 arpa_bigram=${ARPA_BIGRAM:-$repo/tools/arpa_bigram.py}
-nj=${NJ:-4}
-weight=${WEIGHT:-0.8}
 inv_acwt=${INV_ACWT:-10}
 step_opts=${STEP_OPTS:-}
-for f in "$dev/nbest/words" "$train_text" "$kutils/utils/split_data.sh" "$arpa_bigram" \
-         "$kbin/lattice-path-cover" "$kbin/arpa-to-const-arpa"; do
-  [ -e "$f" ] || { echo "$0: expected $f to exist"; exit 1; }
-done
-for prog in rescore-nbest rescore-lattice python3; do
-  command -v "$prog" >/dev/null || { echo "$0: $prog not found on PATH"; exit 1; }
-done
-export PATH=$kbin:$PATH LC_ALL=C
-rescore_py=$(head -1 "$(command -v rescore-nbest)" | sed 's/^#!//')
-s5=$work/s5
-log() { echo "[$(date -u +%H:%M:%S)] $*"; }
+need_files "$dev/nbest/words" "$train_text" "$kutils/utils/split_data.sh" "$arpa_bigram" \
+           "$kbin/lattice-path-cover" "$kbin/arpa-to-const-arpa"
+need_progs rescore-nbest rescore-lattice python3
+kaldi_env
 
 setup() {
-  mkdir -p "$s5" && cd "$s5"
-  ln -sfn "$kutils/utils" utils
-  ln -sfn "$kutils/steps" steps
-  echo "export PATH=$s5/utils:$kbin:$(dirname "$(command -v rescore-nbest)"):\$PATH" > path.sh
-  if [ ! -f data/dev/text ]; then
-    mkdir -p data/dev
-    cp "$dev"/data/{text,utt2spk,spk2utt,segments} data/dev/
-  fi
-  [ -f "data/dev/split$nj/$nj/utt2spk" ] || utils/split_data.sh data/dev "$nj" >/dev/null
+  setup_recipe_dir
   if [ ! -f data/lang/G.carpa ]; then
     log "setup: bigram ARPA from $train_text -> data/lang/G.carpa"
     mkdir -p data/lang data/local
     cp "$dev/lang/words.txt" data/lang/words.txt  # it has <s>, </s> and #0
     python3 "$arpa_bigram" "$train_text" data/lang/words.txt data/local/lm.arpa
-    sym() { awk -v w="$1" '$1 == w { print $2 }' data/lang/words.txt; }
-    utils/map_arpa_lm.pl data/lang/words.txt < data/local/lm.arpa > data/local/lm.int.arpa
-    arpa-to-const-arpa --bos-symbol="$(sym '<s>')" --eos-symbol="$(sym '</s>')" \
-      --unk-symbol="$(sym '<unk>')" data/local/lm.int.arpa data/lang/G.carpa.tmp 2> data/local/const_arpa.log
-    mv data/lang/G.carpa.tmp data/lang/G.carpa
+    make_carpa
   fi
   if [ ! -f exp/decode_dev/lat.1.gz ]; then
     log "setup: exp/decode_dev ($nj jobs): the 100-best lists with lmwt.nolm + bigram as graph cost"
@@ -81,12 +58,7 @@ setup() {
     echo "$nj" > exp/decode_dev/num_jobs
     for n in $(seq "$nj"); do
       t=exp/decode_dev/tmp/$n
-      mkdir -p "$t"
-      for a in words acwt lmwt.nolm; do
-        awk 'NR == FNR { keep[$1] = 1; next } { u = $1; sub(/-[0-9]+$/, "", u) } u in keep' \
-          "data/dev/split$nj/$n/utt2spk" "$dev/nbest/$a" > "$t/$a"
-      done
-      awk '{ print $1, "" }' "$t/words" > "$t/ali"  # no transition ids in this benchmark
+      job_nbest "$n" "$t" words acwt lmwt.nolm
       linear-to-nbest "ark:$t/ali" "ark:$t/words" "ark:$t/lmwt.nolm" "ark:$t/acwt" ark:- 2>> "$t/make.log" |
         lattice-lmrescore-const-arpa --lm-scale=1.0 ark:- data/lang/G.carpa ark:- 2>> "$t/make.log" |
         nbest-to-lattice ark:- "ark:|gzip -c > exp/decode_dev/lat.$n.gz" 2>> "$t/make.log"
