@@ -41,6 +41,7 @@ share's entries are parsed (rescore.io.kaldi's ``keep``). What is checked where:
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,7 +157,10 @@ def _split_key(t: Table, i: int) -> tuple:
 
 def _utterance_blocks(t: Table) -> List[tuple]:
     """[(utt, first index, count)] in file order; checks k = 1..n in one contiguous block."""
-    blocks: List[tuple] = []
+    blocks = _utterance_blocks_in_bulk(t.keys)
+    if blocks is not None:
+        return blocks
+    blocks = []  # a fault somewhere: key by key, to name it
     seen: Dict[str, int] = {}
     for i in range(len(t)):
         utt, k = _split_key(t, i)
@@ -173,6 +177,28 @@ def _utterance_blocks(t: Table) -> List[tuple]:
                 raise t.error(i, f"key '{utt}-1' (first hypothesis of a new utterance)", got=t.keys[i])
             seen[utt] = i
             blocks.append((utt, i, 1))
+    return blocks
+
+
+def _utterance_blocks_in_bulk(keys: List[str]) -> Optional[List[tuple]]:
+    """_utterance_blocks of well-formed keys, a block at a time instead of a key at a time;
+    None at the first irregularity (the key-by-key loop then names it)."""
+    parts = [k.rpartition("-") for k in keys]
+    utts = [p[0] for p in parts]
+    ks = [p[2] for p in parts]
+    digits = "".join(ks)
+    if "" in utts or "" in ks or not (digits.isascii() and digits.isdigit()):
+        return None
+    nums = list(map(int, ks))
+    blocks, start = [], 0
+    for utt, run in itertools.groupby(utts):
+        n = sum(1 for _ in run)
+        if nums[start:start + n] != list(range(1, n + 1)):
+            return None
+        blocks.append((utt, start, n))
+        start += n
+    if len({b[0] for b in blocks}) != len(blocks):  # an utterance in two blocks
+        return None
     return blocks
 
 

@@ -74,7 +74,9 @@ _OPTIONS = [
     click.option("--split", "split_spec", metavar="K/N",
                  help="Score only job K of N (contiguous runs of --conv-batch blocks of "
                       "conversations); `cat` the jobs' lmwt.nn in job order to get exactly the "
-                      "one-process file. Each job needs its own OUT_DIR (Kaldi's archives.JOB): "
+                      "one-process file. A job parses only its conversations' entries (every "
+                      "key and the data dir are still checked; a bad value is the error of the "
+                      "job that owns it). Each job needs its own OUT_DIR (Kaldi's archives.JOB): "
                       "a dir that holds another job's outputs is refused."),
     # Neural cache (issue 5): a test-time wrapper of the loaded model, rescore.models.cache.
     click.option("--cache-window", type=int, default=0,
