@@ -471,7 +471,10 @@ def read_table(path: PathLike, kind: Kind, keep: Optional[Keep] = None) -> Table
 
 def read_symbol_table(path: PathLike) -> Dict[str, int]:
     """Read ``words.txt`` (``word id`` per line) into word -> id; duplicates are errors."""
-    words: Dict[str, int] = {}
+    words = _symbol_table_in_bulk(path)
+    if words is not None:
+        return words
+    words = {}  # a fault somewhere: line by line, to name it
     ids: Dict[int, int] = {}
     for lineno, line in iter_lines(path):
         fields = line.split()
@@ -486,6 +489,31 @@ def read_symbol_table(path: PathLike) -> Dict[str, int]:
         ids[i] = lineno
     if not words:
         raise RescoreError("at least one 'word id' line", path=path, got="an empty file")
+    return words
+
+
+def _symbol_table_in_bulk(path: PathLike) -> Optional[Dict[str, int]]:
+    """read_symbol_table of a well-formed file, all lines at once; None at any irregularity
+    (the line-by-line reader then names it)."""
+    try:
+        with contextlib.closing(open_bytes(path)) as f:
+            text = f.read().decode("utf-8")
+    except (RescoreError, EOFError, OSError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError):
+        return None
+    lines = text.split("\n")  # (as iterating over the file splits it)
+    if lines[-1] == "":
+        lines.pop()
+    rows = [ln.split() for ln in lines]
+    if not rows or any(len(r) != 2 for r in rows):
+        return None
+    ids = [r[1] for r in rows]
+    digits = "".join(ids)
+    if not (digits.isascii() and digits.isdigit()):
+        return None
+    nums = list(map(int, ids))
+    words = dict(zip((r[0] for r in rows), nums))
+    if len(words) != len(rows) or len(set(nums)) != len(nums):  # a word or an id twice
+        return None
     return words
 
 
