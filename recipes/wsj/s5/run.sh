@@ -46,10 +46,11 @@ transformer_heads=8
 bptt=100                          # BPTT length T
 history=100                       # pointer history L
 memory_aug=true                   # the pointer models get memory augmentation (false: plain pointer);
-                                  # LSTM + pointer + memory, state carried, won issue 16's ablation
+                                  # (with a 10k softmax the pointer + memory won issue 16's ablation;
+                                  # with the full vocabulary and classes it made no difference)
 output=class                      # output layer: class (class-factored, exact; ~(C + V/C) x H per token
-                                  # instead of V x H: 7.9x softmax's training speed at 30k words, and
-                                  # at one CPU budget it won issue 16's ablation) | softmax
+                                  # instead of V x H: 7.9x softmax's training speed at 30k words; the
+                                  # class LSTM with carry won issue 16's ablation) | softmax
 classes=                          # word classes of output=class; empty: round(sqrt(V)), V of words.txt
 epochs=                           # empty: rescore-train-lm's default
 train_opts=                       # more rescore-train-lm options, e.g. "--optimizer adam --lr 5e-4"
