@@ -43,3 +43,38 @@ class OptionError(RescoreError):
     def __init__(self, expected: str, option: Optional[str] = None, got: Optional[str] = None):
         super().__init__(expected, path=option, got=got)
         self.option = option
+
+
+def check(ok: bool, expected: str, option: str, got: object) -> None:
+    """Raise an OptionError naming ``option`` unless ``ok``: the one validator of option values.
+
+    >>> check(True, "an integer >= 1", "--nj", 4)
+    >>> check(False, "an integer >= 1", "--nj", 0)
+    Traceback (most recent call last):
+    ...
+    rescore.errors.OptionError: --nj: expected an integer >= 1, got '0'
+    """
+    if not ok:
+        raise OptionError(expected, option=option, got=str(got))
+
+
+DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
+
+
+def check_device(spec: str, option: str = "--device", allow_auto: bool = True) -> str:
+    """The one parser of a device option, torch-free: ``auto`` (where allowed), ``cpu``, ``cuda``
+    or ``cuda:N``; returns the spec unchanged. Whether CUDA is present is checked where the device
+    is opened (``rescore.engine.resolve_device``), not here, so that ``--help`` and the option
+    checks stay instant.
+
+    >>> check_device("cuda:1")
+    'cuda:1'
+    >>> check_device("gpu")
+    Traceback (most recent call last):
+    ...
+    rescore.errors.OptionError: --device: expected auto, cpu, cuda or cuda:N, got 'gpu'
+    """
+    ok = (spec in ("cpu", "cuda") or (allow_auto and spec == "auto")
+          or (isinstance(spec, str) and spec.startswith("cuda:") and spec[5:].isdigit()))
+    check(ok, DEVICE_CHOICES if allow_auto else "cpu, cuda or cuda:N", option, spec)
+    return spec
