@@ -9,6 +9,7 @@ import click
 
 from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.engine_options import engine_options, scoring_options
+from rescore.cli.interchange import interchange_options, pop_other_format, run_other_format
 
 log = logging.getLogger("rescore-nbest")
 
@@ -46,7 +47,7 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
 
 
 @command()
-@click.argument("nbest_dir", type=click.Path(file_okay=False))
+@click.argument("nbest_dir", type=click.Path())
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--data-dir", type=click.Path(file_okay=False), help="Kaldi data dir: text (references), segments/utt2spk (conversations).")
 @click.option("--words-txt", type=click.Path(dir_okay=False), help="Symbol table for 'words' ids; when not given, NBEST_DIR/words.txt, NBEST_DIR/lang/words.txt and NBEST_DIR/../lang/words.txt are tried.")
@@ -60,6 +61,7 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
 @click.option("--buckets", "num_buckets", type=int, default=10, help="Number of rare-word buckets (>= 1).")
 @click.option("--allow-missing", is_flag=True, help="References without an N-best are dropped with a warning instead of an error.")
 @engine_options
+@interchange_options
 @verbose_option
 def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix_spec, inv_acwt, wip, train_text,
          num_buckets, allow_missing, verbose, split_spec, **engine_kw):
@@ -69,12 +71,15 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     in lmwt.nn.1 ... lmwt.nn.K) and, with references, report.json and report.txt
     (printed). OUT_DIR is written as one set: one run at a time, the outputs of an older run
     removed first, and manifest.json marked complete at the end. No output may replace an input
-    (OUT_DIR may be NBEST_DIR, as in Kaldi's archives.JOB, but not the data dir)."""
+    (OUT_DIR may be NBEST_DIR, as in Kaldi's archives.JOB, but not the data dir). NBEST_DIR may
+    also be an N-best interchange file or another recognizer's output (--format): OUT_DIR then
+    gets text and scores.tsv (docs/ecosystems.md)."""
     setup_logging(verbose)
     from rescore.errors import OptionError
     from rescore.metrics import format_report
     from rescore.pipeline import NbestJob, parse_split, rescore_nbest_dir
 
+    other = pop_other_format(nbest_dir, engine_kw)
     scoring = scoring_options(**engine_kw)
     mix = parse_mix(mix_spec)
     k = len(scoring.models) or len(nn_costs)
@@ -82,6 +87,11 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
         raise OptionError(f"one share per model ({k} given by --model or --nn-costs)", option="--mix", got=mix_spec)
     params = resolve_params(params_file, weight, inv_acwt, wip, mix,
                             has_nn_costs=bool(scoring.models or nn_costs))
+    if other is not None:  # an interchange file or another recognizer's output (--format)
+        report = run_other_format(other, nbest_dir, out_dir, params, scoring, data_dir=data_dir, nn_costs=nn_costs,
+                                  train_text=train_text, num_buckets=num_buckets, allow_missing=allow_missing,
+                                  split=parse_split(split_spec) if split_spec else None, params_file=params_file)
+        return click.echo(format_report(report)) if report is not None else None
     job = NbestJob(nbest_dir=nbest_dir, out_dir=out_dir, params=params, data_dir=data_dir, words_txt=words_txt,
                    nn_costs=tuple(nn_costs) or None, scoring=scoring, train_text=train_text, num_buckets=num_buckets,
                    allow_missing=allow_missing, split=parse_split(split_spec) if split_spec else None,

@@ -1,0 +1,244 @@
+"""The N-best interchange format: the strict reader, the atomic writer, Kaldi dir <-> file byte
+for byte, and rescore-nbest on a Kaldi-derived file against the same Kaldi dir."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import NBEST_SMALL, shared_data_path
+from rescore.cli.interchange import convert
+from rescore.cli.nbest import main as rescore_nbest
+from rescore.errors import RescoreError
+from rescore.io.ecosystems import kaldi_to_table, table_to_kaldi
+from rescore.io.interchange import Hypothesis, NbestTable, Utterance, read_nbest_table, write_nbest_table
+
+HEAD = "#nbest-interchange 1\nutt\trank\twords\tac\tlm\n"
+
+
+def _write(tmp_path, text, name="n.tsv"):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_reads_columns_words_scores_and_keeps_the_score_text(tmp_path):
+    p = _write(tmp_path, HEAD + "u1\t1\ta b\t10.50\t-2\nu1\t2\t\t1e-05\t3\nu0\t1\tc\t0\t0\n")
+    t = read_nbest_table(p)
+    assert t.columns == ("ac", "lm")
+    assert [u.id for u in t.utterances] == ["u1", "u0"]  # file order kept
+    h1, h2 = t.utterances[0].hyps
+    assert (h1.rank, h1.words, h1.scores, h1.texts) == (1, ["a", "b"], (10.5, -2.0), ("10.50", "-2"))
+    assert (h2.words, h2.scores) == ([], (1e-05, 3.0))  # an empty hypothesis
+    write_nbest_table(tmp_path / "again.tsv", t)
+    assert (tmp_path / "again.tsv").read_bytes() == p.read_bytes()
+
+
+@pytest.mark.parametrize("text, line, expected", [
+    ("", 1, "the format line '#nbest-interchange 1'"),
+    ("utt\trank\twords\n", 1, "the format line"),
+    ("#nbest-interchange 2\nutt\trank\twords\n", 1, "version 1"),
+    ("#nbest-interchange 1\n", 2, "the header line"),
+    ("#nbest-interchange 1\nutt\twords\trank\n", 2, "the header line"),
+    ("#nbest-interchange 1\nutt\trank\twords\tac\tac\n", 2, "each score column named once"),
+    ("#nbest-interchange 1\nutt\trank\twords\t1x\n", 2, "score column names"),
+    (HEAD + "u1\t1\ta\t1\n", 3, "5 tab-separated fields"),
+    (HEAD + "u1\t1\ta\t1\t2\t3\n", 3, "5 tab-separated fields"),
+    (HEAD + "u1\t1\ta\tabc\t2\n", 3, "a finite number for score 'ac'"),
+    (HEAD + "u1\t1\ta\t1\tnan\n", 3, "a finite number for score 'lm'"),
+    (HEAD + "u1\t1\ta\tinf\t2\n", 3, "a finite number for score 'ac'"),
+    (HEAD + "u1\t1\ta\t1e999\t2\n", 3, "a finite number for score 'ac'"),
+    (HEAD + "u1\t1\ta\t1_0\t2\n", 3, "a finite number for score 'ac'"),
+    (HEAD + "u1\t0\ta\t1\t2\n", 3, "a rank (an integer >= 1)"),
+    (HEAD + "u 1\t1\ta\t1\t2\n", 3, "an utterance id without whitespace"),
+    (HEAD + "u1\t2\ta\t1\t2\n", 3, "rank 1 (the first hypothesis of utterance 'u1')"),
+    (HEAD + "u1\t1\ta\t1\t2\nu1\t1\tb\t1\t2\n", 4, "(rank 1 is at line 3 already: a duplicate)"),
+    (HEAD + "u1\t1\ta\t1\t2\nu1\t3\tb\t1\t2\n", 4, "rank 2 of 'u1' (ranks 1..N in order, none missing)"),
+    (HEAD + "u1\t1\ta\t1\t2\nu2\t1\tb\t1\t2\nu1\t2\tc\t1\t2\n", 5, "the hypotheses of 'u1' in one block"),
+    (HEAD + "u1\t1\ta\t1\t2\n\nu2\t1\tb\t1\t2\n", 4, "no empty lines"),
+    (HEAD + "u1\t1\ta\t1\t2\r\n", 3, "no '\\r'"),
+])
+def test_bad_files_name_the_file_the_line_and_what_was_expected(tmp_path, text, line, expected):
+    p = _write(tmp_path, text)
+    with pytest.raises(RescoreError) as e:
+        read_nbest_table(p)
+    assert e.value.path == str(p) and e.value.line == line
+    assert expected in str(e.value)
+
+
+def test_a_required_column_that_is_missing(tmp_path):
+    p = _write(tmp_path, HEAD + "u1\t1\ta\t1\t2\n")
+    with pytest.raises(RescoreError, match=r"n.tsv:2: expected a score column 'ctc' \(the file has: ac, lm\)"):
+        read_nbest_table(p, required=["ctc"])
+
+
+def test_bad_bytes_and_a_missing_file(tmp_path):
+    p = tmp_path / "n.tsv"
+    p.write_bytes(HEAD.encode() + b"u1\t1\t\xff\t1\t2\n")
+    with pytest.raises(RescoreError, match="n.tsv:3: expected UTF-8"):
+        read_nbest_table(p)
+    with pytest.raises(RescoreError, match="a readable N-best interchange file"):
+        read_nbest_table(tmp_path / "none.tsv")
+
+
+def test_writer_refuses_bad_tables_and_leaves_the_old_file(tmp_path):
+    p = _write(tmp_path, "old\n")
+    bad = [NbestTable("x", ("ac",), [Utterance("u", [Hypothesis(1, ["a"], (float("nan"),))])]),
+           NbestTable("x", ("ac",), [Utterance("u", [Hypothesis(2, ["a"], (1.0,))])]),
+           NbestTable("x", ("ac",), [Utterance("u", [Hypothesis(1, ["a\tb"], (1.0,))])]),
+           NbestTable("x", ("ac",), [Utterance("u", [Hypothesis(1, ["a"], (1.0,))])] * 2),
+           NbestTable("x", ("words",), [])]
+    for t in bad:
+        with pytest.raises(RescoreError):
+            write_nbest_table(p, t)
+        assert p.read_text() == "old\n" and [q.name for q in tmp_path.iterdir()] == ["n.tsv"]
+
+
+def _kaldi_fixture(tmp_path):
+    """The Kaldi-written archives of kaldi-nbest-fixture as one N-best dir (lmwt.nolm given the
+    trailing space Kaldi's binaries write; the fixture's copy of it is hand-made)."""
+    src = shared_data_path("kaldi-nbest-fixture")
+    d = tmp_path / "kaldi"
+    d.mkdir()
+    for n in ("words", "acwt", "lmwt.withlm"):
+        shutil.copy(src / n, d / n)
+    nolm = (src / "lmwt.nolm.input-text").read_text().splitlines()
+    (d / "lmwt.nolm").write_text("".join(line + " \n" for line in nolm))
+    return d
+
+
+@pytest.mark.shared_data
+def test_kaldi_written_archives_round_trip_byte_for_byte(tmp_path):
+    d = _kaldi_fixture(tmp_path)
+    words_txt = shared_data_path("tts-wikitext2-dev", "lang", "words.txt")
+    r = CliRunner().invoke(convert, [str(d), str(tmp_path / "n.tsv"), "--words-txt", str(words_txt)])
+    assert r.exit_code == 0, r.output
+    t = read_nbest_table(tmp_path / "n.tsv")
+    assert t.columns == ("ac", "graph", "nolm") and t.num_hyps == 793 and len(t.utterances) == 8
+    assert t.utterances[0].hyps[1].texts == ("998.0429", "61.1563", "0.7290")  # Kaldi's text, not 0.729
+    r = CliRunner().invoke(convert, [str(tmp_path / "n.tsv"), str(tmp_path / "back"), "--to", "kaldi",
+                                     "--words-txt", str(words_txt)])
+    assert r.exit_code == 0, r.output
+    for n in ("words", "acwt", "lmwt.withlm", "lmwt.nolm"):
+        assert (tmp_path / "back" / n).read_bytes() == (d / n).read_bytes(), n
+
+
+@pytest.mark.shared_data
+def test_dev_set_subset_round_trips_byte_for_byte(tmp_path):
+    src = shared_data_path("tts-wikitext2-dev")
+    d = tmp_path / "nbest"
+    d.mkdir()
+    names = ("words", "words_text", "acwt", "lmwt.withlm", "lmwt.nolm")
+    keep = None
+    for n in names:
+        lines = (src / "nbest" / n).read_text(encoding="utf-8").splitlines(keepends=True)
+        if keep is None:  # whole utterances: the first 25
+            utts = []
+            for line in lines:
+                u = line.split()[0].rpartition("-")[0]
+                if u not in utts:
+                    utts.append(u)
+            first = set(utts[:25])
+            keep = sum(1 for line in lines if line.split()[0].rpartition("-")[0] in first)
+        (d / n).write_text("".join(lines[:keep]), encoding="utf-8")
+    table = kaldi_to_table(d, src / "lang" / "words.txt")
+    assert len(table.utterances) == 25 and table.num_hyps == keep
+    write_nbest_table(tmp_path / "n.tsv", table)
+    table_to_kaldi(read_nbest_table(tmp_path / "n.tsv"), tmp_path / "back", src / "lang" / "words.txt",
+                   kaldi_style=False)  # this set's archives are hand-made: no trailing spaces
+    for n in names:
+        assert (tmp_path / "back" / n).read_bytes() == (d / n).read_bytes(), n
+
+
+def test_binary_archives_convert_to_the_same_floats(tmp_path):
+    from rescore.io.kaldi import write_table
+    from rescore.nbest import load_nbest_dir
+
+    s = load_nbest_dir(NBEST_SMALL)
+    d = tmp_path / "bin"
+    d.mkdir()
+    shutil.copy(NBEST_SMALL / "words_text", d / "words_text")
+    for n, attr in (("acwt", "ac"), ("lmwt.withlm", "withlm"), ("lmwt.nolm", "nolm")):
+        write_table(d / (n + ".ark"), "float", {h.key: getattr(h, attr) for u in s.utterances() for h in u.hyps},
+                    binary=True)
+    t = kaldi_to_table(d)
+    b = load_nbest_dir(d)
+    assert [h.scores for u in t.utterances for h in u.hyps] == \
+        [(h.ac, h.withlm, h.nolm) for u in b.utterances() for h in u.hyps]
+    assert all(x is None for u in t.utterances for h in u.hyps for x in h.texts)  # no text to keep
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    """A small random LSTM over the fixture's words (as tests/test_cli_nbest.py builds them)."""
+    import torch
+
+    from rescore.models import ModelConfig, build_model, save_checkpoint
+    from rescore.nbest import load_nbest_dir
+    from rescore.vocab import Vocabulary
+
+    s = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
+    words = sorted({w for u in s.utterances() for h in u.hyps for w in h.words})
+    torch.manual_seed(0)
+    lm = build_model(ModelConfig(hidden=16, layers=1, dropout=0.0), Vocabulary(["<eos>", "<unk>"] + words[1:]))
+    path = tmp_path_factory.mktemp("model") / "lm.pt"
+    save_checkpoint(lm, path)
+    return path
+
+
+def test_rescoring_the_converted_file_gives_the_kaldi_dirs_costs_and_1best(tiny_model, tmp_path):
+    from rescore.interp import fixed_cost, total_cost
+    from rescore.io.kaldi import read_nn_costs
+    from rescore.nbest import load_nbest_dir
+
+    r = CliRunner().invoke(convert, [str(NBEST_SMALL), str(tmp_path / "n.tsv")])
+    assert r.exit_code == 0, r.output
+    common = ["--data-dir", str(NBEST_SMALL / "data"), "--model", str(tiny_model), "--device", "cpu",
+              "--weight", "0.6", "--inv-acwt", "11", "--wip", "0.5"]
+    a = CliRunner().invoke(rescore_nbest, [str(NBEST_SMALL), str(tmp_path / "a"), *common])
+    b = CliRunner().invoke(rescore_nbest, [str(tmp_path / "n.tsv"), str(tmp_path / "b"), *common])
+    assert a.exit_code == 0 and b.exit_code == 0, a.output + b.output
+    assert (tmp_path / "a" / "text").read_bytes() == (tmp_path / "b" / "text").read_bytes()
+    assert (tmp_path / "a" / "lmwt.nn").read_bytes() == (tmp_path / "b" / "lmwt.nn").read_bytes()
+    nn = read_nn_costs(tmp_path / "a" / "lmwt.nn")
+    s = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
+    want = {h.key: (float(sum(nn[h.key])), total_cost(fixed_cost(h.ac, h.withlm, h.nolm, len(h.words), 0.6, 11.0,
+                                                                  0.5), float(sum(nn[h.key])), 0.6))
+            for u in s.utterances() for h in u.hyps}
+    out = read_nbest_table(tmp_path / "b" / "scores.tsv")
+    assert out.columns == ("ac", "graph", "nolm", "nn", "total")
+    got = {f"{u.id}-{h.rank}": h.scores[3:] for u in out.utterances for h in u.hyps}
+    assert got == want  # the same floats, not merely close ones
+    assert "WER" in b.output and (tmp_path / "b" / "report.json").is_file()
+
+
+def test_score_weights_name_columns(tmp_path):
+    p = _write(tmp_path, "#nbest-interchange 1\nutt\trank\twords\tam\tctc\n"
+                         "u1\t1\ta b\t10\t4\nu1\t2\ta c\t11\t1\nu2\t1\td\t3\t3\n")
+    run = CliRunner().invoke
+    r = run(rescore_nbest, [str(p), str(tmp_path / "o"), "--score-weight", "am=1", "--score-weight", "ctc=0.5",
+                            "--wip", "0.25"])
+    assert r.exit_code == 0, r.output
+    out = read_nbest_table(tmp_path / "o" / "scores.tsv")
+    assert [h.scores[-1] for u in out.utterances for h in u.hyps] == [10 + 2 + 0.5, 11 + 0.5 + 0.5, 3 + 1.5 + 0.25]
+    assert (tmp_path / "o" / "text").read_text() == "u1 a c\nu2 d\n"
+    r = run(rescore_nbest, [str(p), str(tmp_path / "q"), "--score-weight", "ctc=3"])  # am defaults to 1
+    assert r.exit_code == 0 and (tmp_path / "q" / "text").read_text() == "u1 a c\nu2 d\n"
+    r = run(rescore_nbest, [str(p), str(tmp_path / "q2"), "--score-weight", "am=1", "--score-weight", "ctc=0"])
+    assert (tmp_path / "q2" / "text").read_text() == "u1 a b\nu2 d\n"
+    r = run(rescore_nbest, [str(p), str(tmp_path / "e"), "--score-weight", "lm=1"])
+    assert r.exit_code == 1 and f"{p}:2: expected a score column 'lm'" in r.output
+    assert not (tmp_path / "e").exists()
+    for bad in ("lm", "lm=x", "=1", "lm=nan"):
+        r = run(rescore_nbest, [str(p), str(tmp_path / "e"), "--score-weight", bad])
+        assert r.exit_code == 2 and "--score-weight: expected NAME=NUMBER" in r.output
+    r = run(rescore_nbest, [str(NBEST_SMALL), str(tmp_path / "e"), "--score-weight", "ac=1"])
+    assert r.exit_code == 2
+
+
+def test_an_input_with_the_added_columns_is_refused(tmp_path):
+    p = _write(tmp_path, "#nbest-interchange 1\nutt\trank\twords\tac\ttotal\nu1\t1\ta\t1\t2\n")
+    r = CliRunner().invoke(rescore_nbest, [str(p), str(tmp_path / "o")])
+    assert r.exit_code == 1 and f"{p}:2: expected no score column 'total'" in r.output
