@@ -249,10 +249,10 @@ def read_icefall(path: PathLike) -> NbestTable:
         seen[cut] = line
         names = tuple(sorted(k[: -len("_scores")] for k in obj if k.endswith("_scores")))
         if columns is None:
-            columns = names
+            columns, first = names, line
         if names != columns:
-            raise RescoreError(f"the score lists of line 1's object ({', '.join(columns)})", path=path,
-                               line=line, got=", ".join(names))
+            raise RescoreError(f"the score lists of the first cut (line {first}: {', '.join(columns) or 'none'})",
+                               path=path, line=line, got=", ".join(names) or "none")
         n = len(obj["hyps"])
         if n == 0:
             raise RescoreError("at least one hypothesis", path=path, line=line, got=f"cut {cut}: none")
