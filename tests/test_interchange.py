@@ -3,6 +3,7 @@ for byte, and rescore-nbest on a Kaldi-derived file against the same Kaldi dir."
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -125,30 +126,35 @@ def test_kaldi_written_archives_round_trip_byte_for_byte(tmp_path):
         assert (tmp_path / "back" / n).read_bytes() == (d / n).read_bytes(), n
 
 
-@pytest.mark.shared_data
-def test_dev_set_subset_round_trips_byte_for_byte(tmp_path):
+NAMES = ("words", "words_text", "acwt", "lmwt.withlm", "lmwt.nolm")
+
+
+def _dev_subset(tmp_path, n_utts=25):
+    """The first n_utts utterances of the shared dev set's N-best dir (whole utterances)."""
     src = shared_data_path("tts-wikitext2-dev")
     d = tmp_path / "nbest"
     d.mkdir()
-    names = ("words", "words_text", "acwt", "lmwt.withlm", "lmwt.nolm")
     keep = None
-    for n in names:
+    for n in NAMES:
         lines = (src / "nbest" / n).read_text(encoding="utf-8").splitlines(keepends=True)
-        if keep is None:  # whole utterances: the first 25
-            utts = []
-            for line in lines:
-                u = line.split()[0].rpartition("-")[0]
-                if u not in utts:
-                    utts.append(u)
-            first = set(utts[:25])
+        if keep is None:
+            utts = list(dict.fromkeys(line.split()[0].rpartition("-")[0] for line in lines))
+            first = set(utts[:n_utts])
             keep = sum(1 for line in lines if line.split()[0].rpartition("-")[0] in first)
         (d / n).write_text("".join(lines[:keep]), encoding="utf-8")
-    table = kaldi_to_table(d, src / "lang" / "words.txt")
-    assert len(table.utterances) == 25 and table.num_hyps == keep
+    return d, keep
+
+
+@pytest.mark.shared_data
+def test_dev_set_subset_round_trips_byte_for_byte(tmp_path):
+    words_txt = shared_data_path("tts-wikitext2-dev", "lang", "words.txt")
+    d, n_hyps = _dev_subset(tmp_path)
+    table = kaldi_to_table(d, words_txt)
+    assert len(table.utterances) == 25 and table.num_hyps == n_hyps
     write_nbest_table(tmp_path / "n.tsv", table)
-    table_to_kaldi(read_nbest_table(tmp_path / "n.tsv"), tmp_path / "back", src / "lang" / "words.txt",
+    table_to_kaldi(read_nbest_table(tmp_path / "n.tsv"), tmp_path / "back", words_txt,
                    kaldi_style=False)  # this set's archives are hand-made: no trailing spaces
-    for n in names:
+    for n in NAMES:
         assert (tmp_path / "back" / n).read_bytes() == (d / n).read_bytes(), n
 
 
@@ -188,22 +194,24 @@ def tiny_model(tmp_path_factory):
     return path
 
 
-def test_rescoring_the_converted_file_gives_the_kaldi_dirs_costs_and_1best(tiny_model, tmp_path):
+def _same_as_the_kaldi_dir(tmp_path, nbest_dir, data_dir, model, *extra):
+    """rescore-nbest on nbest_dir and on its interchange file: the same text and NN LM costs, and
+    scores.tsv's nn and total the Kaldi formula's floats of the dir's costs."""
     from rescore.interp import fixed_cost, total_cost
     from rescore.io.kaldi import read_nn_costs
     from rescore.nbest import load_nbest_dir
 
-    r = CliRunner().invoke(convert, [str(NBEST_SMALL), str(tmp_path / "n.tsv")])
+    r = CliRunner().invoke(convert, [str(nbest_dir), str(tmp_path / "n.tsv")])
     assert r.exit_code == 0, r.output
-    common = ["--data-dir", str(NBEST_SMALL / "data"), "--model", str(tiny_model), "--device", "cpu",
-              "--weight", "0.6", "--inv-acwt", "11", "--wip", "0.5"]
-    a = CliRunner().invoke(rescore_nbest, [str(NBEST_SMALL), str(tmp_path / "a"), *common])
+    common = ["--data-dir", str(data_dir), "--model", str(model), "--device", "cpu", "--weight", "0.6",
+              "--inv-acwt", "11", "--wip", "0.5", *extra]
+    a = CliRunner().invoke(rescore_nbest, [str(nbest_dir), str(tmp_path / "a"), *common])
     b = CliRunner().invoke(rescore_nbest, [str(tmp_path / "n.tsv"), str(tmp_path / "b"), *common])
     assert a.exit_code == 0 and b.exit_code == 0, a.output + b.output
     assert (tmp_path / "a" / "text").read_bytes() == (tmp_path / "b" / "text").read_bytes()
     assert (tmp_path / "a" / "lmwt.nn").read_bytes() == (tmp_path / "b" / "lmwt.nn").read_bytes()
     nn = read_nn_costs(tmp_path / "a" / "lmwt.nn")
-    s = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
+    s = load_nbest_dir(nbest_dir, data_dir)
     want = {h.key: (float(sum(nn[h.key])), total_cost(fixed_cost(h.ac, h.withlm, h.nolm, len(h.words), 0.6, 11.0,
                                                                   0.5), float(sum(nn[h.key])), 0.6))
             for u in s.utterances() for h in u.hyps}
@@ -211,7 +219,42 @@ def test_rescoring_the_converted_file_gives_the_kaldi_dirs_costs_and_1best(tiny_
     assert out.columns == ("ac", "graph", "nolm", "nn", "total")
     got = {f"{u.id}-{h.rank}": h.scores[3:] for u in out.utterances for h in u.hyps}
     assert got == want  # the same floats, not merely close ones
-    assert "WER" in b.output and (tmp_path / "b" / "report.json").is_file()
+    ra, rb = (json.loads((tmp_path / x / "report.json").read_text()) for x in "ab")
+    assert rb["changed_utts"] == ra["changed_utts"] > 0 and rb["wer"] == ra["wer"]
+    return s
+
+
+def test_rescoring_the_converted_file_gives_the_kaldi_dirs_costs_and_1best(tiny_model, tmp_path):
+    s = _same_as_the_kaldi_dir(tmp_path, NBEST_SMALL, NBEST_SMALL / "data", tiny_model)
+    assert s.grouping == "segments"  # the LM state carried along conversations in both runs
+
+
+@pytest.mark.shared_data
+def test_dev_subset_rescored_from_the_file_as_from_the_dir(tiny_model, tmp_path):
+    d, _ = _dev_subset(tmp_path, n_utts=12)
+    data = tmp_path / "data"
+    data.mkdir()
+    src = shared_data_path("tts-wikitext2-dev", "data")
+    utts = {line.split()[0].rpartition("-")[0] for line in (d / "acwt").read_text().splitlines()}
+    for n in ("text", "segments", "utt2spk"):
+        (data / n).write_text("".join(line for line in (src / n).read_text().splitlines(keepends=True)
+                                      if line.split()[0] in utts))
+    shutil.copy(shared_data_path("tts-wikitext2-dev", "lang", "words.txt"), d / "words.txt")
+    _same_as_the_kaldi_dir(tmp_path, d, data, tiny_model, "--conv-batch", "2")
+
+
+def test_a_split_job_writes_its_share(tmp_path):
+    r = CliRunner().invoke(convert, [str(NBEST_SMALL), str(tmp_path / "n.tsv")])
+    assert r.exit_code == 0, r.output
+    whole = []
+    for k in (1, 2):
+        r = CliRunner().invoke(rescore_nbest, [str(tmp_path / "n.tsv"), str(tmp_path / f"o{k}"), "--data-dir",
+                                               str(NBEST_SMALL / "data"), "--split", f"{k}/2", "--conv-batch", "1"])
+        assert r.exit_code == 0, r.output
+        whole.append((tmp_path / f"o{k}" / "text").read_text())
+    r = CliRunner().invoke(rescore_nbest, [str(tmp_path / "n.tsv"), str(tmp_path / "all"), "--data-dir",
+                                           str(NBEST_SMALL / "data")])
+    assert all(whole) and "".join(whole) == (tmp_path / "all" / "text").read_text()
 
 
 def test_score_weights_name_columns(tmp_path):
