@@ -71,6 +71,26 @@ def test_espnet_faults_name_the_file_and_line(tmp_path):
         read_espnet(tmp_path)
 
 
+def test_espnet_per_scorer_files_become_columns(tmp_path):
+    # asr_inference.py patched to write hyp.scores as score_<name> files beside 'score'
+    d = tmp_path / "out"
+    shutil.copytree(ESPNET / "logdir" / "output.1", d)
+    for n, lines in ((1, ["utt-a -2.5", "utt-b -1.0"]), (2, ["utt-a -3.0", "utt-b -1.25"]), (3, ["utt-a -4.0"])):
+        (d / f"{n}best_recog" / "score_ctc").write_text("".join(f"{x}\n" for x in lines))
+        (d / f"{n}best_recog" / "score_decoder").write_text("".join(f"{x.split()[0]} tensor(-1.5)\n" for x in lines))
+    t = read_espnet(d)
+    assert t.columns == ("pass1", "ctc", "decoder")
+    assert _hyps(t)["utt-b"] == [(1, "A DOG", (2.5, 1.0, 1.5)), (2, "A DOCK", (2.75, 1.25, 1.5))]
+    (d / "3best_recog" / "score_ctc").unlink()
+    with pytest.raises(RescoreError, match=r"3best_recog: expected the score files of .*1best_recog "
+                                           r"\(score, score_ctc, score_decoder\), got 'score, score_decoder'"):
+        read_espnet(d)
+    (d / "2best_recog" / "score_ctc").write_text("utt-a -3.0\n")
+    (d / "3best_recog" / "score_ctc").write_text("utt-a -4.0\n")
+    with pytest.raises(RescoreError, match=r"2best_recog/score_ctc: expected a score for 'utt-b'"):
+        read_espnet(d)
+
+
 def test_icefall_dump_reads_scores_as_costs_and_references():
     t = read_icefall(ICEFALL)
     assert t.columns == ("am", "lm")

@@ -15,6 +15,9 @@ small example of each, in the recognizer's own layout):
   1-best into ``<dir>``). ``text`` is ``utt words``; ``score`` is ``utt <hyp.score>``, the beam
   search's weighted total log-probability as ``str()`` of a tensor (``tensor(-3.1416)``, with
   ``, device='cuda:0'`` when decoded on a GPU) or of a float. Column ``pass1`` = -score.
+  ESPnet writes no per-scorer scores; where a patched ``asr_inference.py`` also writes
+  ``score_<name>`` files of the same form (``hyp.scores``: ``score_decoder``, ``score_ctc``,
+  ``score_lm``, ...; docs/ecosystems.md), each becomes column ``<name>`` = -score.
 * **icefall** (:func:`read_icefall`): icefall's decode scripts keep only each method's 1-best
   (``recogs-*.txt`` from ``store_transcripts``, no scores), so the N-best is dumped from the
   ``k2`` ``Nbest`` object of an n-best decoding method (docs/ecosystems.md has the lines): a
@@ -171,37 +174,55 @@ def _espnet_scores(path: Path) -> Dict[str, Tuple[float, int]]:
     return out
 
 
+def _espnet_score_files(d: Path) -> List[str]:
+    """``score`` and the optional per-scorer ``score_<name>`` files of an <n>best_recog folder."""
+    if not (d / "score").is_file():
+        raise RescoreError("a file 'score'", path=d, got="none")
+    return ["score", *sorted(p.name for p in d.glob("score_*") if p.is_file())]
+
+
 def read_espnet(decode_dir: PathLike) -> NbestTable:
-    """An ESPnet decode dir's N-best (module doc) as a table with column pass1 (= -score)."""
+    """An ESPnet decode dir's N-best (module doc) as a table with column pass1 (= -score), and
+    a column <name> (= -score) for each optional per-scorer file ``score_<name>``."""
+    from rescore.io.interchange import check_columns
     from rescore.io.kaldi import read_text_table
 
     decode_dir = Path(decode_dir)
     utts: Dict[str, Utterance] = {}
+    files: Optional[List[str]] = None
     for job, dirs in _espnet_dirs(decode_dir):
         if 1 not in dirs:
             raise RescoreError("a 1best_recog folder", path=job, got=f"only {min(dirs)}best_recog and on")
         for n in sorted(dirs):
-            for name in ("text", "score"):
-                if not (dirs[n] / name).is_file():
-                    raise RescoreError(f"a file '{name}'", path=dirs[n], got="none")
-            text = read_text_table(dirs[n] / "text", "tokens")
-            scores = _espnet_scores(dirs[n] / "score")
+            d = dirs[n]
+            if not (d / "text").is_file():
+                raise RescoreError("a file 'text'", path=d, got="none")
+            found = _espnet_score_files(d)
+            if files is None:
+                files, first = found, d
+                check_columns([f[len("score_"):] for f in files[1:]], path=d, line=None)
+            if found != files:
+                raise RescoreError(f"the score files of {first} ({', '.join(files)})", path=d, got=", ".join(found))
+            text = read_text_table(d / "text", "tokens")
+            scores = [_espnet_scores(d / f) for f in files]
             for key, words, line in zip(text.keys, text.values, text.lines):
-                if key not in scores:
-                    raise RescoreError(f"a score for '{key}' (as in {dirs[n] / 'text'})", path=dirs[n] / "score",
-                                       got="none")
+                for f, sc in zip(files, scores):
+                    if key not in sc:
+                        raise RescoreError(f"a score for '{key}' (as in {d / 'text'})", path=d / f, got="none")
                 u = utts.setdefault(key, Utterance(key, [])) if n == 1 else utts.get(key)
                 if u is None or len(u.hyps) != n - 1:
                     raise RescoreError(f"hypotheses 1..{n - 1} of '{key}' before this one (in the lower "
-                                       f"<n>best_recog folders of {job})", path=dirs[n] / "text", line=line, got=key)
-                u.hyps.append(Hypothesis(n, list(words), (-scores[key][0],), (None,), line))
-            extra = set(scores) - set(text.keys)
-            if extra:
-                raise RescoreError(f"only utterances of {dirs[n] / 'text'}", path=dirs[n] / "score",
-                                   got=sorted(extra)[0])
+                                       f"<n>best_recog folders of {job})", path=d / "text", line=line, got=key)
+                u.hyps.append(Hypothesis(n, list(words), tuple(-sc[key][0] for sc in scores), (None,) * len(files),
+                                         line))
+            for f, sc in zip(files, scores):
+                extra = set(sc) - set(text.keys)
+                if extra:
+                    raise RescoreError(f"only utterances of {d / 'text'}", path=d / f, got=sorted(extra)[0])
     log.info("%s: %d utterances, %d hypotheses (ESPnet)", decode_dir, len(utts),
              sum(len(u.hyps) for u in utts.values()))
-    return NbestTable(str(decode_dir), (FIRST_PASS,), list(utts.values()))
+    columns = (FIRST_PASS, *(f[len("score_"):] for f in (files or ["score"])[1:]))
+    return NbestTable(str(decode_dir), columns, list(utts.values()))
 
 
 # --------------------------------------------------------------------------------------------
