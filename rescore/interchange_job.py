@@ -231,7 +231,7 @@ def rescore_table(job: InterchangeJob) -> Optional[dict]:
     for c in ADDED:
         if c in table.columns:
             raise RescoreError(f"no score column '{c}' (rescore-nbest adds {' and '.join(ADDED)} to scores.tsv)",
-                               path=table.path, line=2 if job.fmt == "interchange" else None, got=c)
+                               path=table.path, line=table.header_line, got=c)
     for c in job.score_weights:
         table.column(c)  # a weight for a column the input lacks
     kaldi = is_kaldi_default(table.columns, job.score_weights)

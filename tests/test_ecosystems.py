@@ -160,6 +160,9 @@ def test_converter_writes_each_recognizer_as_an_interchange_file(tmp_path):
         assert read_nbest_table(tmp_path / "n.tsv").num_hyps == n
     r = run(convert, [str(ESPNET), str(tmp_path / "n.tsv"), "--from", "espnet", "--manifest", str(MANIFEST)])
     assert r.exit_code == 2
+    r = run(convert, [str(ESPNET), str(tmp_path / "k"), "--from", "espnet", "--to", "kaldi"])
+    assert r.exit_code == 1 and f"error: {ESPNET}: expected a score column 'ac' (the input has: pass1)" in r.output
+    assert not (tmp_path / "k").exists()
 
 
 def test_three_commands_from_espnet_to_a_wer_report(tmp_path):

@@ -71,7 +71,7 @@ def test_bad_files_name_the_file_the_line_and_what_was_expected(tmp_path, text, 
 
 def test_a_required_column_that_is_missing(tmp_path):
     p = _write(tmp_path, HEAD + "u1\t1\ta\t1\t2\n")
-    with pytest.raises(RescoreError, match=r"n.tsv:2: expected a score column 'ctc' \(the file has: ac, lm\)"):
+    with pytest.raises(RescoreError, match=r"n.tsv:2: expected a score column 'ctc' \(the input has: ac, lm\)"):
         read_nbest_table(p, required=["ctc"])
 
 

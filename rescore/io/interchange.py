@@ -80,12 +80,15 @@ class NbestTable:
     """An interchange file: its score columns and utterances (file order).
 
     refs: utt -> reference words where a reader found them (a NeMo manifest); None otherwise.
+    header_line: the line of ``path`` that names the columns (2 in an interchange file; None
+    where the columns come from a layout, as in another recognizer's decode dir).
     """
 
     path: str
     columns: Tuple[str, ...]
     utterances: List[Utterance] = field(default_factory=list)
     refs: Optional[Dict[str, List[str]]] = None
+    header_line: Optional[int] = None
 
     @property
     def num_hyps(self) -> int:
@@ -94,8 +97,8 @@ class NbestTable:
     def column(self, name: str) -> int:
         """The index of score column ``name`` (RescoreError naming the header without it)."""
         if name not in self.columns:
-            raise RescoreError(f"a score column '{name}' (the file has: {', '.join(self.columns) or 'none'})",
-                               path=self.path, line=2)
+            raise RescoreError(f"a score column '{name}' (the input has: {', '.join(self.columns) or 'none'})",
+                               path=self.path, line=self.header_line)
         return self.columns.index(name)
 
 
@@ -191,7 +194,7 @@ def read_nbest_table(path: PathLike, required: Iterable[str] = ()) -> NbestTable
     """Read and check an interchange file (module doc); ``required``: score columns it must have."""
     lines = _read_lines(path)
     columns = _read_header(lines, path)
-    table = NbestTable(str(path), columns)
+    table = NbestTable(str(path), columns, header_line=2)
     for name in required:
         table.column(name)
     started: Dict[str, int] = {}  # utt -> line of its rank 1
@@ -273,4 +276,4 @@ def with_columns(table: NbestTable, extra: Sequence[str], values: Dict[Tuple[str
             texts = h.texts if len(h.texts) == len(table.columns) else (None,) * len(table.columns)
             hyps.append(Hypothesis(h.rank, h.words, h.scores + new, texts + (None,) * len(new), h.line))
         utts.append(Utterance(u.id, hyps))
-    return NbestTable(path or table.path, (*table.columns, *extra), utts, table.refs)
+    return NbestTable(path or table.path, (*table.columns, *extra), utts, table.refs, table.header_line)
