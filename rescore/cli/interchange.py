@@ -21,8 +21,8 @@ _OPTIONS = [
                       "(preds_out_size*_alpha*_beta*.tsv, with --manifest); auto: a file is an interchange file, "
                       "a dir a Kaldi dir. All but kaldi write OUT_DIR/text and scores.tsv (docs/ecosystems.md)."),
     click.option("--score-weight", "score_weights", multiple=True, metavar="NAME=X",
-                 help="Weight of a score column of a non-Kaldi input (repeat it): total = sum of weight x column "
-                      "+ weight(--weight) x NN LM cost + wip x words. A column without one has weight 1; Kaldi's "
+                 help="Weight of a score column of an input other than a Kaldi dir (repeat it): total = sum of "
+                      "weight x column + w (--weight) x NN LM cost + wip x words. A column without one has weight 1; Kaldi's "
                       "columns ac, graph, nolm default to ac/inv_acwt + (1-w) graph + w nolm."),
     click.option("--manifest", type=click.Path(dir_okay=False),
                  help="With --format nemo: the manifest (JSON lines) that NeMo decoded: utterance ids and "
