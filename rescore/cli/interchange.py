@@ -22,8 +22,8 @@ _OPTIONS = [
                       "a dir a Kaldi dir. All but kaldi write OUT_DIR/text and scores.tsv (docs/ecosystems.md)."),
     click.option("--score-weight", "score_weights", multiple=True, metavar="NAME=X",
                  help="Weight of a score column of an input other than a Kaldi dir (repeat it): total = sum of "
-                      "weight x column + w (--weight) x NN LM cost + wip x words. A column without one has weight 1; Kaldi's "
-                      "columns ac, graph, nolm default to ac/inv_acwt + (1-w) graph + w nolm."),
+                      "weight x column + w (--weight) x NN LM cost + wip x words. A column without one has "
+                      "weight 1; Kaldi's columns ac, graph, nolm default to ac/inv_acwt + (1-w) graph + w nolm."),
     click.option("--manifest", type=click.Path(dir_okay=False),
                  help="With --format nemo: the manifest (JSON lines) that NeMo decoded: utterance ids and "
                       "references."),
