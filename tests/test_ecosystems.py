@@ -91,6 +91,36 @@ def test_espnet_per_scorer_files_become_columns(tmp_path):
         read_espnet(d)
 
 
+def test_espnet1_result_json():
+    d = FIX / "espnet1" / "decode_test_clean_beam10_nbest2"
+    for path in (d, d / "data.json"):
+        t = read_espnet(path)
+        assert _hyps(t) == {
+            "1089-134686-0000": [(1, "HE HOPED THERE WOULD BE STEW", (5.912345886230469,)),
+                                 (2, "HE HOPED THERE WOULD BE STU", (7.25,))],
+            "1089-134686-0001": [(1, "STUFF IT INTO YOU", (3.5,))],
+        }
+        assert t.refs["1089-134686-0001"] == ["STUFF", "IT", "INTO", "YOU"]
+
+
+def test_espnet1_faults(tmp_path):
+    import json
+
+    js = json.loads((FIX / "espnet1" / "decode_test_clean_beam10_nbest2" / "data.json").read_text())
+    outs = js["utts"]["1089-134686-0000"]["output"]
+    outs.reverse()
+    (tmp_path / "data.json").write_text(json.dumps(js))
+    with pytest.raises(RescoreError, match=r"output\[0\]: the hypotheses in rank order \(name '...\[1\]'\)"):
+        read_espnet(tmp_path / "data.json")
+    outs[0]["score"] = "x"
+    (tmp_path / "data.json").write_text(json.dumps(js))
+    with pytest.raises(RescoreError, match=r"'rec_text' \(a string\) and 'score' \(a number\)"):
+        read_espnet(tmp_path / "data.json")
+    (tmp_path / "data.json").write_text(json.dumps({"utts": {}}))
+    with pytest.raises(RescoreError, match="an object with 'utts'"):
+        read_espnet(tmp_path / "data.json")
+
+
 def test_icefall_dump_reads_scores_as_costs_and_references():
     t = read_icefall(ICEFALL)
     assert t.columns == ("am", "lm")

@@ -17,8 +17,9 @@ FORMATS = ("kaldi", "interchange", "espnet", "icefall", "nemo")
 _OPTIONS = [
     click.option("--format", "input_format", type=click.Choice(("auto", *FORMATS)), default="auto",
                  help="What NBEST_DIR is: a Kaldi N-best dir, an N-best interchange file (TSV), an ESPnet decode "
-                      "dir (<n>best_recog/), an icefall N-best dump (JSON lines) or a NeMo beam-search TSV "
-                      "(preds_out_size*_alpha*_beta*.tsv, with --manifest); auto: a file is an interchange file, "
+                      "dir (<n>best_recog/, or ESPnet1's data.json), an icefall N-best dump (JSON lines) or a NeMo "
+                      "beam-search TSV (preds_out_size*_alpha*_beta*.tsv, with --manifest); auto: a file is an "
+                      "interchange file, "
                       "a dir a Kaldi dir. All but kaldi write OUT_DIR/text and scores.tsv (docs/ecosystems.md)."),
     click.option("--score-weight", "score_weights", multiple=True, metavar="NAME=X",
                  help="Weight of a score column of an input other than a Kaldi dir (repeat it): total = sum of "

@@ -18,6 +18,10 @@ small example of each, in the recognizer's own layout):
   ESPnet writes no per-scorer scores; where a patched ``asr_inference.py`` also writes
   ``score_<name>`` files of the same form (``hyp.scores``: ``score_decoder``, ``score_ctc``,
   ``score_lm``, ...; docs/ecosystems.md), each becomes column ``<name>`` = -score.
+  ESPnet1 (:func:`read_espnet1`): ``asr_recog.py --nbest N``'s result JSON (``data.json`` of a
+  decode dir, or a ``data.JOB.json``): each utterance's ``output`` list in rank order, its
+  ``rec_text`` (the tokens joined; ``▁`` of BPE or a space between words; ``<eos>`` last) and
+  ``score`` (log-probability; column ``pass1`` = -score); ``text`` gives the references.
 * **icefall** (:func:`read_icefall`): icefall's decode scripts keep only each method's 1-best
   (``recogs-*.txt`` from ``store_transcripts``, no scores), so the N-best is dumped from the
   ``k2`` ``Nbest`` object of an n-best decoding method (docs/ecosystems.md has the lines): a
@@ -188,6 +192,9 @@ def read_espnet(decode_dir: PathLike) -> NbestTable:
     from rescore.io.kaldi import read_text_table
 
     decode_dir = Path(decode_dir)
+    if decode_dir.is_file() or (not any(decode_dir.glob("*best_recog")) and (decode_dir / "data.json").is_file()
+                                and not (decode_dir / "logdir").is_dir()):
+        return read_espnet1(decode_dir if decode_dir.is_file() else decode_dir / "data.json")
     utts: Dict[str, Utterance] = {}
     files: Optional[List[str]] = None
     for job, dirs in _espnet_dirs(decode_dir):
@@ -223,6 +230,50 @@ def read_espnet(decode_dir: PathLike) -> NbestTable:
              sum(len(u.hyps) for u in utts.values()))
     columns = (FIRST_PASS, *(f[len("score_"):] for f in (files or ["score"])[1:]))
     return NbestTable(str(decode_dir), columns, list(utts.values()))
+
+
+def _espnet1_words(rec_text: str) -> List[str]:
+    """The words of an ESPnet1 ``rec_text``: the tokens joined, '<eos>' last, '▁' (BPE) or a
+    space between words."""
+    if rec_text.endswith("<eos>"):
+        rec_text = rec_text[: -len("<eos>")]
+    return rec_text.replace("\u2581", " ").split()
+
+
+def read_espnet1(path: PathLike) -> NbestTable:
+    """ESPnet1's result JSON (``asr_recog.py --nbest N --result-label data.JOB.json``, merged into
+    ``data.json`` by ``concatjson.py``): ``{"utts": {utt: {"output": [{"name": "target1[n]",
+    "rec_text": ..., "score": log-probability, "text": reference, ...}, ...]}}}`` in rank order.
+    Column pass1 = -score; the references from ``text``."""
+    from rescore.io.files import read_json
+
+    path = Path(path)
+    js = read_json(path)
+    utts_js = js.get("utts") if isinstance(js, dict) else None
+    if not isinstance(utts_js, dict) or not utts_js:
+        raise RescoreError("ESPnet's result JSON: an object with 'utts' (utterance -> results)", path=path)
+    utts, refs = [], {}
+    for utt, entry in utts_js.items():
+        outs = entry.get("output") if isinstance(entry, dict) else None
+        if not utt or any(c.isspace() for c in utt) or not isinstance(outs, list) or not outs:
+            raise RescoreError(f"utts.{utt}: an utterance id without whitespace and a non-empty 'output' list",
+                               path=path)
+        hyps = []
+        for k, out in enumerate(outs, 1):
+            ok = isinstance(out, dict) and isinstance(out.get("rec_text"), str) and \
+                isinstance(out.get("score"), (int, float)) and not isinstance(out.get("score"), bool)
+            if not ok:
+                raise RescoreError(f"utts.{utt}.output[{k - 1}]: 'rec_text' (a string) and 'score' (a number)",
+                                   path=path)
+            name = out.get("name")
+            if isinstance(name, str) and name.endswith("]") and not name.endswith(f"[{k}]"):
+                raise RescoreError(f"utts.{utt}.output[{k - 1}]: the hypotheses in rank order (name '...[{k}]')",
+                                   path=path, got=name)
+            hyps.append(Hypothesis(k, _espnet1_words(out["rec_text"]), (-float(out["score"]),), (None,)))
+        utts.append(Utterance(utt, hyps))
+        if isinstance(outs[0].get("text"), str):
+            refs[utt] = outs[0]["text"].split()
+    return NbestTable(str(path), (FIRST_PASS,), utts, refs if len(refs) == len(utts) else None)
 
 
 # --------------------------------------------------------------------------------------------
