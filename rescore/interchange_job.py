@@ -35,6 +35,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from rescore.errors import OptionError, RescoreError
 from rescore.interp import Params, equal_mix
 from rescore.io.ecosystems import FORMATS, KALDI_COLUMNS
+from rescore.io.outdir import MANIFEST_NAME
 from rescore.pipeline import MAX_MODELS, NBEST_OUTPUTS, ScoringOptions, as_paths, one_or_many
 
 log = logging.getLogger(__name__)
@@ -156,7 +157,11 @@ class InterchangeJob:
 
     def inputs(self) -> List[Path]:
         p = Path(self.input)
-        files = [f for f in p.rglob("*") if f.is_file()] if p.is_dir() else [p]
+        files = [p]
+        if p.is_dir():  # a decode dir: its files, but not those of an earlier run's OUT_DIR inside it
+            out = Path(self.out_dir).resolve()
+            earlier = (out / MANIFEST_NAME).is_file()
+            files = [f for f in p.rglob("*") if f.is_file() and not (earlier and out in f.resolve().parents)]
         extra = (self.manifest, self.train_text, self.params_file, *self.nn_costs, *self.scoring.models)
         files += [Path(x) for x in extra if x is not None]
         if self.data_dir is not None:

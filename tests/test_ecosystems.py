@@ -211,6 +211,18 @@ def test_three_commands_from_espnet_to_a_wer_report(tmp_path):
     assert r.exit_code == 0 and "%WER 16.67 [ 1 / 6" in r.output, r.output
 
 
+def test_an_out_dir_inside_the_decode_dir_can_be_written_again(tmp_path):
+    d = tmp_path / "decode"
+    shutil.copytree(ESPNET, d)
+    for _ in range(2):
+        r = CliRunner().invoke(rescore_nbest, [str(d), str(d / "rescored"), "--format", "espnet"])
+        assert r.exit_code == 0, r.output
+    assert read_nbest_table(d / "rescored" / "scores.tsv").num_hyps == 8
+    job1 = d / "logdir" / "output.1" / "1best_recog"
+    r = CliRunner().invoke(rescore_nbest, [str(d), str(job1), "--format", "espnet"])
+    assert r.exit_code == 2 and "text" in r.output  # that would replace an input
+
+
 def test_nemo_and_icefall_report_wer_from_their_own_references(tmp_path):
     r = CliRunner().invoke(rescore_nbest, [str(NEMO), str(tmp_path / "n"), "--format", "nemo",
                                            "--manifest", str(MANIFEST)])
