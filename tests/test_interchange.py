@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import NBEST_SMALL, shared_data_path
 from rescore.cli.interchange import convert
@@ -89,6 +90,8 @@ def test_writer_refuses_bad_tables_and_leaves_the_old_file(tmp_path):
     bad = [NbestTable("x", ("ac",), [Utterance("u", [Hypothesis(1, ["a"], (float("nan"),))])]),
            NbestTable("x", ("ac",), [Utterance("u", [Hypothesis(2, ["a"], (1.0,))])]),
            NbestTable("x", ("ac",), [Utterance("u", [Hypothesis(1, ["a\tb"], (1.0,))])]),
+           NbestTable("x", ("ac",), [Utterance("u", [Hypothesis(1, ["a\rb"], (1.0,))])]),
+           NbestTable("x", ("ac",), [Utterance("u", [Hypothesis(1, ["a b"], (1.0,))])]),
            NbestTable("x", ("ac",), [Utterance("u", [Hypothesis(1, ["a"], (1.0,))])] * 2),
            NbestTable("x", ("words",), [])]
     for t in bad:
@@ -285,3 +288,53 @@ def test_an_input_with_the_added_columns_is_refused(tmp_path):
     p = _write(tmp_path, "#nbest-interchange 1\nutt\trank\twords\tac\ttotal\nu1\t1\ta\t1\t2\n")
     r = CliRunner().invoke(rescore_nbest, [str(p), str(tmp_path / "o")])
     assert r.exit_code == 1 and f"{p}:2: expected no score column 'total'" in r.output
+
+
+# --------------------------------------------------------------------------------------------
+# Property tests: any table round trips; any text reads either into a table or a RescoreError
+
+FUZZ = settings(max_examples=40, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+WORD = st.text(st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), min_size=1, max_size=5)
+SCORE = st.floats(allow_nan=False, allow_infinity=False, width=64)
+
+
+@st.composite
+def tables(draw):
+    columns = tuple(draw(st.lists(st.from_regex(r"[a-z][a-z0-9_]{0,4}", fullmatch=True), max_size=4, unique=True)))
+    utts = []
+    for i in range(draw(st.integers(0, 4))):
+        hyps = [Hypothesis(k, draw(st.lists(WORD, max_size=4)), tuple(draw(SCORE) for _ in columns))
+                for k in range(1, draw(st.integers(1, 4)) + 1)]
+        utts.append(Utterance(f"u{i}-{draw(st.integers(0, 9))}", hyps))
+    return NbestTable("t", columns, utts)
+
+
+@FUZZ
+@given(table=tables())
+def test_any_table_round_trips(tmp_path, table):
+    p = tmp_path / "t.tsv"
+    write_nbest_table(p, table)
+    back = read_nbest_table(p)
+    assert back.columns == table.columns
+    assert [(u.id, [(h.rank, h.words, h.scores) for h in u.hyps]) for u in back.utterances] == \
+        [(u.id, [(h.rank, [w for w in h.words], h.scores) for h in u.hyps]) for u in table.utterances]
+
+
+FIELD = st.one_of(st.sampled_from(["", "1", "2", "0", "-1", "1.5", "nan", "inf", "1e999", "u1", "a b", "x\x00",
+                                   "\ufeff", "#nbest-interchange 1", "utt", "rank", "words"]),
+                  st.text(max_size=5))
+LINES = st.lists(st.lists(FIELD, max_size=6).map("\t".join), max_size=8)
+
+
+@FUZZ
+@given(lines=LINES, head=st.booleans())
+def test_any_text_is_a_table_or_a_rescore_error(tmp_path, lines, head):
+    p = tmp_path / "f.tsv"
+    p.write_text((HEAD if head else "") + "\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
+    try:
+        t = read_nbest_table(p)
+    except RescoreError as e:
+        assert e.path == str(p)
+    else:
+        assert all(len(h.scores) == len(t.columns) for u in t.utterances for h in u.hyps)

@@ -229,9 +229,8 @@ def read_nbest_table(path: PathLike, required: Iterable[str] = ()) -> NbestTable
 def _line(utt: str, h: Hypothesis, columns: Sequence[str]) -> str:
     if not utt or any(c.isspace() for c in utt):
         raise RescoreError("an utterance id without whitespace", got=utt)
-    if any("\t" in w or "\n" in w or w == "" for w in h.words):
-        raise RescoreError(f"words without tabs or newlines (utterance '{utt}', rank {h.rank})",
-                           got=" ".join(h.words))
+    if any(w == "" or any(c.isspace() for c in w) for w in h.words):
+        raise RescoreError(f"words without whitespace (utterance '{utt}', rank {h.rank})", got=" ".join(h.words))
     if len(h.scores) != len(columns):
         raise ValueError(f"{len(h.scores)} scores for {len(columns)} columns")
     texts = h.texts if len(h.texts) == len(columns) else (None,) * len(columns)
