@@ -77,7 +77,7 @@ def _key_parts(key: str) -> Tuple[str, int]:
 def kaldi_to_table(nbest_dir: PathLike, words_txt: Optional[PathLike] = None) -> NbestTable:
     """A Kaldi N-best dir (read and checked by rescore.nbest.load_nbest_dir) as a table with
     columns ac, graph, nolm, in the dir's order; the scores of text archives keep their text."""
-    from rescore.io.kaldi import read_table, read_text_table
+    from rescore.io.kaldi import read_text_table
     from rescore.nbest import find_archive, load_nbest_dir
 
     nbest = load_nbest_dir(nbest_dir, words_txt=words_txt)
@@ -85,9 +85,13 @@ def kaldi_to_table(nbest_dir: PathLike, words_txt: Optional[PathLike] = None) ->
     for col, name in KALDI_COLUMNS.items():
         p = find_archive(nbest_dir, name)
         texts[col] = {}
-        if p is not None and not p.name.endswith(".scp") and not read_table(p, "float").binary:
+        if p is None or p.name.endswith(".scp"):
+            continue
+        try:  # a text archive's number texts; a binary archive fails here, or gives none that match below
             t = read_text_table(p, "tokens")
-            texts[col] = {k: v[0] for k, v in zip(t.keys, t.values) if len(v) == 1 and parse_score(v[0]) is not None}
+        except RescoreError:
+            continue
+        texts[col] = {k: v[0] for k, v in zip(t.keys, t.values) if len(v) == 1 and parse_score(v[0]) is not None}
     utts = []
     for u in nbest.utterances():
         hyps = []
