@@ -338,3 +338,23 @@ def test_any_text_is_a_table_or_a_rescore_error(tmp_path, lines, head):
         assert e.path == str(p)
     else:
         assert all(len(h.scores) == len(t.columns) for u in t.utterances for h in u.hyps)
+
+
+def test_a_kaldi_column_weighted_by_hand_keeps_the_others_kaldi_defaults(tmp_path):
+    r = CliRunner().invoke(convert, [str(NBEST_SMALL), str(tmp_path / "n.tsv")])
+    assert r.exit_code == 0, r.output
+    nn = tmp_path / "lmwt.nn"
+    nn.write_text("".join(f"{u.id}-{h.rank} {3.0 * h.rank} \n"
+                          for u in read_nbest_table(tmp_path / "n.tsv").utterances for h in u.hyps))
+    common = ["--data-dir", str(NBEST_SMALL / "data"), "--nn-costs", str(nn), "--weight", "0.4"]
+    run = CliRunner().invoke
+    a = run(rescore_nbest, [str(tmp_path / "n.tsv"), str(tmp_path / "a"), *common, "--inv-acwt", "8"])
+    b = run(rescore_nbest, [str(tmp_path / "n.tsv"), str(tmp_path / "b"), *common, "--score-weight", "ac=0.125"])
+    assert a.exit_code == 0 and b.exit_code == 0, a.output + b.output
+    ta, tb = (read_nbest_table(tmp_path / x / "scores.tsv") for x in "ab")
+    for ua, ub in zip(ta.utterances, tb.utterances):
+        for ha, hb in zip(ua.hyps, ub.hyps):
+            ac, graph, nolm, l_nn, total = hb.scores
+            assert total == pytest.approx(ac / 8 + 0.6 * graph + 0.4 * nolm + 0.4 * l_nn, abs=1e-9)
+            assert ha.scores == pytest.approx(hb.scores, abs=1e-9)
+    assert (tmp_path / "a" / "text").read_text() == (tmp_path / "b" / "text").read_text()
