@@ -95,6 +95,7 @@ def test_readme_quickstart_runs(tmp_path, kaldi_lstm):  # noqa: F811 (the fixtur
     # The recipe dir, the old lang dir, a decode dir of one job, the data dir of its utterances.
     recipe = kaldi_dir(tmp_path)
     write_exe(recipe / "local" / "score.sh", SCORE_SH)
+    (recipe / "cmd.sh").write_text("export decode_cmd=run.pl\n")  # Kaldi's cmd.sh, local jobs
     lang, _, data, decode, _ = inputs(tmp_path, g="G.carpa")
     shutil.copy(dev / "lang" / "words.txt", Path(lang) / "words.txt")
     utts = {line.split()[0].rsplit("-", 1)[0] for line in (fixture / "words").read_text().splitlines()}
@@ -119,7 +120,7 @@ def test_readme_quickstart_runs(tmp_path, kaldi_lstm):  # noqa: F811 (the fixtur
     scored = tmp_path / "scored"
     env = {"PATH": os.pathsep.join([str(bindir), str(system_bin())]), "HOME": str(recipe), "LC_ALL": "C",
            "OMP_NUM_THREADS": "1", "CALLS": str(tmp_path / "calls"), "FIXTURE": str(fixture),
-           "DROP_KEY": "", "SCORED": str(scored), "decode_cmd": "run.pl",
+           "DROP_KEY": "", "SCORED": str(scored),
            "rescore": str(REPO_ROOT), "text": str(text), "valid": str(valid),
            "lang": lang, "data": data, "decode": decode}
     r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=recipe, env=env,
