@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import REPO_ROOT
+from rescore.cli.examples import EXAMPLES
 
 
 def console_scripts() -> dict:
@@ -62,3 +63,21 @@ def test_subcommands_end_with_their_example(name):
     command = getattr(importlib.import_module(module), attr)
     for sub in sorted(getattr(command, "commands", {})):
         assert_ends_with_example(help_text(name, [sub]), f"{name} {sub}")
+
+
+def option_names(command) -> set:
+    return {opt for p in command.params for opt in list(p.opts) + list(p.secondary_opts)}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_examples_use_only_real_options(name):
+    """Every --option of an example is one of its command's (so the examples cannot rot)."""
+    script, *sub = name.split()
+    module, attr = SCRIPTS[script]
+    command = getattr(importlib.import_module(module), attr)
+    for line in EXAMPLES[name].splitlines():
+        words = line.replace("\\", " ").split()
+        if words[0] == script:  # a line of its own names the command (and its subcommand)
+            target = command.commands[words[1]] if hasattr(command, "commands") else command
+        used = {w.split("=", 1)[0] for w in words if w.startswith("--")}
+        assert used <= option_names(target), f"{name}: not options of it: {sorted(used - option_names(target))}"
