@@ -6,13 +6,17 @@ The strings this file searches for are data of these tests (the only place they 
 
 from __future__ import annotations
 
+import importlib
 import re
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import REPO_ROOT
+from test_help import SCRIPTS, option_names
 
 # What the repository must not say, anywhere outside tests/: in file names and in text.
 INTERNAL = [
@@ -156,3 +160,73 @@ def test_mkdocs_build_strict(tmp_path):
     for page in ("index.html", "kaldi.html", "models.html", "formats.html", "evaluation.html", "design.html"):
         assert (tmp_path / "site" / page).is_file(), page
     assert (tmp_path / "site" / "img" / "dev_compare.png").is_file()
+
+
+# --- the commands in the docs use options that exist -------------------------------------------
+
+BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```", re.M | re.S)
+SEPARATORS = {"|", "\\|", "&&", "||", ";"}
+
+
+def step_options(script: Path) -> set:
+    """--options of a Kaldi-style script: the variables of its configuration section."""
+    text = script.read_text()
+    section = text.split("# Begin configuration section.", 1)[1].split("# End configuration section.", 1)[0]
+    names = re.findall(r"^([A-Za-z_][A-Za-z0-9_]*)=", section, re.M)
+    return {"--" + n.replace("_", "-") for n in names}
+
+
+def click_options(name: str, sub: str = "") -> set:
+    module, attr = SCRIPTS[name]
+    command = getattr(importlib.import_module(module), attr)
+    if sub and hasattr(command, "commands"):
+        command = command.commands[sub]
+    return option_names(command) | {"--help", "-h", "--version"}
+
+
+def commands_in(block: str) -> list:
+    """(command, subcommand, [--options]) of every rescore command or step in a bash block."""
+    out = []
+    for line in block.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        segments, cur = [], []
+        for w in words:
+            if w in SEPARATORS:
+                segments.append(cur)
+                cur = []
+            else:
+                cur.append(w)
+        segments.append(cur)
+        for seg in segments:
+            for i, w in enumerate(seg):
+                base = w.rsplit("/", 1)[-1].rstrip(")`")  # also $(which rescore-train-lm)
+                if base in SCRIPTS or re.fullmatch(r"lmrescore_\w+\.sh", base):
+                    rest = seg[i + 1:]
+                    sub = rest[0] if rest and not rest[0].startswith("-") else ""
+                    out.append((base, sub, [r.split("=", 1)[0] for r in rest if r.startswith("--")]))
+                    break
+    return out
+
+
+def test_commands_in_the_docs_use_real_options():
+    faults, checked = [], 0
+    for page in [REPO_ROOT / "README.md"] + sorted((REPO_ROOT / "docs").glob("*.md")):
+        if page.name == "benchmarks.md":  # the lab notebook: commands as they were run then
+            continue
+        for block in BASH_BLOCK.findall(page.read_text()):
+            for command, sub, used in commands_in(block):
+                base = command.rsplit("/", 1)[-1]
+                if base.endswith(".sh"):
+                    script = next((p for p in (REPO_ROOT / "recipes" / "steps").rglob(base)), None)
+                    if script is None:
+                        faults.append(f"{page.name}: no step {base} under recipes/steps")
+                        continue
+                    known = step_options(script)
+                else:
+                    known = click_options(base, sub)
+                checked += 1
+                bad = sorted(set(used) - known)
+                if bad:
+                    faults.append(f"{page.name}: {base} {sub} has no {', '.join(bad)}")
+    assert checked >= 17, f"only {checked} commands found in the docs' bash blocks"
+    assert not faults, "\n".join(faults)
