@@ -1,4 +1,4 @@
-"""The ablation table of issue 16: every system tuned by two-fold cross-validation on the dev
+"""The ablation table: every system tuned by two-fold cross-validation on the dev
 N-best dir, compared by a paired bootstrap, a difference whose CI covers 0 marked as none.
 
     python tools/ablation.py --nbest-dir D/nbest --data-dir D/data --train-text T --out-dir OUT \\
@@ -90,7 +90,7 @@ def tune_job(nbest_dir: str, data_dir: str, words_txt: Optional[str], costs: Lis
 
 
 def covers_zero(ci: Optional[Sequence[float]]) -> bool:
-    """A difference whose CI covers 0 is no difference (issue 16)."""
+    """A difference whose CI covers 0 is no difference."""
     return ci is not None and ci[0] <= 0.0 <= ci[1]
 
 

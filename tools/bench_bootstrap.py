@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of issue 15: the paired bootstrap of rescore-wer / the rescore-nbest report.
+"""Benchmark of the paired bootstrap of rescore-wer / the rescore-nbest report.
 
 On the shared dev set (../shared/data/tts-wikitext2-dev: 627 utterances, 60 recordings),
 PocketSphinx's 1-best against rank 2 of the N-best (a worse system): seconds for --draws

@@ -94,3 +94,4 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-nbest")

@@ -156,3 +156,4 @@ def _refuse_unused_options(ctx: click.Context, arch: str, head: str) -> None:
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-train-lm")

@@ -36,3 +36,4 @@ def main(text, out_dir, docids, voices, gap, prefix, nj, verbose):
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-tts-data")

@@ -102,3 +102,4 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-wer")
