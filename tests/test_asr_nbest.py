@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rescore.asr.pocketsphinx_nbest import (
+from rescore.asr.sphinx_lattice import (
     Lattice,
     base_word,
     costs,
