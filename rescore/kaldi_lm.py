@@ -46,7 +46,7 @@ from typing import Dict, List, Tuple, Union
 import torch
 
 from rescore.errors import RescoreError, check
-from rescore.io.kaldi import iter_lines
+from rescore.io.lines import iter_lines
 from rescore.vocab import EOS, UNK, Vocabulary
 
 log = logging.getLogger(__name__)

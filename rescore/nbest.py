@@ -48,7 +48,8 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from rescore.errors import RescoreError
-from rescore.io.kaldi import DataDir, Table, read_data_dir, read_symbol_table, read_table
+from rescore.io.kaldi import DataDir, Table, read_data_dir, read_table
+from rescore.io.symbols import read_symbol_table
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]

@@ -143,7 +143,7 @@ class NbestDecoder:
 
 
 def _read_table(path: Path, min_fields: int) -> List[List[str]]:
-    from rescore.io.kaldi import iter_lines  # UTF-8 and gzip errors name the file and line
+    from rescore.io.lines import iter_lines  # UTF-8 and gzip errors name the file and line
 
     rows = []
     for ln, line in iter_lines(path):
