@@ -34,15 +34,16 @@ OPTION_NAMES = {"coverage_weight": "--coverage", "save_every_steps": "--save-eve
                 "save_every_minutes": "--save-every", "train": "--train", "valid": "--valid"}
 
 
-
 def option_name(field: str) -> str:
     """The command-line option of a TrainOptions or ModelConfig field: bptt -> --bptt."""
     return OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
 
 
-
 @dataclass
 class TrainOptions:
+    """What a training run does besides the model (its ModelConfig): one field per option of
+    rescore-train-lm."""
+
     train: Path  # training text, one sentence per line
     valid: Path  # validation text (learning-rate annealing, best-model choice)
     out_dir: Path  # where model.pt, last.pt and train.json go
@@ -118,7 +119,6 @@ def parse_save_every(spec: str) -> Tuple[int, float]:
                       option="--save-every", got=str(spec))
 
 
-
 def check_config(config: ModelConfig) -> None:
     """An OptionError naming the option when a config value is out of range or does nothing."""
     from rescore.models import HEADS
@@ -159,7 +159,6 @@ def check_config(config: ModelConfig) -> None:
          f"--coverage only with --head pointer-generator (it does nothing with --head {config.head})")
 
 
-
 def check_out_dir(opts: TrainOptions) -> None:
     """Before any work: OUT_DIR can be a writable directory, and a fresh run would not replace
     an earlier run's files (that needs ``resume``, or removing them).
@@ -177,7 +176,6 @@ def check_out_dir(opts: TrainOptions) -> None:
                 "an output dir without an earlier run: pass --resume to continue it, or remove "
                 f"{', '.join(old)} (or choose another --out-dir) to start afresh",
                 path=out, got=f"{', '.join(old)} already there")
-
 
 
 def check_resume(ckpt: Dict[str, Any], config: ModelConfig, opts: TrainOptions, world: int,
@@ -209,7 +207,6 @@ def check_resume(ckpt: Dict[str, Any], config: ModelConfig, opts: TrainOptions, 
     if diffs:
         raise OptionError("--resume with the options the checkpoint was trained with; "
                           f"{path} was trained with " + "; ".join(diffs), option="--resume")
-
 
 
 def plain_options(opts: TrainOptions) -> Dict[str, Any]:
