@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rescore.asr.pocketsphinx_nbest import (
+from rescore.asr.sphinx_lattice import (
     Lattice,
     base_word,
     costs,
@@ -174,7 +174,8 @@ def decoded(tmp_path_factory):
     _need_tools()
     d = tmp_path_factory.mktemp("asr")
     (d / "text.txt").write_text(SENTENCES)
-    run = lambda *a: subprocess.run([sys.executable, "-m", *a], cwd=REPO, check=True, capture_output=True, text=True)
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", *a], cwd=REPO, check=True, capture_output=True, text=True)
     run("rescore.cli.tts_data", str(d / "text.txt"), str(d / "data"))
     r = run("rescore.cli.make_nbest", str(d / "data"), str(d / "nbest"), "--nj", "2", "--nbest", "100")
     return d, r.stdout
@@ -208,7 +209,7 @@ def test_decoded_nbest_passes_the_strict_reader_and_ranks_like_pocketsphinx(deco
 
 def test_first_pass_wer_is_reproduced_by_rescore_nbest(decoded, tmp_path):
     d, _ = decoded
-    r = subprocess.run(
+    subprocess.run(
         [sys.executable, "-m", "rescore.cli.nbest", str(d / "nbest"), str(tmp_path / "out"), "--data-dir",
          str(d / "data"), "--inv-acwt", "9.5", "--wip", "0", "--weight", "0"],
         cwd=REPO, check=True, capture_output=True, text=True)
@@ -226,7 +227,8 @@ def test_first_pass_wer_is_reproduced_by_rescore_nbest(decoded, tmp_path):
 
 def _costs(nbest_dir: Path, utt: str):
     """(words, acwt / 9.5 + lmwt.withlm) of one utterance's entries, from the text archives."""
-    read = lambda name: {ln.split()[0]: ln.split()[1:] for ln in (nbest_dir / name).read_text().splitlines()}
+    def read(name):
+        return {ln.split()[0]: ln.split()[1:] for ln in (nbest_dir / name).read_text().splitlines()}
     words, ac, lm = read("words_text"), read("acwt"), read("lmwt.withlm")
     keys = [k for k in words if k.rsplit("-", 1)[0] == utt]
     return [(words[k], float(ac[k][0]) / 9.5 + float(lm[k][0])) for k in keys]
@@ -266,7 +268,8 @@ def test_tts_data_dir_is_a_kaldi_data_dir(decoded):
 
     d, _ = decoded
     data = d / "data"
-    read = lambda n: [ln.split() for ln in (data / n).read_text().splitlines()]
+    def read(n):
+        return [ln.split() for ln in (data / n).read_text().splitlines()]
     wavs = {r: p for r, p in read("wav.scp")}
     segs = read("segments")
     assert len(wavs) == 3 and len(segs) == 5
