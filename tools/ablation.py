@@ -287,20 +287,29 @@ def write_outputs(out_dir: str, res: dict) -> str:
 
 @command()
 @click.option("--nbest-dir", required=True, type=click.Path(file_okay=False), help="The dev N-best dir.")
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Its data dir (text = references; segments/utt2spk = conversations).")
-@click.option("--words-txt", type=click.Path(dir_okay=False), help="Symbol table for 'words' ids (found beside the N-best dir when not given).")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+              help="Its data dir (text = references; segments/utt2spk = conversations).")
+@click.option("--words-txt", type=click.Path(dir_okay=False),
+              help="Symbol table for 'words' ids (found beside the N-best dir when not given).")
 @click.option("--train-text", type=click.Path(dir_okay=False), help="LM training text: the pairs per rare-word bucket.")
 @click.option("--buckets", "num_buckets", type=click.IntRange(min=1), default=10, help="Number of rare-word buckets.")
-@click.option("--system", "systems", multiple=True, required=True, metavar="NAME=COSTS", help="A system (repeat; the first is the baseline): COSTS is 'first-pass' (no NN LM), a lmwt.nn of the N-best dir, or A.nn+B.nn (two models, their mix tuned).")
-@click.option("--pair", "pairs", multiple=True, metavar="A:B", help="Also compare system A with system B (e.g. lstm-ptrmem:lstm), overall and per bucket.")
-@click.option("--out-dir", required=True, type=click.Path(file_okay=False), help="Where NAME.txt, ablation.md and ablation.json go.")
+@click.option("--system", "systems", multiple=True, required=True, metavar="NAME=COSTS",
+              help="A system (repeat; the first is the baseline): COSTS is 'first-pass' (no NN LM), a lmwt.nn of the "
+                   "N-best dir, or A.nn+B.nn (two models, their mix tuned).")
+@click.option("--pair", "pairs", multiple=True, metavar="A:B",
+              help="Also compare system A with system B (e.g. lstm-ptrmem:lstm), overall and per bucket.")
+@click.option("--out-dir", required=True, type=click.Path(file_okay=False),
+              help="Where NAME.txt, ablation.md and ablation.json go.")
 @click.option("--weights", default=TUNE["weights"], help="NN LM weights (as rescore-tune).")
 @click.option("--inv-acwts", default=TUNE["inv_acwts"], help="Inverse acoustic scales (as rescore-tune).")
 @click.option("--wips", default=TUNE["wips"], help="Word insertion penalties (as rescore-tune).")
-@click.option("--mixes", default=TUNE.get("mixes"), help="First model's share for A.nn+B.nn systems (as rescore-tune; default: its grid).")
-@click.option("--bootstrap", "draws", type=click.IntRange(min=0), default=1000, help="Paired bootstrap draws (0: none).")
+@click.option("--mixes", default=TUNE.get("mixes"),
+              help="First model's share for A.nn+B.nn systems (as rescore-tune; default: its grid).")
+@click.option("--bootstrap", "draws", type=click.IntRange(min=0), default=1000,
+              help="Paired bootstrap draws (0: none).")
 @click.option("--seed", type=int, default=0, help="Seed of the bootstrap.")
-@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, help="Level of the CIs.")
+@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+              help="Level of the CIs.")
 @click.option("--allow-missing", is_flag=True, help="References without an N-best are dropped with a warning.")
 @verbose_option
 def main(nbest_dir, data_dir, words_txt, train_text, num_buckets, systems, pairs, out_dir, weights, inv_acwts, wips,

@@ -42,7 +42,8 @@ def main() -> None:
         sys.exit(f"needs {DATA}")
     refs = read_text_table(DATA / "data" / "text", "tokens").as_dict()
     ps = read_text_table(DATA / "extra" / "ps_1best.txt", "tokens").as_dict()
-    rank2 = {k.rsplit("-", 1)[0]: w for k, w in read_text_table(DATA / "nbest" / "words_text", "tokens").as_dict().items()
+    table = read_text_table(DATA / "nbest" / "words_text", "tokens").as_dict()
+    rank2 = {k.rsplit("-", 1)[0]: w for k, w in table.items()
              if k.endswith("-2")}
     rank2 = {u: rank2.get(u, ps[u]) for u in refs}  # an utterance with one hypothesis keeps it
     utts = list(refs)
