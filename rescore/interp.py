@@ -1,4 +1,4 @@
-"""The interpolation of design §3: the one place the cost formula is written.
+"""The interpolation of an N-best hypothesis's costs: the one place the cost formula is written.
 
 For hypothesis h with n-gram LM cost ``l_ng = withlm - nolm``, graph rest ``g_0 = nolm``, NN LM
 cost ``l_nn``, acoustic cost ``ac`` and ``|h|`` words::
@@ -33,7 +33,7 @@ PathLike = Union[str, Path]
 
 
 def fixed_cost(ac, withlm, nolm, nwords, weight: float, inv_acwt: float, wip: float):
-    """ac / inv_acwt + nolm + (1 - weight) * (withlm - nolm) + wip * nwords (design §3)."""
+    """ac / inv_acwt + nolm + (1 - weight) * (withlm - nolm) + wip * nwords."""
     return ac / inv_acwt + nolm + (1.0 - weight) * (withlm - nolm) + wip * nwords
 
 

@@ -8,7 +8,7 @@ import logging
 import click
 
 from rescore.cli.common import command, setup_logging, verbose_option
-from rescore.cli.engine_options import engine_options, scoring_options
+from rescore.cli.engine_options import engine_options, engine_settings
 
 log = logging.getLogger("rescore-nbest")
 
@@ -62,7 +62,7 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
 @engine_options
 @verbose_option
 def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix_spec, inv_acwt, wip, train_text,
-         num_buckets, allow_missing, verbose, split_spec, **engine_kw):
+         num_buckets, allow_missing, verbose, model, split_spec, **settings):
     """Rescore NBEST_DIR (Kaldi layout: words/words_text, acwt, lmwt.withlm, lmwt.nolm) into
     OUT_DIR: lmwt.interp (new graph costs, Kaldi text archive for linear-to-nbest), text
     (1-best words), lmwt.nn with --model (the mixed costs with several --model, each model's own
@@ -75,15 +75,15 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     from rescore.metrics import format_report
     from rescore.pipeline import NbestJob, parse_split, rescore_nbest_dir
 
-    scoring = scoring_options(**engine_kw)
+    scoring = engine_settings(settings)
     mix = parse_mix(mix_spec)
-    k = len(scoring.models) or len(nn_costs)
+    k = len(model) or len(nn_costs)
     if mix is not None and len(mix) != k:  # (one share alone would read as "no mix" in the job)
         raise OptionError(f"one share per model ({k} given by --model or --nn-costs)", option="--mix", got=mix_spec)
     params = resolve_params(params_file, weight, inv_acwt, wip, mix,
-                            has_nn_costs=bool(scoring.models or nn_costs))
+                            has_nn_costs=bool(model or nn_costs))
     job = NbestJob(nbest_dir=nbest_dir, out_dir=out_dir, params=params, data_dir=data_dir, words_txt=words_txt,
-                   nn_costs=tuple(nn_costs) or None, scoring=scoring, train_text=train_text, num_buckets=num_buckets,
+                   nn_costs=tuple(nn_costs), models=tuple(model), scoring=scoring, train_text=train_text, num_buckets=num_buckets,
                    allow_missing=allow_missing, split=parse_split(split_spec) if split_spec else None,
                    params_file=params_file)
     report = rescore_nbest_dir(job)

@@ -46,16 +46,17 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     setup_logging(verbose)
     from rescore.combine import mix_grid
     from rescore.metrics import format_report
-    from rescore.pipeline import NbestJob, TuneJob, format_cross_validation, format_setting, tune_nbest_dir
+    from rescore.pipeline import NbestJob
+    from rescore.tune_job import TuneJob, format_cross_validation, format_setting, tune_nbest_dir
 
-    nn_costs, apply_nn_costs = tuple(nn_costs) or None, tuple(apply_nn_costs) or None
+    nn_costs, apply_nn_costs = tuple(nn_costs), tuple(apply_nn_costs)
     given = click.get_current_context().get_parameter_source("mixes") != click.core.ParameterSource.DEFAULT
-    if given and len(nn_costs or ()) < 2:
+    if given and len(nn_costs) < 2:
         raise click.UsageError("--mixes needs two or more --nn-costs (one per model)")
     if not apply_to:
         for name, v in (("--apply-data-dir", apply_data_dir), ("--apply-nn-costs", apply_nn_costs),
                         ("--apply-words-txt", apply_words_txt)):
-            if v is not None:
+            if v not in (None, ()):
                 raise click.UsageError(f"{name} goes with --apply-to (it would do nothing)")
     apply = None
     if apply_to:
@@ -67,7 +68,7 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
                   wips=parse_grid(wips, "--wips"), split_half=split_half, dev_utts=dev_utts, eval_utts=eval_utts,
                   params_out=params_out, report=report, apply=apply, allow_missing=allow_missing,
                   cross_validate=cross_validate, hyp_out=hyp_out,
-                  mixes=mix_grid(parse_grid(mixes, "--mixes"), len(nn_costs)) if len(nn_costs or ()) > 1 else None)
+                  mixes=mix_grid(parse_grid(mixes, "--mixes"), len(nn_costs)) if len(nn_costs) > 1 else None)
     result = tune_nbest_dir(job)
     if cross_validate:
         click.echo(format_cross_validation(result))
