@@ -293,3 +293,20 @@ def test_tune_grid_that_overflows_is_an_error(tmp_path):
                                        "--wips", "0"])
     assert r.exit_code == 1 and f"error: {nb / 'acwt'}:1: expected costs whose" in r.output, r.output
     assert f"'{key}'" in r.output and "inv_acwt 0.5" in r.output
+
+
+def test_engine_options_are_the_settings_fields():
+    # every engine setting is an option, its help and default those of rescore.settings (the
+    # OOV penalty's default reads as the rule the job applies)
+    from dataclasses import fields
+
+    from rescore.settings import OOV_AUTO, EngineSettings, option_name
+
+    r = CliRunner().invoke(main, ["--help"], terminal_width=2000)
+    assert r.exit_code == 0
+    text = " ".join(r.output.split())
+    for f in fields(EngineSettings):
+        assert option_name(f.name) in text and " ".join(f.metadata["help"].split()) in text, f.name
+        shown = f.metadata["show_default"] if f.metadata["show_default"] is not None else f.default
+        assert f"[default: {shown}]" in text or f"[default: ({shown})]" in text, f.name
+    assert f"[default: ({OOV_AUTO} with --train-text or a words.txt, else 0)]" in text

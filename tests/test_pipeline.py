@@ -455,3 +455,27 @@ def test_a_job_of_several_cost_files(tmp_path):
     costs = [read_nn_costs(f) for f in files]
     for key, c in mixed.items():
         assert c == pytest.approx([0.2 * x + 0.3 * y + 0.5 * z for x, y, z in zip(*(cs[key] for cs in costs))])
+
+
+def test_oov_penalty_default_is_auto_where_words_are_known(tmp_path):
+    # auto where a training text or a words.txt (given, or beside NBEST_DIR) is known, else 0;
+    # without a model there is no NN LM to penalise: 0
+    bare = tmp_path / "bare"  # no words.txt beside it
+    bare.mkdir()
+    for f in ("words_text", "acwt", "lmwt.withlm", "lmwt.nolm"):
+        (bare / f).write_bytes((NBEST_SMALL / f).read_bytes())
+    (tmp_path / "train.txt").write_text("a b c\n")
+
+    def penalty(nbest_dir, **kw):
+        return NbestJob(str(nbest_dir), str(tmp_path / "o"), **kw).scoring.oov_penalty
+
+    assert penalty(NBEST_SMALL, models=("m.pt",)) == "auto"  # NBEST_SMALL/words.txt
+    assert penalty(bare, models=("m.pt",)) == 0.0
+    assert penalty(bare, models=("m.pt",), words_txt=str(NBEST_SMALL / "words.txt")) == "auto"
+    assert penalty(bare, models=("m.pt",), train_text=str(tmp_path / "train.txt")) == "auto"
+    assert penalty(NBEST_SMALL) == 0.0
+    assert penalty(NBEST_SMALL, models=("m.pt",), scoring=EngineSettings(oov_penalty=2.5)) == 2.5
+    with pytest.raises(OptionError, match="words.txt for --oov-penalty auto"):
+        NbestJob(str(bare), str(tmp_path / "o"), models=("m.pt",), scoring=EngineSettings(oov_penalty="auto"))
+    with pytest.raises(OptionError, match="--model for an OOV penalty"):
+        NbestJob(str(NBEST_SMALL), str(tmp_path / "o"), scoring=EngineSettings(oov_penalty="auto"))
