@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from rescore import interp
-from rescore.errors import OptionError, RescoreError
+from rescore.errors import RescoreError, check
 from rescore.interp import Params, total_cost
 from rescore.nbest import Hypothesis, NbestSet
 
@@ -351,21 +351,17 @@ def mix_grid(shares: Sequence[float], k: int, option: str = "--mixes") -> List[t
     if k == 1:
         return [(1.0,)]
     grid = sorted(set(float(a) for a in shares))
-    if any(not 0.0 <= a <= 1.0 for a in grid):
-        raise OptionError("shares in [0, 1]", option=option, got=",".join(f"{a:g}" for a in grid))
+    check(all(0.0 <= a <= 1.0 for a in grid), "shares in [0, 1]", option, ",".join(f"{a:g}" for a in grid))
     if k == 2:
         return [interp.check_mix((a, round(1.0 - a, 12)), option) for a in grid]
-    if len(grid) ** (k - 1) > 1_000_000:
-        raise OptionError(f"a coarser grid of shares for {k} models", option=option, got=f"{len(grid)} shares")
+    check(len(grid) ** (k - 1) <= 1_000_000, f"a coarser grid of shares for {k} models", option, f"{len(grid)} shares")
     out = []
     for head in itertools.product(grid, repeat=k - 1):
         last = 1.0 - sum(head)
         near = min(grid, key=lambda a: abs(a - last))
         if abs(near - last) < 1e-9:
             out.append(interp.check_mix((*head, near), option))
-    if not out:
-        raise OptionError(f"a grid of shares with {k} of them summing to 1", option=option,
-                          got=",".join(f"{a:g}" for a in grid))
+    check(bool(out), f"a grid of shares with {k} of them summing to 1", option, ",".join(f"{a:g}" for a in grid))
     return out
 
 

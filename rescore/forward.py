@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from rescore.errors import RescoreError, check_device
+from rescore.errors import RescoreError, check, check_device
 from rescore.models.base import HeadOutput, LanguageModel, LMState
 from rescore.settings import NORMALIZE, EngineSettings
 
@@ -68,8 +68,7 @@ def resolve_normalize(model: LanguageModel, normalize: str) -> str:
     model (``config.self_norm > 0``: trained with alpha (log Z)^2), else ``exact``. A
     class-factored model (``config.output == "class"``) refuses ``none``: it scores exactly at
     (C + |c(w)|) x H per edge (``HeadOutput.vocab_score``, the same per-edge path)."""
-    if normalize not in NORMALIZE:
-        raise RescoreError(f"normalize one of {NORMALIZE}", got=normalize)
+    check(normalize in NORMALIZE, f"one of {', '.join(NORMALIZE)}", "--normalize", normalize)
     if normalize == "auto":
         normalize = "none" if getattr(model.config, "self_norm", 0.0) > 0 else "exact"
     if normalize == "none" and getattr(getattr(model, "config", None), "output", "") == "class":

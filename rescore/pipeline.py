@@ -74,8 +74,7 @@ def parse_split(spec: str) -> Tuple[int, int]:
         k, n = (int(x) for x in spec.split("/"))
     except ValueError:
         raise OptionError("K/N with integers, e.g. 2/8", option="--split", got=spec) from None
-    if not 1 <= k <= n:
-        raise OptionError("K/N with 1 <= K <= N", option="--split", got=spec)
+    check(1 <= k <= n, "K/N with 1 <= K <= N", "--split", spec)
     return k, n
 
 

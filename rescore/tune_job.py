@@ -74,17 +74,16 @@ class TuneJob:
             for v in values:
                 check_value(v, name)
         n = len(self.weights if self.nn_costs else [0.0]) * len(self.inv_acwts) * len(self.wips) * len(self.mixes)
-        if n > MAX_TUNE_SETTINGS:
-            raise OptionError(f"a grid of at most {MAX_TUNE_SETTINGS} settings (coarser steps, or tune "
-                              f"one axis at a time)", option="--weights/--inv-acwts/--wips", got=f"{n} settings")
+        check(n <= MAX_TUNE_SETTINGS, f"a grid of at most {MAX_TUNE_SETTINGS} settings (coarser steps, or tune "
+              f"one axis at a time)", "--weights/--inv-acwts/--wips", f"{n} settings")
         if self.apply is not None and self.nn_costs and not self.apply.num_models \
                 and any(w != 0 for w in self.weights):
             raise OptionError("--apply-nn-costs (the setting tuned with --nn-costs has an NN LM weight)",
                               option="--apply-to")
         k = len(self.nn_costs)
-        if self.apply is not None and k > 1 and self.apply.num_models not in (0, k):
-            raise OptionError(f"{k} NN LM cost files for --apply-to, one per model as for tuning",
-                              option="--apply-nn-costs", got=f"{self.apply.num_models}")
+        check(self.apply is None or k < 2 or self.apply.num_models in (0, k),
+              f"{k} NN LM cost files for --apply-to, one per model as for tuning", "--apply-nn-costs",
+              self.apply.num_models if self.apply is not None else 0)
         outputs = [("--params-out", self.params_out), ("--report", self.report), ("--hyp-out", self.hyp_out)]
         inputs = self.inputs()
         from rescore.io.outdir import check_not_input
@@ -95,8 +94,7 @@ class TuneJob:
         given = [(o, Path(p).resolve()) for o, p in outputs if p is not None]
         for i, (o, p) in enumerate(given):
             for o2, p2 in given[:i]:
-                if p == p2:
-                    raise OptionError(f"different files for {o2} and {o}", option=o, got=str(p))
+                check(p != p2, f"different files for {o2} and {o}", o, p)
 
     def _check_mixes(self) -> None:
         """nn_costs as a tuple; mixes: one share per cost file (default: the grid)."""
@@ -107,13 +105,10 @@ class TuneJob:
         if self.mixes is None:
             object.__setattr__(self, "mixes", mix_grid([round(0.1 * i, 10) for i in range(11)], k or 1))
             return
-        if k < 2:
-            raise OptionError("two or more --nn-costs files (one per model) to sweep shares", option="--mixes",
-                              got=f"{k} files")
+        check(k >= 2, "two or more --nn-costs files (one per model) to sweep shares", "--mixes", f"{k} files")
         mixes = [check_mix(m, "--mixes") for m in self.mixes]
-        if not mixes or any(len(m) != k for m in mixes):
-            raise OptionError(f"mixes of {k} shares, one per --nn-costs file", option="--mixes",
-                              got=f"{sorted({len(m) for m in mixes})} shares")
+        check(bool(mixes) and all(len(m) == k for m in mixes), f"mixes of {k} shares, one per --nn-costs file",
+              "--mixes", f"{sorted({len(m) for m in mixes})} shares")
         object.__setattr__(self, "mixes", mixes)
 
     def inputs(self) -> List[Path]:

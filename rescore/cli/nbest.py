@@ -71,21 +71,21 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     removed first, and manifest.json marked complete at the end. No output may replace an input
     (OUT_DIR may be NBEST_DIR, as in Kaldi's archives.JOB, but not the data dir)."""
     setup_logging(verbose)
-    from rescore.errors import OptionError
+    from rescore.errors import check
     from rescore.metrics import format_report
     from rescore.pipeline import NbestJob, parse_split, rescore_nbest_dir
 
     scoring = engine_settings(settings)
     mix = parse_mix(mix_spec)
     k = len(model) or len(nn_costs)
-    if mix is not None and len(mix) != k:  # (one share alone would read as "no mix" in the job)
-        raise OptionError(f"one share per model ({k} given by --model or --nn-costs)", option="--mix", got=mix_spec)
+    # (one share alone would read as "no mix" in the job)
+    check(mix is None or len(mix) == k, f"one share per model ({k} given by --model or --nn-costs)", "--mix", mix_spec)
     params = resolve_params(params_file, weight, inv_acwt, wip, mix,
                             has_nn_costs=bool(model or nn_costs))
     job = NbestJob(nbest_dir=nbest_dir, out_dir=out_dir, params=params, data_dir=data_dir, words_txt=words_txt,
-                   nn_costs=tuple(nn_costs), models=tuple(model), scoring=scoring, train_text=train_text, num_buckets=num_buckets,
-                   allow_missing=allow_missing, split=parse_split(split_spec) if split_spec else None,
-                   params_file=params_file)
+                   nn_costs=tuple(nn_costs), models=tuple(model), scoring=scoring, train_text=train_text,
+                   num_buckets=num_buckets, allow_missing=allow_missing,
+                   split=parse_split(split_spec) if split_spec else None, params_file=params_file)
     report = rescore_nbest_dir(job)
     if report is not None:
         click.echo(format_report(report))
