@@ -52,8 +52,8 @@ NBEST_OUTPUTS = ("lmwt.nn", "lmwt.interp", "text", "report.json", "report.txt", 
 
 def check_paths(paths: Sequence[str], option: str, what: str = "files") -> Tuple[str, ...]:
     """A job's list of paths (one per model) as a tuple of str, at most MAX_MODELS of them."""
-    if isinstance(paths, (str, Path)):
-        raise TypeError(f"{option}: a sequence of paths (one per model), not one path")
+    if not isinstance(paths, (list, tuple)):
+        raise TypeError(f"{option}: a tuple of paths (one per model, () for none), got {paths!r}")
     paths = tuple(str(p) for p in paths)
     check(len(paths) <= MAX_MODELS, f"at most {MAX_MODELS} {what}", option, len(paths))
     return paths

@@ -310,3 +310,14 @@ def test_engine_options_are_the_settings_fields():
         shown = f.metadata["show_default"] if f.metadata["show_default"] is not None else f.default
         assert f"[default: {shown}]" in text or f"[default: ({shown})]" in text, f.name
     assert f"[default: ({OOV_AUTO} with --train-text or a words.txt, else 0)]" in text
+
+
+def test_overflow_is_found_before_a_model_scores(two_models, tmp_path):
+    # the fixed costs the engine carries by are checked first: no scoring, no lmwt.nn left
+    nb = _copy_nbest(tmp_path)
+    key = _set_value(nb / "acwt", 3, "1.7e308")
+    r = CliRunner().invoke(main, [str(nb), str(tmp_path / "out"), "--data-dir", str(nb / "data"), "--device", "cpu",
+                                  "--model", str(two_models[0]), "--inv-acwt", "0.5", "--oov-penalty", "0"])
+    assert r.exit_code == 1 and f"error: {nb / 'acwt'}:3: expected costs whose fixed cost stays finite" in r.output
+    assert f"'{key}'" in r.output and "scoring" not in r.output
+    assert not (tmp_path / "out" / "lmwt.nn").exists()
