@@ -237,6 +237,25 @@ def test_words_txt_without_a_lexicon_is_as_before(tmp_path):
     assert (tmp_path / "nb" / "words").read_text() == "u1-1 3 6\nu1-2 4 6\nu2-1 1 2\n"
 
 
+def test_make_nbest_reports_a_bad_dictionary_or_lm_before_decoding(tmp_path):
+    import wave
+
+    pytest.importorskip("pocketsphinx", reason="PocketSphinx missing: pip install -e '.[mini]'")
+    data = tmp_path / "data"
+    data.mkdir()
+    with wave.open(str(data / "a.wav"), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000), w.writeframes(b"\0\0" * 8000)
+    (data / "wav.scp").write_text(f"a {data / 'a.wav'}\n")
+    (tmp_path / "latin1.dict").write_bytes(b"read R IY D\ncaf\xe9 K AE F EY\n")
+    (tmp_path / "bad.lm").write_text("not a language model\n")
+    for opts, where in ((["--dict", str(tmp_path / "latin1.dict")], "latin1.dict:2"),
+                        (["--lm", str(tmp_path / "bad.lm")], "bad.lm: expected an n-gram LM")):
+        r = subprocess.run([sys.executable, "-m", "rescore.cli.make_nbest", str(data), str(tmp_path / "nb"), *opts],
+                           cwd=REPO, capture_output=True, text=True)
+        assert r.returncode == 1 and where in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert not (tmp_path / "nb" / "words.txt").exists()
+
+
 # ------------------------------------------------------------------ real PocketSphinx decodes
 
 def _need_tools():
