@@ -11,6 +11,10 @@ Each utterance is decoded with a fresh front end (``reinit_feat``): PocketSphinx
 carries noise and cepstral-mean estimates from one utterance to the next, and results would
 depend on which process decoded what before.
 
+The N-best dir's ``words.txt`` holds every word the decoder can say (its dictionary's words that
+its LM knows, as the hypotheses write them), not only those of the N-best, so that a rescoring
+LM's out-of-vocabulary penalty can count the recognizer's words it never saw.
+
 This is the convention of ``../shared/data/tts-wikitext2-dev`` (its README): ``inv_acwt`` 9.5,
 ``wip`` 0 with PocketSphinx's default weights.
 """
@@ -25,9 +29,9 @@ import tempfile
 import wave
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
-from rescore.asr.sphinx_lattice import (DecoderSettings, LatticeScorer, NbestEntry, costs, lattice_nbest,
+from rescore.asr.sphinx_lattice import (DecoderSettings, LatticeScorer, NbestEntry, base_word, costs, lattice_nbest,
                                         normalize_decoder_words, read_sphinx_lattice)
 from rescore.errors import RescoreError, check
 from rescore.io.files import write_json
@@ -35,6 +39,7 @@ from rescore.io.files import write_json
 log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16000
+PathLike = Union[str, Path]
 
 
 @dataclass
@@ -66,6 +71,54 @@ def _filler_words(hmm_dir: str) -> List[str]:
     if nd.exists():
         words += [ln.split()[0] for ln in nd.read_text().splitlines() if ln.strip()]
     return sorted(set(words))
+
+
+_NO_SUCH_WORD = "no such word"  # (no LM word holds a space)
+
+
+def dictionary_words(path: PathLike, fillers: Iterable[str] = (),
+                     known: Optional[Callable[[str], bool]] = None) -> Set[str]:
+    """The words a PocketSphinx pronunciation dictionary (``word phone phone ...`` a line) lets
+    the decoder say, as the N-best writes them: alternative pronunciations folded (``read(2)``
+    is ``read``), then normalized (normalize_decoder_words: ``a.m.`` gives ``a`` and ``m``).
+    Comment lines (``##``, ``;;``), lines without a pronunciation (PocketSphinx skips them too),
+    the ``fillers`` (``<s>``, ``<sil>``, noise words: never words of a hypothesis) and, with
+    ``known``, the dictionary words for which it is false are left out."""
+    from rescore.io.lines import iter_lines  # UTF-8 and gzip errors name the file and line
+
+    skip = set(fillers)
+    words: Set[str] = set()
+    for _, line in iter_lines(path):
+        fields = line.split()
+        if len(fields) < 2 or fields[0].startswith(("##", ";;")):
+            continue
+        word = base_word(fields[0])
+        if word not in skip and (known is None or known(word)):
+            words.update(normalize_decoder_words([word]))
+    if not words:
+        raise RescoreError("a pronunciation dictionary ('word phone phone ...' lines) with words the LM knows",
+                           path=path, got="none")
+    return words
+
+
+def recognizer_words(settings: DecoderSettings) -> Set[str]:
+    """The words PocketSphinx can recognize, as the N-best writes them: those of its dictionary
+    (--dict, else cmudict-en-us.dict) that its n-gram LM (--lm, else en-us.lm.bin) knows (the
+    search leaves the others out: 72,266 of cmudict's 124,991 with en-us.lm.bin), without the
+    acoustic model's fillers."""
+    import pocketsphinx
+
+    paths = default_model_paths()
+    cfg = pocketsphinx.Config()
+    cfg["logfn"] = os.devnull
+    lm_path = settings.lm or paths["lm"]
+    try:
+        lm = pocketsphinx.NGramModel(cfg, pocketsphinx.LogMath(), lm_path)
+    except (RuntimeError, ValueError) as e:
+        raise RescoreError("an n-gram LM PocketSphinx reads (ARPA, DMP or binary)", path=lm_path, got=str(e)) from None
+    unknown = lm.prob([_NO_SUCH_WORD])  # the score of a word the LM does not know
+    return dictionary_words(settings.dict or paths["dict"], _filler_words(settings.hmm or paths["hmm"]),
+                            known=lambda w: lm.prob([w]) != unknown)
 
 
 class NbestDecoder:
@@ -279,7 +332,8 @@ def decode_data_dir(
     """Decode every utterance of ``data_dir`` and write a Kaldi-style N-best dir to ``out_dir``.
 
     Writes ``words_text``, ``words`` (ids of ``words.txt``), ``acwt``, ``lmwt.withlm``,
-    ``lmwt.nolm`` (keys ``<utt>-<rank>``, rank 1..n in PocketSphinx score order), ``words.txt``,
+    ``lmwt.nolm`` (keys ``<utt>-<rank>``, rank 1..n in PocketSphinx score order), ``words.txt``
+    (symbol_table: recognizer_words, with ``extra_words``, e.g. the references'),
     ``ps_1best.txt`` (PocketSphinx's own ``hyp()``, normalized) and ``decode.json`` (settings,
     ``inv_acwt``, ``wip`` and the rank-1 agreement).  Returns the decode.json dict.
     """
@@ -297,6 +351,7 @@ def decode_data_dir(
         raise RescoreError("at least one utterance", path=Path(data_dir) / "wav.scp")
     for spec in sorted({u.spec for u in utts}):
         check_wav(spec)
+    lexicon = recognizer_words(settings)  # (a bad dictionary or LM fails before the decoding)
     log.info("decoding %d utterances of %s with %d jobs", len(utts), data_dir, nj)
     results: List[UttResult] = []
     if nj <= 1:
@@ -313,7 +368,7 @@ def decode_data_dir(
                 results.append(r)
         order = {u.utt: k for k, u in enumerate(utts)}
         results.sort(key=lambda r: order[r.utt])
-    return write_nbest_dir(results, Path(out_dir), settings, extra_words)
+    return write_nbest_dir(results, Path(out_dir), settings, extra_words, lexicon)
 
 
 def _atomic_write(path: Path, lines: Iterable[str]) -> None:
@@ -324,18 +379,31 @@ def _atomic_write(path: Path, lines: Iterable[str]) -> None:
             f.write(line + "\n")
 
 
+NON_WORDS = ("<eps>", "<s>", "</s>", "#0")  # words.txt's symbols that are no words of a sentence
+
+
+def symbol_table(*word_sets: Iterable[str]) -> List[str]:
+    """words.txt's symbols in id order: ``<eps>`` (0), the words of every set sorted (by code
+    point, as ``LC_ALL=C sort``), then ``<s>``, ``</s>``, ``#0``, as Kaldi's lang dirs and the dev
+    benchmark's lang/words.txt have them. A ``<unk>`` of the words (a reference's) sorts in
+    with them; none is added."""
+    vocab = {w for words in word_sets for w in words if w} - set(NON_WORDS)
+    return [NON_WORDS[0]] + sorted(vocab) + list(NON_WORDS[1:])
+
+
 def write_nbest_dir(
     results: Sequence[UttResult],
     out_dir: Path,
     settings: DecoderSettings,
     extra_words: Optional[Iterable[str]] = None,
+    lexicon: Iterable[str] = (),
 ) -> Dict[str, object]:
-    """Write decoded N-best lists in the Kaldi text layout (see :func:`decode_data_dir`)."""
+    """Write decoded N-best lists in the Kaldi text layout (see :func:`decode_data_dir`);
+    words.txt holds the words of the hypotheses, ``extra_words`` and ``lexicon`` (the
+    recognizer's words: recognizer_words), so that a rescoring LM can count the recognizer's
+    words it does not know (rescore-nbest --oov-penalty auto)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    vocab = {w for r in results for h in r.hyps for w in h[0]}
-    vocab.update(w for w in (extra_words or ()) if w)
-    vocab -= {"<eps>", "<s>", "</s>", "#0"}
-    symbols = ["<eps>"] + sorted(vocab) + ["<s>", "</s>", "#0"]
+    symbols = symbol_table((w for r in results for h in r.hyps for w in h[0]), extra_words or (), lexicon)
     ids = {w: i for i, w in enumerate(symbols)}
     keys = [(f"{r.utt}-{k}", h) for r in results for k, h in enumerate(r.hyps, 1)]
     _atomic_write(out_dir / "words.txt", (f"{w} {i}" for i, w in enumerate(symbols)))
