@@ -476,7 +476,7 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
     if len(costs) > 1:  # name what was interpolated
         extra["models"] = list(models or sources)
     report = metrics.nbest_report(nbest, best, params=params.as_dict(), train_counts=train_counts,
-                                  num_buckets=job.num_buckets, extra=extra)
+                                  num_buckets=job.num_buckets, extra=extra).as_dict()
     if train_counts is not None and job.plot:
         metrics.plot_comparison(report["comparison"], out.path("buckets.png"), metrics.nbest_chart_title(nbest))
     write_json(out.path("report.json"), report)

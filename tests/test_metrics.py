@@ -224,10 +224,10 @@ def test_comparison_json_has_no_nan_or_infinity(tmp_path):
     refs = {"u1": [], "u2": ["a"]}  # an empty reference; one utterance of one word
     cmp = compare_systems({"u1": []}, {"x": {"u1": ["extra"]}, "y": {"u1": []}}, draws=50)
     assert cmp["systems"][0]["wer"] is None  # errors over 0 reference words
-    json.dumps(cmp, allow_nan=False)
+    json.dumps(cmp.as_dict(), allow_nan=False)
     cmp = compare_systems(refs, {"x": {"u1": ["b"], "u2": ["a"]}, "y": {"u1": [], "u2": ["a"]}},
                           train_counts=Counter({"a": 3}), num_buckets=3, draws=50)
-    json.dumps(cmp, allow_nan=False)
+    json.dumps(cmp.as_dict(), allow_nan=False)
     plot_comparison(cmp, tmp_path / "c.png", "x vs y")
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -250,3 +250,20 @@ def test_a_difference_does_not_depend_on_the_other_systems_compared():
     d, e = two["differences"][0], back["differences"][0]
     assert e["wer_diff"] == pytest.approx(-d["wer_diff"])
     assert e["ci"] == pytest.approx([-d["ci"][1], -d["ci"][0]])
+
+
+def test_records_read_like_the_json_written_from_them():
+    import json
+
+    refs, a, b = _two_systems(n=30)
+    cmp = compare_systems(refs, {"a": a, "b": b}, train_counts=Counter(WORDS), num_buckets=3, draws=50)
+    d = cmp.as_dict()
+    assert list(d) == ["num_utts", "ref_words", "ref_text", "baseline", "systems", "differences", "bootstrap",
+                       "buckets", "bucket_rule"]
+    assert list(d["systems"][0]) == ["name", "path", "wer", "errors", "substitutions", "deletions", "insertions",
+                                     "ref_words", "num_utts", "wer_ci"]
+    back = json.loads(json.dumps(d, allow_nan=False))  # nothing but JSON inside
+    assert back == d == dict(cmp)
+    assert cmp["systems"][1]["name"] == cmp.systems[1].name == "b"
+    assert cmp["buckets"][0]["differences"]["b"] == cmp.buckets[0].differences["b"].as_dict()
+    assert format_comparison(cmp) == format_comparison(back)

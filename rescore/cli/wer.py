@@ -96,7 +96,7 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
                 plot_comparison(cmp, plot, title or f"WER per rare-word bucket on {ref_text}: "
                                 + " vs ".join(n for n, _ in systems))
         if report:
-            write_json(report, rep)
+            write_json(report, rep.as_dict())
     click.echo(text)
 
 
