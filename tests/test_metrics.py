@@ -267,3 +267,22 @@ def test_records_read_like_the_json_written_from_them():
     assert cmp["systems"][1]["name"] == cmp.systems[1].name == "b"
     assert cmp["buckets"][0]["differences"]["b"] == cmp.buckets[0].differences["b"].as_dict()
     assert format_comparison(cmp) == format_comparison(back)
+
+
+def test_a_bootstrap_knows_how_many_units_it_resamples(caplog):
+    refs, a, b = _two_systems(n=30)
+    train = Counter({w: (i + 1) ** 2 for i, w in enumerate(WORDS)})
+    one = compare_systems(refs, {"a": a, "b": b}, groups={u: "r" for u in refs}, grouping="segments", draws=100,
+                          train_counts=train, num_buckets=3)
+    assert one.bootstrap.units == 1 and not one.bootstrap.reliable and "one recording" in one.bootstrap.note
+    d = one.differences[0]
+    assert d.wer_diff != 0 and (d.ci, d.p_value, d.prob_improvement) == (None, None, None)
+    assert all(r.differences["b"].ci is None for r in one.buckets) and one.systems[0].wer_ci is None
+    few = compare_systems(refs, {"a": a, "b": b}, groups={u: str(i % 3) for i, u in enumerate(refs)},
+                          grouping="utt2spk", draws=100)
+    assert few.differences[0].ci is not None and not few.bootstrap.reliable
+    assert few.bootstrap.note.startswith("only 3 groups (by utt2spk)") and f"note: {few.bootstrap.note}" in \
+        format_comparison(few)
+    assert sum("only 3 groups" in m for m in caplog.messages) == 1
+    enough = compare_systems(refs, {"a": a, "b": b}, draws=100)  # 30 utterances
+    assert enough.bootstrap.reliable and enough.bootstrap.note is None and "note:" not in format_comparison(enough)

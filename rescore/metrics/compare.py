@@ -4,11 +4,17 @@ estimates for confidence intervals in ASR performance evaluation", ICASSP 2004; 
 compute-wer-bootci): resample whole utterances, or whole recordings/speakers when a grouping is
 given, with replacement; per draw the WER of every system on the same sample.
 
+A bootstrap knows only the units it has: below ``MIN_BOOTSTRAP_UNITS`` (10) utterances or
+groups its intervals are too narrow and its p-values too small to trust (a warning in the log,
+``"reliable": false`` and a note in the report); with one unit every draw is the same sample, so
+there is no interval, p-value or P(better) at all (None, shown as "-").
+
 The result is a :class:`Comparison`; its ``as_dict()`` is what the reports write as JSON.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from dataclasses import dataclass
@@ -21,6 +27,9 @@ from rescore.metrics.record import JsonRecord
 from rescore.metrics.wer import Alignment, WerStats, align
 
 PathLike = Union[str, Path]
+log = logging.getLogger(__name__)
+
+MIN_BOOTSTRAP_UNITS = 10  # fewer utterances or groups: the bootstrap's figures are unreliable
 
 
 @dataclass
@@ -62,7 +71,8 @@ class Difference(JsonRecord):
 @dataclass
 class BootstrapInfo(JsonRecord):
     """How the bootstrap drew: draws samples of units units (unit: utterance | group; grouping:
-    what the groups are, e.g. segments)."""
+    what the groups are, e.g. segments). reliable: at least MIN_BOOTSTRAP_UNITS units, else
+    note says why not (with one unit nothing is drawn)."""
 
     draws: int
     seed: int
@@ -70,6 +80,29 @@ class BootstrapInfo(JsonRecord):
     unit: str
     grouping: Optional[str]
     units: int
+    reliable: bool = True
+    note: Optional[str] = None
+
+    def unit_names(self) -> Tuple[str, str]:
+        """(singular, plural) of the units: 'utterance', or 'recording (by segments)', ..."""
+        if self.unit == "utterance":
+            return "utterance", "utterances"
+        kind = "recording" if self.grouping == "segments" else "group"
+        return f"{kind} (by {self.grouping})", f"{kind}s (by {self.grouping})"
+
+    def check_sample(self) -> None:
+        """Mark (and log) a sample too small to trust."""
+        one, many = self.unit_names()
+        if self.units >= MIN_BOOTSTRAP_UNITS:
+            return
+        self.reliable = False
+        if self.units == 1:
+            self.note = (f"one {one} only: the bootstrap cannot resample it (every draw is the same), so there is "
+                         f"no confidence interval, p-value or P(better)")
+        else:
+            self.note = (f"only {self.units} {many}: bootstrap intervals, p-values and P(better) from fewer than "
+                         f"{MIN_BOOTSTRAP_UNITS} are unreliable (too narrow, too confident)")
+        log.warning("%s", self.note)
 
 
 @dataclass
@@ -303,14 +336,16 @@ def compare_systems(refs: Mapping[str, Sequence[str]], systems: Mapping[str, Map
                      sys_rows, _differences(sys_rows), bucket_rule=BUCKET_RULE if buckets else None)
     counts = None
     if draws > 0 and n_units > 0:
+        cmp.bootstrap = BootstrapInfo(draws, seed, confidence, "group" if groups is not None else "utterance",
+                                      grouping if groups is not None else "utterance", n_units)
+        cmp.bootstrap.check_sample()
+    if cmp.bootstrap is not None and n_units > 1:
         counts = _resample_counts(n_units, draws, seed)
         wer_ci, bd = _bootstrap(counts, units.err, units.ref, confidence)
         for r, c in zip(sys_rows, wer_ci):
             r.wer_ci = c
         for d, b in zip(cmp.differences, bd):
             _with_bootstrap(d, b)
-        cmp.bootstrap = BootstrapInfo(draws, seed, confidence, "group" if groups is not None else "utterance",
-                                      grouping if groups is not None else "utterance", n_units)
     if buckets:
         cmp.buckets = _bucket_comparisons(names, alignments, buckets, units, counts, confidence)
     return cmp

@@ -12,7 +12,7 @@ from typing import List, Mapping, Optional, Union
 
 from rescore.errors import RescoreError
 from rescore.metrics.buckets import _range_label, bucket_wer, format_bucket_table, rare_word_buckets
-from rescore.metrics.compare import Comparison, _finite, compare_nbest
+from rescore.metrics.compare import BootstrapInfo, Comparison, _finite, compare_nbest
 from rescore.metrics.record import JsonRecord, plain
 from rescore.metrics.wer import align, check_scorable, oracle_wer
 
@@ -96,8 +96,9 @@ def describe_bootstrap(boot: Optional[dict], baseline: str) -> str:
     """One line saying how the intervals were drawn."""
     if not boot:
         return "no bootstrap (--bootstrap 0)"
-    unit = ("utterances" if boot["unit"] == "utterance"
-            else f"{'recordings' if boot['grouping'] == 'segments' else 'groups'} (by {boot['grouping']})")
+    one, unit = BootstrapInfo(**boot).unit_names()
+    if boot["units"] == 1:
+        return f"no paired bootstrap: one {one} cannot be resampled"
     return (f"paired bootstrap (Bisani & Ney 2004): {boot['draws']} draws of the {boot['units']} {unit} with "
             f"replacement, seed {boot['seed']}; {100 * boot['confidence']:g}% CI of WER(system) - WER({baseline}) "
             f"in points; p two-sided; P(better) = share of draws where the system's WER is lower")
@@ -130,6 +131,8 @@ def format_comparison(cmp: dict) -> str:
                      f"{poi:>9}")
         lines.append(line.rstrip())
     lines.append(describe_bootstrap(cmp["bootstrap"], base))
+    if cmp["bootstrap"] and cmp["bootstrap"].get("note"):
+        lines.append(f"note: {cmp['bootstrap']['note']}")
     if cmp.get("buckets"):
         lines += ["", "per rare-word bucket (0 = rarest in the LM training text; train count = range of the "
                       "training counts of its reference words):"]
