@@ -323,6 +323,7 @@ class NbestJob:
     plot: bool = True
     params_file: Optional[str] = None  # where params came from (an input, for the checks)
     extra_report: Dict[str, object] = field(default_factory=dict)
+    allow_oov_rate: bool = False  # score an LM that lacks most of the words (rescore.sanity)
 
     def __post_init__(self):
         if not isinstance(self.params, Params):
@@ -425,13 +426,14 @@ def rescore_nbest_dir(job: NbestJob) -> Optional[dict]:
 
 def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
     """Score (with a model), interpolate and write a loaded N-best set into an open output set."""
-    from rescore import metrics
+    from rescore import metrics, sanity
     from rescore.combine import best_hypotheses, check_nn_costs, graph_costs, mix_costs
     from rescore.io.files import write_json
     from rescore.io.kaldi import read_nn_costs, write_nn_costs, write_table
     from rescore.vocab import count_words, read_sentences
 
     train_counts = count_words(read_sentences(job.train_text)) if job.train_text else None
+    checks = sanity.check_nbest_input(nbest, job.scoring.models, job.words_txt, job.allow_oov_rate)
     models = job.scoring.models
     params = job.params
     costs: list = []
@@ -472,7 +474,7 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
     if nbest.refs is None:
         log.info("no references (no --data-dir with 'text'): no WER report")
         return None
-    extra = dict(job.extra_report)
+    extra = dict(job.extra_report, input_checks=checks.as_dict())
     if len(costs) > 1:  # name what was interpolated
         extra["models"] = list(models or sources)
     report = metrics.nbest_report(nbest, best, params=params.as_dict(), train_counts=train_counts,

@@ -247,6 +247,10 @@ def format_report(report: dict) -> str:
         f"rank-1 WER   {report['first_rank_wer']:.2f} %   oracle WER {report['oracle_wer']:.2f} %   "
         f"1-best changed in {report['changed_utts']} utterances",
     ]
+    if report.get("input_checks"):
+        from rescore.sanity import format_input_checks
+
+        lines += format_input_checks(report["input_checks"])
     if "comparison" in report:
         lines += ["", "first pass (rank 1 of the N-best) against rescored:", format_comparison(report["comparison"])]
     return "\n".join(lines)
