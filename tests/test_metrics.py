@@ -160,7 +160,9 @@ def test_comparison_bucket_table_adds_up_to_the_total():
 
 def test_bootstrap_is_deterministic_under_a_seed():
     refs, a, b = _two_systems()
-    run = lambda seed: compare_systems(refs, {"a": a, "b": b}, draws=300, seed=seed)
+    def run(seed):
+        return compare_systems(refs, {"a": a, "b": b}, draws=300, seed=seed)
+
     assert run(3) == run(3)
     assert run(3)["differences"][0]["ci"] != run(4)["differences"][0]["ci"]
 
@@ -193,7 +195,9 @@ def test_bootstrap_against_a_slow_reference():
     utts = list(refs)
     _, al_a = align(refs, a)
     _, al_b = align(refs, b)
-    err = lambda al, u: al[u].substitutions + al[u].deletions + len(al[u].inserted)
+    def err(al, u):
+        return al[u].substitutions + al[u].deletions + len(al[u].inserted)
+
     idx = np.random.default_rng(5).integers(0, len(utts), size=(200, len(utts)))  # as _resample_counts draws
     diffs = []
     for draw in idx:
