@@ -220,6 +220,8 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
     if nbest.refs is not None and find_archive(nd, "words") is not None and find_archive(nd, "words_text") is None:
         first = {u.id: u.hyps[0].words for u in nbest.utterances()}
         checks.symbol_table = symbol_table_check(first, nbest.refs, wt)
+    for line in format_input_checks(checks.as_dict(), warnings=False):
+        log.info("%s", " ".join(line.split()))
     for w in checks.warnings:
         log.warning("%s", w)
     for v in checks.vocabulary:
@@ -231,8 +233,9 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
     return checks
 
 
-def format_input_checks(checks: Mapping) -> List[str]:
-    """The lines of report.txt for an InputChecks (or its JSON)."""
+def format_input_checks(checks: Mapping, warnings: bool = True) -> List[str]:
+    """The lines of report.txt for an InputChecks (or its JSON), without its warnings if not
+    warnings."""
     lines = []
     for v in checks.get("vocabulary") or []:
         line = (f"vocabulary   {v['model']}: {v['vocab_size']} words; outside it {v['hyp_oov_rate']:.2f} % of "
@@ -246,6 +249,6 @@ def format_input_checks(checks: Mapping) -> List[str]:
     if st:
         lines.append(f"symbol table {st['words_txt']}: first-pass WER {st['first_pass_wer']:.2f} %, "
                      f"{st['token_overlap']:.1f} % of its tokens in the references")
-    for v in [*(checks.get("vocabulary") or []), *([st] if st else [])]:
+    for v in [*(checks.get("vocabulary") or []), *([st] if st else [])] if warnings else []:
         lines += [f"warning      {w}" for w in v["warnings"]]
     return lines
