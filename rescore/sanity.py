@@ -161,8 +161,9 @@ def symbol_table_check(first_pass: Mapping[str, Sequence[str]], refs: Mapping[st
     stats, _ = align({u: refs[u] for u in utts}, {u: first_pass[u] for u in utts})
     found = sum(sum((Counter(first_pass[u]) & Counter(refs[u])).values()) for u in utts)
     tokens = sum(len(first_pass[u]) for u in utts)
-    c = SymbolTableCheck(None if words_txt is None else str(words_txt), stats.wer, _rate(found, tokens))
-    if utts and (c.first_pass_wer > MAX_FIRST_PASS_WER or c.token_overlap < MIN_TOKEN_OVERLAP):
+    wer = stats.wer if stats.ref_words else 0.0  # (no reference words: nothing to compare)
+    c = SymbolTableCheck(None if words_txt is None else str(words_txt), wer, _rate(found, tokens))
+    if stats.ref_words and tokens and (c.first_pass_wer > MAX_FIRST_PASS_WER or c.token_overlap < MIN_TOKEN_OVERLAP):
         c.warnings.append(f"the first pass (rank 1) has a WER of {c.first_pass_wer:.1f} % and only "
                           f"{c.token_overlap:.1f} % of its tokens are in the references (a warning above "
                           f"{MAX_FIRST_PASS_WER:g} % WER or below {MIN_TOKEN_OVERLAP:g} % overlap): the word ids "

@@ -98,6 +98,8 @@ def test_symbol_table_check_on_made_up_words():
     assert right.first_pass_wer == 0.0 and right.token_overlap == 100.0 and not right.warnings
     wrong = symbol_table_check({u: "kite chimera ass cot".split() for u in refs}, refs, "exp/graph/words.txt")
     assert wrong.token_overlap == 0.0 and "exp/graph/words.txt" in wrong.warnings[0]
+    empty = symbol_table_check({"u0": ["a"]}, {"u0": []}, "words.txt")  # no reference words: no figure to judge
+    assert empty.first_pass_wer == 0.0 and not empty.warnings
 
 
 @pytest.mark.shared_data
