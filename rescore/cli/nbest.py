@@ -60,7 +60,10 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
 @click.option("--train-text", type=click.Path(dir_okay=False), help="LM training text: adds the per rare-word bucket table and buckets.png.")
 @click.option("--buckets", "num_buckets", type=int, default=10, help="Number of rare-word buckets (>= 1).")
 @click.option("--allow-missing", is_flag=True, help="References without an N-best are dropped with a warning instead of an error.")
-@click.option("--allow-oov-rate", is_flag=True, help=f"Score with an LM whose vocabulary lacks more than {OOV_ERROR_RATE:g} % of the hypothesis tokens (otherwise an error, exit 1; above {OOV_WARN_RATE:g} % a warning, as for hypotheses in another letter case or Unicode normalisation than the LM's words).")
+@click.option("--allow-oov-rate", is_flag=True,
+              help=f"Score with an LM whose vocabulary lacks more than {OOV_ERROR_RATE:g} % of the hypothesis tokens "
+                   f"(otherwise an error, exit 1; above {OOV_WARN_RATE:g} % a warning, as for hypotheses in another "
+                   "letter case or Unicode normalisation than the LM's words).")
 @engine_options
 @verbose_option
 def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix_spec, inv_acwt, wip, train_text,
