@@ -152,6 +152,7 @@ class NbestJob:
     plot: bool = True
     params_file: Optional[str] = None  # where params came from (an input, for the checks)
     extra_report: Dict[str, object] = field(default_factory=dict)
+    allow_oov_rate: bool = False  # score an LM that lacks most of the words (rescore.sanity)
 
     def __post_init__(self):
         if not isinstance(self.params, Params):
@@ -277,13 +278,14 @@ def nn_costs_of(out: OutputSet, job: NbestJob, nbest, fixed, train_counts):
 
 def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
     """Score (with a model), interpolate and write a loaded N-best set into an open output set."""
-    from rescore import metrics
+    from rescore import metrics, sanity
     from rescore.combine import CostArrays
     from rescore.io.files import write_json
     from rescore.io.kaldi import write_nn_costs, write_table
     from rescore.vocab import count_words, read_sentences
 
     train_counts = count_words(read_sentences(job.train_text)) if job.train_text else None
+    checks = sanity.check_nbest_input(nbest, job.models, job.words_txt, job.allow_oov_rate)
     params = job.params
     fixed = CostArrays(nbest).fixed(params)  # an overflow is found before any scoring
     nn = nn_costs_of(out, job, nbest, fixed, train_counts)
@@ -301,11 +303,11 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
     if nbest.refs is None:
         log.info("no references (no --data-dir with 'text'): no WER report")
         return None
-    extra = dict(job.extra_report)
+    extra = dict(job.extra_report, input_checks=checks.as_dict())
     if job.num_models > 1:  # name what was interpolated
         extra["models"] = list(job.models or job.nn_costs)
     report = metrics.nbest_report(nbest, best, params=params.as_dict(), train_counts=train_counts,
-                                  num_buckets=job.num_buckets, extra=extra)
+                                  num_buckets=job.num_buckets, extra=extra).as_dict()
     if train_counts is not None and job.plot:
         metrics.plot_comparison(report["comparison"], out.path("buckets.png"), metrics.nbest_chart_title(nbest))
     write_json(out.path("report.json"), report)

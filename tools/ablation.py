@@ -153,8 +153,9 @@ def run_ablation(*, nbest_dir: str, data_dir: str, systems: Sequence[Tuple[str, 
         groups = {u.id: c.id for c in nbest.conversations for u in c.utterances}
     opts = dict(train_counts=train_counts, num_buckets=num_buckets, groups=groups, grouping=nbest.grouping,
                 draws=draws, seed=seed, confidence=confidence)
-    base = compare_systems(nbest.refs, hyps, **opts)
-    pair_rows = [{"a": a, "b": b, "comparison": compare_systems(nbest.refs, {b: hyps[b], a: hyps[a]}, **opts)}
+    base = compare_systems(nbest.refs, hyps, **opts).as_dict()
+    pair_rows = [{"a": a, "b": b,
+                  "comparison": compare_systems(nbest.refs, {b: hyps[b], a: hyps[a]}, **opts).as_dict()}
                  for a, b in pairs]
     return {"nbest_dir": nbest_dir, "data_dir": data_dir, "train_text": train_text, "grids": grids,
             "num_utts": nbest.num_utts, "num_conversations": len(nbest.conversations),

@@ -9,6 +9,7 @@ import click
 
 from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.engine_options import engine_options, engine_settings
+from rescore.sanity import OOV_ERROR_RATE, OOV_WARN_RATE
 
 log = logging.getLogger("rescore-nbest")
 
@@ -75,10 +76,14 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
 @click.option("--buckets", "num_buckets", type=int, default=10, help="Number of rare-word buckets (>= 1).")
 @click.option("--allow-missing", is_flag=True,
               help="References without an N-best are dropped with a warning instead of an error.")
+@click.option("--allow-oov-rate", is_flag=True,
+              help=f"Score with an LM whose vocabulary lacks more than {OOV_ERROR_RATE:g} % of the hypothesis tokens "
+                   f"(otherwise an error, exit 1; above {OOV_WARN_RATE:g} % a warning, as for hypotheses in another "
+                   "letter case or Unicode normalisation than the LM's words).")
 @engine_options
 @verbose_option
 def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix_spec, inv_acwt, wip, train_text,
-         num_buckets, allow_missing, verbose, model, split_spec, **settings):
+         num_buckets, allow_missing, allow_oov_rate, verbose, model, split_spec, **settings):
     """Rescore NBEST_DIR (Kaldi layout: words/words_text, acwt, lmwt.withlm, lmwt.nolm) into
     OUT_DIR: lmwt.interp (new graph costs, Kaldi text archive for linear-to-nbest), text
     (1-best words), lmwt.nn with --model (the mixed costs with several --model, each model's own
@@ -101,7 +106,8 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     job = NbestJob(nbest_dir=nbest_dir, out_dir=out_dir, params=params, data_dir=data_dir, words_txt=words_txt,
                    nn_costs=tuple(nn_costs), models=tuple(model), scoring=scoring, train_text=train_text,
                    num_buckets=num_buckets, allow_missing=allow_missing,
-                   split=parse_split(split_spec) if split_spec else None, params_file=params_file)
+                   split=parse_split(split_spec) if split_spec else None, params_file=params_file,
+                   allow_oov_rate=allow_oov_rate)
     report = rescore_nbest_dir(job)
     if report is not None:
         click.echo(format_report(report))
