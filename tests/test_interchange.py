@@ -199,7 +199,9 @@ def tiny_model(tmp_path_factory):
 
 def _same_as_the_kaldi_dir(tmp_path, nbest_dir, data_dir, model, *extra):
     """rescore-nbest on nbest_dir and on its interchange file: the same text and NN LM costs, and
-    scores.tsv's nn and total the Kaldi formula's floats of the dir's costs."""
+    scores.tsv's nn and total the Kaldi formula's floats of the dir's costs. The dir's words.txt
+    goes with the file by --words-txt (the recognizer's words of --oov-penalty auto, the default
+    where there is one)."""
     from rescore.interp import fixed_cost, total_cost
     from rescore.io.kaldi import read_nn_costs
     from rescore.nbest import load_nbest_dir
@@ -209,7 +211,8 @@ def _same_as_the_kaldi_dir(tmp_path, nbest_dir, data_dir, model, *extra):
     common = ["--data-dir", str(data_dir), "--model", str(model), "--device", "cpu", "--weight", "0.6",
               "--inv-acwt", "11", "--wip", "0.5", *extra]
     a = CliRunner().invoke(rescore_nbest, [str(nbest_dir), str(tmp_path / "a"), *common])
-    b = CliRunner().invoke(rescore_nbest, [str(tmp_path / "n.tsv"), str(tmp_path / "b"), *common])
+    words = ["--words-txt", str(nbest_dir / "words.txt")] if (nbest_dir / "words.txt").is_file() else []
+    b = CliRunner().invoke(rescore_nbest, [str(tmp_path / "n.tsv"), str(tmp_path / "b"), *common, *words])
     assert a.exit_code == 0 and b.exit_code == 0, a.output + b.output
     assert (tmp_path / "a" / "text").read_bytes() == (tmp_path / "b" / "text").read_bytes()
     assert (tmp_path / "a" / "lmwt.nn").read_bytes() == (tmp_path / "b" / "lmwt.nn").read_bytes()
@@ -243,7 +246,26 @@ def test_dev_subset_rescored_from_the_file_as_from_the_dir(tiny_model, tmp_path)
         (data / n).write_text("".join(line for line in (src / n).read_text().splitlines(keepends=True)
                                       if line.split()[0] in utts))
     shutil.copy(shared_data_path("tts-wikitext2-dev", "lang", "words.txt"), d / "words.txt")
-    _same_as_the_kaldi_dir(tmp_path, d, data, tiny_model, "--conv-batch", "2")
+    # (the fixture's small LM lacks most of the dev set's words)
+    _same_as_the_kaldi_dir(tmp_path, d, data, tiny_model, "--conv-batch", "2", "--allow-oov-rate")
+
+
+def test_the_input_checks_of_a_kaldi_dir_apply_to_a_file(tiny_model, tmp_path):
+    """An LM that lacks most of the file's words is refused (exit 1) as for a Kaldi dir, unless
+    --allow-oov-rate; the report then holds the vocabulary check."""
+    p = _write(tmp_path, "#nbest-interchange 1\nutt\trank\twords\tam\n"
+                         "u1\t1\tzyx wvu\t10\nu1\t2\tzyx tsr\t11\nu2\t1\tqpo\t3\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "text").write_text("u1 zyx wvu\nu2 qpo\n")
+    common = ["--data-dir", str(data), "--model", str(tiny_model), "--device", "cpu"]
+    r = CliRunner().invoke(rescore_nbest, [str(p), str(tmp_path / "o"), *common])
+    assert r.exit_code == 1 and "100.0 % of 5 tokens" in r.output and "--allow-oov-rate" in r.output, r.output
+    assert not (tmp_path / "o" / "text").exists()
+    r = CliRunner().invoke(rescore_nbest, [str(p), str(tmp_path / "o"), *common, "--allow-oov-rate"])
+    assert r.exit_code == 0, r.output
+    [check] = json.loads((tmp_path / "o" / "report.json").read_text())["input_checks"]["vocabulary"]
+    assert check["hyp_oov_rate"] == 100.0 and check["hyp_tokens"] == 5
 
 
 def test_a_split_job_writes_its_share(tmp_path):

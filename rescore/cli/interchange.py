@@ -20,7 +20,8 @@ _OPTIONS = [
                       "dir (<n>best_recog/, or ESPnet1's data.json), an icefall N-best dump (JSON lines) or a NeMo "
                       "beam-search TSV (preds_out_size*_alpha*_beta*.tsv, with --manifest); auto: a file is an "
                       "interchange file, "
-                      "a dir a Kaldi dir. All but kaldi write OUT_DIR/text and scores.tsv (docs/ecosystems.md)."),
+                      "a dir a Kaldi dir. All but kaldi write OUT_DIR/text and scores.tsv (docs/ecosystems.md); "
+                      "--words-txt gives their recognizer's words (--oov-penalty auto)."),
     click.option("--score-weight", "score_weights", multiple=True, metavar="NAME=X",
                  help="Weight of a score column of an input other than a Kaldi dir (repeat it): total = sum of "
                       "weight x column + w (--weight) x NN LM cost + wip x words. A column without one has "
@@ -51,17 +52,16 @@ def pop_other_format(nbest_dir, options: dict):
     return None
 
 
-def run_other_format(other: dict, nbest_dir, out_dir, params, scoring, **job_kw):
-    """Run rescore-nbest on a non-Kaldi input (rescore.interchange_job); returns the report or None."""
+def run_other_format(other: dict, job: dict):
+    """Run rescore-nbest on a non-Kaldi input (rescore.interchange_job): ``job``, rescore-nbest's
+    NbestJob arguments; returns the report or None."""
     from rescore.interchange_job import InterchangeJob, parse_score_weights, rescore_table
 
-    job = InterchangeJob(input=nbest_dir, out_dir=out_dir, fmt=other["fmt"], params=params,
-                         score_weights=parse_score_weights(other["score_weights"]), manifest=other["manifest"],
-                         scoring=scoring, **job_kw)
-    return rescore_table(job)
+    return rescore_table(InterchangeJob(**job, fmt=other["fmt"], manifest=other["manifest"],
+                                        score_weights=parse_score_weights(other["score_weights"])))
 
 
-@command(epilog="Example: rescore-convert-nbest exp/decode_dev/nbest exp/decode_dev/nbest.tsv")
+@command()
 @click.argument("source", type=click.Path(exists=True))
 @click.argument("target", type=click.Path())
 @click.option("--from", "src_format", type=click.Choice(("auto", *FORMATS)), default="auto",
@@ -104,3 +104,4 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
 
 if __name__ == "__main__":
     convert()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(convert, "rescore-convert-nbest")

@@ -14,25 +14,46 @@ log = logging.getLogger("rescore-tune")
 
 @command()
 @click.argument("nbest_dir", type=click.Path(file_okay=False))
-@click.option("--data-dir", type=click.Path(file_okay=False), required=True, help="Data dir of NBEST_DIR (text = references).")
-@click.option("--words-txt", type=click.Path(dir_okay=False), help="Symbol table for 'words' ids (found beside NBEST_DIR when not given).")
-@click.option("--nn-costs", type=click.Path(dir_okay=False), multiple=True, help="NN LM costs of NBEST_DIR (lmwt.nn); without them only weight 0 is swept. Repeat it (one file per model, e.g. rescore-nbest's lmwt.nn.1 and lmwt.nn.2) to tune the models' shares (--mixes) too.")
+@click.option("--data-dir", type=click.Path(file_okay=False), required=True,
+              help="Data dir of NBEST_DIR (text = references).")
+@click.option("--words-txt", type=click.Path(dir_okay=False),
+              help="Symbol table for 'words' ids (found beside NBEST_DIR when not given).")
+@click.option("--nn-costs", type=click.Path(dir_okay=False), multiple=True,
+              help="NN LM costs of NBEST_DIR (lmwt.nn); without them only weight 0 is swept. Repeat it (one file per "
+                   "model, e.g. rescore-nbest's lmwt.nn.1 and lmwt.nn.2) to tune the models' shares (--mixes) too.")
 @click.option("--weights", default="0:1:0.1", help="NN LM weights: 'a,b,c' or 'start:stop:step'.")
 @click.option("--inv-acwts", default="6:16:0.5", help="Inverse acoustic scales (LMWT): 'a,b,c' or 'start:stop:step'.")
 @click.option("--wips", default="-1:1:0.5", help="Word insertion penalties: 'a,b,c' or 'start:stop:step'.")
-@click.option("--mixes", default="0:1:0.1", show_default=True, help="With several --nn-costs: the first model's share for two models ('a,b,c' or 'start:stop:step'; the second gets the rest); for K > 2, every mix whose K shares all lie in this grid.")
-@click.option("--split-half", is_flag=True, help="Tune on the first half of the conversations, report on the second half.")
-@click.option("--dev-utts", type=click.Path(dir_okay=False), help="Tune on these utterances only (first field per line).")
-@click.option("--eval-utts", type=click.Path(dir_okay=False), help="Report the tuned setting on these utterances (first field per line).")
-@click.option("--cross-validate", is_flag=True, help="Two folds by conversation (the halves of --split-half): tune on each half, report it on the other, and the pooled WER of all utterances, each under the setting tuned on the other half.")
-@click.option("--params-out", type=click.Path(dir_okay=False), help="Write the best setting as JSON (rescore-nbest --params reads it). Not with --cross-validate (two settings: see --report).")
-@click.option("--report", type=click.Path(dir_okay=False), help="Write the whole sweep and the result as JSON (with --cross-validate: both folds' sweeps and settings).")
-@click.option("--hyp-out", type=click.Path(dir_okay=False), help="Write the 1-best text (utt-id w1 w2 ...) of the reported set: pooled under --cross-validate, the held-out set with --split-half/--eval-utts, else the tuned-on set; rescore-wer compares such files.")
-@click.option("--apply-to", nargs=2, type=click.Path(file_okay=False), metavar="TEST_NBEST_DIR OUT_DIR", help="Rescore another N-best dir with the best setting (as rescore-nbest does).")
+@click.option("--mixes", default="0:1:0.1", show_default=True,
+              help="With several --nn-costs: the first model's share for two models ('a,b,c' or 'start:stop:step'; "
+                   "the second gets the rest); for K > 2, every mix whose K shares all lie in this grid.")
+@click.option("--split-half", is_flag=True,
+              help="Tune on the first half of the conversations, report on the second half.")
+@click.option("--dev-utts", type=click.Path(dir_okay=False),
+              help="Tune on these utterances only (first field per line).")
+@click.option("--eval-utts", type=click.Path(dir_okay=False),
+              help="Report the tuned setting on these utterances (first field per line).")
+@click.option("--cross-validate", is_flag=True,
+              help="Two folds by conversation (the halves of --split-half): tune on each half, report it on the "
+                   "other, and the pooled WER of all utterances, each under the setting tuned on the other half.")
+@click.option("--params-out", type=click.Path(dir_okay=False),
+              help="Write the best setting as JSON (rescore-nbest --params reads it). Not with --cross-validate (two "
+                   "settings: see --report).")
+@click.option("--report", type=click.Path(dir_okay=False),
+              help="Write the whole sweep and the result as JSON (with --cross-validate: both folds' sweeps and "
+                   "settings).")
+@click.option("--hyp-out", type=click.Path(dir_okay=False),
+              help="Write the 1-best text (utt-id w1 w2 ...) of the reported set: pooled under --cross-validate, the "
+                   "held-out set with --split-half/--eval-utts, else the tuned-on set; rescore-wer compares such "
+                   "files.")
+@click.option("--apply-to", nargs=2, type=click.Path(file_okay=False), metavar="TEST_NBEST_DIR OUT_DIR",
+              help="Rescore another N-best dir with the best setting (as rescore-nbest does).")
 @click.option("--apply-data-dir", type=click.Path(file_okay=False), help="Data dir of TEST_NBEST_DIR.")
-@click.option("--apply-nn-costs", type=click.Path(dir_okay=False), multiple=True, help="NN LM costs of TEST_NBEST_DIR (repeated: one per model, in the order of --nn-costs).")
+@click.option("--apply-nn-costs", type=click.Path(dir_okay=False), multiple=True,
+              help="NN LM costs of TEST_NBEST_DIR (repeated: one per model, in the order of --nn-costs).")
 @click.option("--apply-words-txt", type=click.Path(dir_okay=False), help="Symbol table of TEST_NBEST_DIR.")
-@click.option("--allow-missing", is_flag=True, help="References without an N-best are dropped with a warning instead of an error.")
+@click.option("--allow-missing", is_flag=True,
+              help="References without an N-best are dropped with a warning instead of an error.")
 @verbose_option
 def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mixes, split_half, dev_utts, eval_utts,
          cross_validate, params_out, report, hyp_out, apply_to, apply_data_dir, apply_nn_costs, apply_words_txt,
@@ -46,16 +67,17 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     setup_logging(verbose)
     from rescore.combine import mix_grid
     from rescore.metrics import format_report
-    from rescore.pipeline import NbestJob, TuneJob, format_cross_validation, format_setting, tune_nbest_dir
+    from rescore.pipeline import NbestJob
+    from rescore.tune_job import TuneJob, format_cross_validation, format_setting, tune_nbest_dir
 
-    nn_costs, apply_nn_costs = tuple(nn_costs) or None, tuple(apply_nn_costs) or None
+    nn_costs, apply_nn_costs = tuple(nn_costs), tuple(apply_nn_costs)
     given = click.get_current_context().get_parameter_source("mixes") != click.core.ParameterSource.DEFAULT
-    if given and len(nn_costs or ()) < 2:
+    if given and len(nn_costs) < 2:
         raise click.UsageError("--mixes needs two or more --nn-costs (one per model)")
     if not apply_to:
         for name, v in (("--apply-data-dir", apply_data_dir), ("--apply-nn-costs", apply_nn_costs),
                         ("--apply-words-txt", apply_words_txt)):
-            if v is not None:
+            if v not in (None, ()):
                 raise click.UsageError(f"{name} goes with --apply-to (it would do nothing)")
     apply = None
     if apply_to:
@@ -67,7 +89,7 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
                   wips=parse_grid(wips, "--wips"), split_half=split_half, dev_utts=dev_utts, eval_utts=eval_utts,
                   params_out=params_out, report=report, apply=apply, allow_missing=allow_missing,
                   cross_validate=cross_validate, hyp_out=hyp_out,
-                  mixes=mix_grid(parse_grid(mixes, "--mixes"), len(nn_costs)) if len(nn_costs or ()) > 1 else None)
+                  mixes=mix_grid(parse_grid(mixes, "--mixes"), len(nn_costs)) if len(nn_costs) > 1 else None)
     result = tune_nbest_dir(job)
     if cross_validate:
         click.echo(format_cross_validation(result))
@@ -84,3 +106,4 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-tune")
