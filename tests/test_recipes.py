@@ -37,12 +37,15 @@ DEV = SHARED / "tts-wikitext2-dev"
 SCRIPTS = sorted(RECIPES.rglob("*.sh"))
 
 # Kaldi's utils/parse_options.sh (current version, safe under set -eu), reduced to what our
-# scripts use: "--foo-bar v" sets foo_bar=v when foo_bar is defined, else "invalid option" on
-# stderr and exit 1; a boolean option takes only true/false; --name=value is refused.
+# scripts use: --help prints $help_message as a printf format (or "No help found."); "--foo-bar v"
+# sets foo_bar=v when foo_bar is defined, else "invalid option" on stderr and exit 1; a boolean
+# option takes only true/false; --name=value is refused.
 PARSE_OPTIONS = r"""
 while true; do
   [ -z "${1:-}" ] && break
   case "$1" in
+    --help|-h) if [ -z "${help_message:-}" ]; then echo "No help found." 1>&2;
+               else printf "$help_message\n" 1>&2; fi; exit 0 ;;
     --*=*) echo "$0: options to scripts must be of the form --name value, got '$1'"; exit 1 ;;
     --*) name=$(echo "$1" | sed s/^--// | sed s/-/_/g)
          eval '[ -z "${'"$name"'+xxx}" ]' && echo "$0: invalid option $1" 1>&2 && exit 1
@@ -186,9 +189,10 @@ def write_exe(path: Path, text: str) -> None:
 
 
 def kaldi_dir(tmp: Path) -> Path:
-    """A recipe directory as the steps script expects it: path.sh, utils/ (stand-ins)."""
+    """A recipe directory as the steps script expects it: path.sh, steps/, utils/ (stand-ins)."""
     d = tmp / "s5"
     (d / "utils").mkdir(parents=True)
+    (d / "steps").mkdir()
     (d / "path.sh").write_text("# stand-in for Kaldi's path.sh: PATH comes from the test\n")
     (d / "utils" / "parse_options.sh").write_text(PARSE_OPTIONS)
     write_exe(d / "utils" / "int2sym.pl", INT2SYM)
@@ -217,8 +221,8 @@ def inputs(tmp: Path, num_jobs=1, g="G.carpa", model="model.pt"):
     (lang / "words.txt").write_text("<eps> 0\nhello 1\n")
     if g:
         (lang / g).write_bytes(b"")
-    if model:
-        (mdl / model).write_bytes(b"")
+    if model:  # the checks read no more of it than that it is not empty
+        (mdl / model).write_bytes(b"PK\x03\x04 stand-in")
     (data / "utt2spk").write_text("u1 s1\n")
     (decode / "num_jobs").write_text(f"{num_jobs}\n")
     for n in range(1, num_jobs + 1):
@@ -412,7 +416,7 @@ def tiny_checkpoint(tmp_path_factory):
     torch.manual_seed(0)
     # A small vocabulary keeps the test fast: the 300 commonest words of the fixture's
     # hypotheses (the rest are out of vocabulary, as rare words are in a real recipe).
-    sym = dict(l.split()[::-1] for l in (DEV / "lang" / "words.txt").read_text().splitlines())
+    sym = dict(ln.split()[::-1] for ln in (DEV / "lang" / "words.txt").read_text().splitlines())
     counts = Counter(sym[i] for line in (FIXTURE / "words").read_text().splitlines()
                      for i in line.split()[1:])
     vocab = Vocabulary(["<eos>", "<unk>"] + [w for w, _ in counts.most_common(300)])
@@ -424,6 +428,8 @@ def tiny_checkpoint(tmp_path_factory):
 
 # Stand-in rescore-nbest for the tests of the Kaldi stages alone: the old graph cost as the new one.
 RESCORE_NBEST_COPY = r'''#!/bin/sh
+# its --help is the real command's (the step checks --rescore-opts against it)
+[ "$1" = --help ] && PYTHONPATH="{repo}" exec "{python}" -m rescore.cli.nbest --help
 echo "rescore-nbest $*" >> "$CALLS"
 mkdir -p "$2" && cp "$1/lmwt.withlm" "$2/lmwt.interp" && : > "$2/text"
 '''
@@ -443,10 +449,15 @@ def run_on_fixture(tmp_path, g, checkpoint=None, weight=0.5, new_openfst=True, e
     shutil.rmtree(data)
     shutil.copytree(DEV / "data", data)  # the whole dev set's data dir, as a recipe passes it
     shutil.copytree(DEV / "data", Path(data) / "split1" / "1")  # as the 1-job decode split it
+    if checkpoint:  # --oov-penalty auto (the default) with the training words of a real LM text
+        train = tmp_path / "train.txt"
+        with open(SHARED / "wikitext2-asr" / "train.txt") as f:
+            train.write_text("".join(line for _, line in zip(range(2000), f)))
+        extra = ["--train-text", str(train), *extra]
     calls = tmp_path / "calls"
     bindir = make_bin(tmp_path, KALDI_PROGS, rescore_nbest=checkpoint is not None)
     if checkpoint is None:
-        write_exe(bindir / "rescore-nbest", RESCORE_NBEST_COPY)
+        write_exe(bindir / "rescore-nbest", RESCORE_NBEST_COPY.replace("{repo}", str(REPO)))
     r = run_step(d, ["--weight", str(weight), "--inv-acwt", "9.5", "--N", "100", "--device", "cpu",
                      "--skip-scoring", "true", *extra, lang, model_arg or mdl, data, decode, out], [bindir],
                  {"CALLS": str(calls), "FIXTURE": str(FIXTURE), "DROP_KEY": drop,
@@ -464,7 +475,7 @@ def test_old_lm_removal_with_g_fst(tmp_path, new_openfst):
     r, called, lang, out = run_on_fixture(tmp_path, "G.fst", new_openfst=new_openfst,
                                           extra=["--rescore-opts", "--precision bf16 --conv-batch 4"])
     # --rescore-opts reaches rescore-nbest as separate options
-    assert "--oov-penalty 0 --precision bf16 --conv-batch 4" in called
+    assert "--oov-penalty auto --precision bf16 --conv-batch 4" in called
     # fstproject's flag is the one this OpenFst accepts; the pipeline as run.pl hands it to bash
     flag = "--project_type=output" if new_openfst else "--project_output=true"
     first_line = (out / "log" / "remove_old.1.log").read_text().splitlines()[0]
@@ -483,7 +494,7 @@ def test_several_models_reach_rescore_nbest(tmp_path):
     if not FIXTURE.is_dir() or not DEV.is_dir():
         pytest.skip(f"shared data not found at {SHARED} (the Kaldi fixture and the dev N-best)")
     second = tmp_path / "other.pt"
-    second.write_bytes(b"")
+    second.write_bytes(b"PK\x03\x04 stand-in")
     r, called, lang, out = run_on_fixture(tmp_path, "G.carpa", extra=["--mix", "0.6,0.4"],
                                           model_arg=f"{tmp_path / 'nnlm'}:{second}")
     assert f"--model {tmp_path / 'nnlm' / 'model.pt'} --model {second} --mix 0.6,0.4" in called
@@ -532,7 +543,7 @@ def test_steps_script_end_to_end(tmp_path, tiny_checkpoint):
     assert list(read_table(adir / "lmwt.withlm")) == list(words)  # keys line up
     # words_text: the words of words.txt, key by key
     words_text = read_table(adir / "words_text")
-    sym = dict(l.split()[::-1] for l in (DEV / "lang" / "words.txt").read_text().splitlines())
+    sym = dict(ln.split()[::-1] for ln in (DEV / "lang" / "words.txt").read_text().splitlines())
     assert list(words_text) == list(words)
     assert all(words_text[k] == [sym[i] for i in ids] for k, ids in words.items())
 
@@ -575,6 +586,7 @@ def mini_kaldi(tmp: Path, corpus: str) -> tuple:
     utils.mkdir(parents=True)
     (root / "egs" / "wsj" / "s5" / "steps").mkdir()
     (utils / "parse_options.sh").write_text(PARSE_OPTIONS)
+    write_exe(utils / "best_wer.sh", "#!/bin/sh\nsort -n -k2,2 | head -n 1\n")  # Kaldi's picks the lowest
     egs = root / "egs" / ("swbd/s5c" if corpus == "swbd" else "wsj/s5")
     words = ["<eps>", "!sil", "hi", "okay", "sure", "um", "um-hum", "yeah", "first", "call",
              "#0", "<s>", "</s>"]
@@ -722,13 +734,17 @@ def test_swbd_recipe_wer_table(tmp_path):
 
 @pytest.mark.parametrize("corpus", ["swbd", "wsj"])
 def test_recipe_rescores_with_the_interpolation(tmp_path, corpus):
-    """Stage 4: every model, then --interpolate lstm:transformer_pointer as one more system, given to the N-best step as a colon list of model dirs with --mix; left
-    out when one of its parts is not among --models."""
+    """Stage 4: every model, then --interpolate lstm:transformer_pointer as one more system, given
+    to the N-best step as a colon list of model dirs with --mix; left out when one of its parts is
+    not among --models."""
     root, egs, recipe = mini_kaldi(tmp_path, corpus)
     step = tmp_path / "recipes" / "steps" / "lmrescore_nbest.sh"  # a stand-in that logs its call
     step.write_text('#!/usr/bin/env bash\necho "$*" >> "$CALLS.step"\n')
     step.chmod(0o755)
     models = "lstm transformer_pointer"
+    for m in models.split():  # stage 3's models: rescore_decode_dirs.sh checks them before any work
+        (recipe / "exp/rescore" / m).mkdir(parents=True)
+        (recipe / "exp/rescore" / m / "model.pt").write_bytes(b"PK stand-in")
     r = run_recipe(tmp_path, recipe, root, ["--stage", "4", "--stop-stage", "4", "--models", models,
                                             "--interpolate", "lstm:transformer_pointer",
                                             "--mix", "0.7,0.3"])
