@@ -26,7 +26,7 @@
 # same).  A hypothesis G.fst cannot accept at all is dropped with a warning and the others are
 # renumbered; an utterance that loses every hypothesis keeps its first-pass best path (stage 3).
 #
-# lmwt.interp is the new graph cost g0 + (1-w)*l_ng + w*l_nn (docs: design section 3),
+# lmwt.interp is the new graph cost g0 + (1-w)*l_ng + w*l_nn (the log-linear interpolation of rescore-nbest --help),
 # with g0 = lmwt.nolm and l_ng = lmwt.withlm - lmwt.nolm, so that local/score.sh can
 # sweep the LM weight and the word insertion penalty on the rescored lattices as usual.
 #
@@ -154,7 +154,7 @@ if [ "$stage" -le 2 ]; then
   fi
 fi
 
-# Stage 3.  Split the N-best lists into text archives (design section 2).
+# Stage 3.  Split the N-best lists into text archives (Kaldi's linear form, key <utt>-<rank>).
 if [ "$stage" -le 3 ]; then
   echo "$0: writing the N-best lists as text archives in $adir.*"
   for n in $(seq "$nj"); do mkdir -p "$adir.$n"; done

@@ -3,7 +3,7 @@
 #
 # The final table of the recipe: for each decode set, the WER of the first-pass 1-best and of
 # each rescored 1-best, overall and per rare-word bucket (buckets from the LM training text's
-# word counts, rarest first: design section 7), with rescore-wer; then Kaldi's own best WER
+# word counts, rarest first), with rescore-wer; then Kaldi's own best WER
 # of each rescored decode dir (local/score.sh's sweep over LMWT and the insertion penalty).
 #
 # The first-pass 1-best is rank 1 of the N-best lists (lattice-to-nbest ranks at the

@@ -296,6 +296,22 @@ in_stage() {
   echo "$0: stage $1: $2"
 }
 
+# recipe_dirs <default-kaldi-dir>: kaldi_dir, the finished Kaldi system (absolute; the default
+# when --kaldi-dir is empty), steps (rescore's recipes/steps) and lmdata (the LM text, here).
+recipe_dirs() {
+  kaldi_dir=$(cd "${kaldi_dir:-$1}" 2>/dev/null && pwd) ||
+    fail "expected the finished Kaldi system in ${kaldi_dir:-$1} (--kaldi-dir, or \$KALDI_ROOT in path.sh)"
+  steps=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+  lmdata=data/rescore
+}
+
+# check_stage <step> <arg>...: the step run with --check-only true (its options, checked before the
+# recipe's first stage); what it says only when it fails.
+check_stage() {
+  local out
+  out=$("$1" --check-only true "${@:2}" 2>&1) || { echo "$out"; exit 1; }
+}
+
 # The option names of a script's configuration section.
 config_names() {
   awk '/^# Begin configuration section/ { on = 1; next } /^# End configuration section/ { on = 0 }

@@ -78,10 +78,7 @@ Usage: $0 [options]
 . ../../steps/libs/common.sh
 [ $# -eq 0 ] || usage_exit
 
-[ -z "$kaldi_dir" ] && kaldi_dir=$KALDI_ROOT/egs/swbd/s5c
-kaldi_dir=$(cd "$kaldi_dir" && pwd)
-steps=$(cd ../../steps && pwd)
-lmdata=data/rescore
+recipe_dirs "$KALDI_ROOT/egs/swbd/s5c"  # kaldi_dir, steps (rescore's), lmdata
 lang=$kaldi_dir/data/lang_$lm
 
 # The finished Kaldi system this recipe builds on.
@@ -105,8 +102,8 @@ step_options "$steps/train_lms.sh"
 train=("$steps/train_lms.sh" --cmd "$cuda_cmd" "${opts[@]}")
 step_options "$steps/rescore_decode_dirs.sh"
 rescore=("$steps/rescore_decode_dirs.sh" --cmd "$decode_cmd" --rescore-cmd "$cuda_cmd" "${opts[@]}")
-"${train[@]}" --check-only true "$lmdata" exp/rescore >/dev/null
-"${rescore[@]}" --check-only true "$kaldi_dir" "data/lang_$lm" exp/rescore "${decodes[@]}" >/dev/null
+check_stage "${train[@]}" "$lmdata" exp/rescore
+check_stage "${rescore[@]}" "$kaldi_dir" "data/lang_$lm" exp/rescore "${decodes[@]}"
 
 in_stage 1 "LM text in conversation and time order" &&
   local/prepare_lm_text.sh --swbd-copies "$swbd_copies" --test-data "$kaldi_dir/data/$test_set" \

@@ -77,10 +77,7 @@ Usage: $0 [options]
 . ../../steps/libs/common.sh
 [ $# -eq 0 ] || usage_exit
 
-[ -z "$kaldi_dir" ] && kaldi_dir=$KALDI_ROOT/egs/wsj/s5
-kaldi_dir=$(cd "$kaldi_dir" && pwd)
-steps=$(cd ../../steps && pwd)
-lmdata=data/rescore
+recipe_dirs "$KALDI_ROOT/egs/wsj/s5"  # kaldi_dir, steps (rescore's), lmdata
 lang=data/lang_test_$lm  # in kaldi_dir
 
 # The finished Kaldi system this recipe builds on; the decode dirs and references of the sets.
@@ -99,10 +96,10 @@ done
 # Stages 3 and 4 with this script's options of the same names, checked before stage 1.
 step_options "$steps/train_lms.sh"
 train=("$steps/train_lms.sh" --cmd "$cuda_cmd" "${opts[@]}")
-"${train[@]}" --check-only true "$lmdata" exp/rescore >/dev/null
+check_stage "${train[@]}" "$lmdata" exp/rescore
 step_options "$steps/rescore_decode_dirs.sh"
 rescore=("$steps/rescore_decode_dirs.sh" --cmd "$decode_cmd" --rescore-cmd "$cuda_cmd" "${opts[@]}")
-"${rescore[@]}" --check-only true "$kaldi_dir" "$lang" exp/rescore "${decodes[@]}" >/dev/null
+check_stage "${rescore[@]}" "$kaldi_dir" "$lang" exp/rescore "${decodes[@]}"
 check_programs rescore-nbest rescore-wer
 
 in_stage 1 "LM text" && local/prepare_lm_text.sh --valid-every "$valid_every" \
