@@ -302,6 +302,7 @@ def test_unknown_option_is_refused(tmp_path):
     d = kaldi_dir(tmp_path)
     r = run_step(d, ["--no-such-option", "1"] + inputs(tmp_path))
     assert r.returncode == 1 and "invalid option --no-such-option" in r.stderr
+    assert f"Usage: {STEP} [options]" in r.stderr and "\n  --weight 0.8 " in r.stderr  # then the help
 
 
 @pytest.mark.parametrize("case, expected", [

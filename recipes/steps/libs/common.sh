@@ -56,11 +56,16 @@ show_help() {
 # The help, and exit 1: the step was given the wrong number of arguments.
 usage_exit() { show_help; exit 1; }
 
-# --help (or -h) among the options: the help, wherever the step is run from.
+# --help (or -h) among the options: the help, wherever the step is run from; an option the
+# step does not have: Kaldi's "invalid option" message (on stderr), then the help.
 for ((i = 1; i <= $#; i += 2)); do
   case "${!i}" in
     --help|-h) show_help; exit 0 ;;
-    --*) ;;
+    --*=*|--config) ;;  # (parse_options.sh's own)
+    --*) name=${!i#--}
+         name=${name//-/_}
+         [[ $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && [ -n "${!name+x}" ] ||
+           { echo "$0: invalid option ${!i}"; show_help; exit 1; } >&2 ;;
     *) break ;;
   esac
 done
