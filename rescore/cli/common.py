@@ -50,12 +50,14 @@ class _Errors:
         except click.ClickException as e:
             click.echo(f"error: {e.format_message()}", err=True)
             sys.exit(e.exit_code)
-        except click.exceptions.Abort as e:
-            if isinstance(e.__cause__, KeyboardInterrupt):  # Ctrl-C: 130 = 128 + SIGINT, as a shell's
+        except (click.exceptions.Abort, SystemExit) as e:
+            if isinstance(e.__context__, KeyboardInterrupt):  # Ctrl-C, here or in the command's own handler
                 from rescore.progress import close_interrupted
                 close_interrupted()
                 click.echo("error: interrupted", err=True)
-                sys.exit(130)
+                sys.exit(130)  # 128 + SIGINT, as a shell reports it
+            if isinstance(e, SystemExit):
+                raise
             click.echo("error: aborted", err=True)
             sys.exit(1)
         except RescoreError as e:
