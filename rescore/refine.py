@@ -360,3 +360,30 @@ def refine_job(tune: TuneJob, *, refine_model: Optional[str], refine_rounds: int
     scoring = ScoringOptions(model=refine_model, state_carry=state_carry, device=device, oov_penalty=oov_penalty)
     start = Params.from_json(refine_start) if refine_start else DEFAULT_START
     return RefineJob(tune=tune, scoring=scoring, start=start, rounds=refine_rounds, train_text=train_text)
+
+
+def warn_carried_costs(nn_cost_files: Sequence[str]) -> List[str]:
+    """A warning for each NN LM cost file that rescore-nbest scored with a model and rescored
+    carry (or a cache), as its OUT_DIR's manifest.json records: those costs hold only at the
+    setting they were scored at, so a sweep over them predicts WERs that rescore-nbest --params
+    does not give. Returns the warnings (none for a file without such a record)."""
+    import json
+    from pathlib import Path
+
+    out = []
+    for f in nn_cost_files:
+        manifest = Path(f).parent / "manifest.json"
+        try:
+            s = json.loads(manifest.read_text(encoding="utf-8"))["settings"]
+            scoring, p = s.get("scoring") or {}, s["params"]
+            carried = s.get("command") == "rescore-nbest" and s.get("model") and (
+                scoring.get("state_carry") == "rescored" or scoring.get("cache_window", 0) > 0)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue  # no record of how the costs were scored: nothing to say
+        if carried:
+            out.append(f"{f} was scored by rescore-nbest with --state-carry {scoring.get('state_carry')} at weight "
+                       f"{p.get('weight')} inv_acwt {p.get('inv_acwt')} wip {p.get('wip')} ({manifest}): the carried "
+                       f"state depends on that setting, so the WER predicted for another setting is not what "
+                       f"rescore-nbest --params gives; tune with --refine-model to rescore at the tuned setting")
+            log.warning("%s", out[-1])
+    return out

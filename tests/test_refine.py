@@ -179,3 +179,22 @@ def test_bad_refine_options_exit_2_before_any_work(model, tmp_path, args, option
     assert r.exit_code == 2, r.output
     assert option in r.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_tuning_costs_scored_with_carry_warns_and_names_refine_model(model, tmp_path, caplog):
+    base = [str(NBEST_SMALL), "--data-dir", str(DATA), "--device", "cpu", "--model", str(model),
+            "--weight", "0.5", "--inv-acwt", "10"]
+    for carry in ("rescored", "none"):
+        r = CliRunner().invoke(nbest_main, [base[0], str(tmp_path / carry), *base[1:], "--state-carry", carry])
+        assert r.exit_code == 0, r.output
+    caplog.clear()
+    r = CliRunner().invoke(tune_main, [str(NBEST_SMALL), "--data-dir", str(DATA), *GRID,
+                                       "--nn-costs", str(tmp_path / "rescored" / "lmwt.nn")])
+    assert r.exit_code == 0, r.output
+    warned = [rec.getMessage() for rec in caplog.records if rec.levelname == "WARNING"]
+    assert any("--state-carry rescored at weight 0.5" in m and "--refine-model" in m for m in warned), warned
+    caplog.clear()
+    r = CliRunner().invoke(tune_main, [str(NBEST_SMALL), "--data-dir", str(DATA), *GRID,
+                                       "--nn-costs", str(tmp_path / "none" / "lmwt.nn")])
+    assert r.exit_code == 0, r.output
+    assert "--refine-model" not in caplog.text  # costs without carry hold at every setting

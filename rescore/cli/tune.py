@@ -94,7 +94,7 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
                   params_out=params_out, report=report, apply=apply, allow_missing=allow_missing,
                   cross_validate=cross_validate, hyp_out=hyp_out,
                   mixes=mix_grid(parse_grid(mixes, "--mixes"), len(nn_costs)) if len(nn_costs or ()) > 1 else None)
-    from rescore.refine import format_refine, refine_job, run_refine
+    from rescore.refine import format_refine, refine_job, run_refine, warn_carried_costs
 
     ctx = click.get_current_context()
     refine_given = [n for n in refine_kw if ctx.get_parameter_source(n) != click.core.ParameterSource.DEFAULT]
@@ -102,6 +102,7 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     if refine is not None:
         click.echo(format_refine(run_refine(refine)))
         return
+    warn_carried_costs(nn_costs or ())
     result = tune_nbest_dir(job)
     if cross_validate:
         click.echo(format_cross_validation(result))
