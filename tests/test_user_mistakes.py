@@ -12,8 +12,9 @@ helpers) and checks one of three outcomes:
 * ``warning``: a WARNING (or ERROR) log record or output line naming the cause, whatever the
   exit status: the mistake cannot be refused, because the same input is right for some user
   (each such case says why in its ``why``);
-* ``same``: the input is one the tools read as the user meant (a CRLF file, a BOM, archives in
-  another order): the figure equals that of the clean input, or else a clear error.
+* ``same``: the input is one the tools may read as the user meant (a CRLF file, a BOM, archives
+  in another order): the figure equals that of the clean input, or else a clear error that names
+  the cause (``must``).
 
 Sections: cases that pass now; cases whose detection other work adds (PENDING: they fail until
 that work is merged); cases nobody detects yet (xfail, strict, with the change they need named:
@@ -292,16 +293,22 @@ add("wer-gzip-named-without-gz", "wer", W + ["--report", "{w}/out/w.json"], "sam
 add("nbest-crlf-archives", "nbest", N, "same", setup=[edit(f"nb/{a}", lambda b: b.replace(b"\n", b"\r\n"))
                                                        for a in ("words_text", "acwt")])
 add("nbest-crlf-references", "nbest", N, "same", setup=[edit("nb/data/text", lambda b: b.replace(b"\n", b"\r\n"))])
-add("nbest-bom-references", "nbest", N, "same", setup=[edit("nb/data/text", lambda b: b"\xef\xbb\xbf" + b)])
+BOM_NEEDS = ("rescore/io readers: a UTF-8 byte order mark (as Windows editors write) is read as part of the first "
+             "key, so that utterance is 'missing' with an invisible character in the message: skip it on reading "
+             "(utf-8-sig) or name it (byte order mark) in the error")
+add("nbest-bom-references", "nbest", N, "same", must=["byte order mark|BOM"],
+    setup=[edit("nb/data/text", lambda b: b"\xef\xbb\xbf" + b)], needs=BOM_NEEDS)
 add("nbest-bom-words.txt", "nbest", N, "same",
     setup=[remove("nb/words_text"), edit("nb/words.txt", lambda b: b"\xef\xbb\xbf" + b)])
 add("wer-crlf-reference", "wer", W + ["--report", "{w}/out/w.json"], "same", figure="out/w.json",
     setup=[mkdir("out"), edit("ref.txt", lambda b: b.replace(b"\n", b"\r\n"))])
 add("wer-bom-reference", "wer", W + ["--report", "{w}/out/w.json"], "same", figure="out/w.json",
-    setup=[mkdir("out"), edit("ref.txt", lambda b: b"\xef\xbb\xbf" + b)])
-add("nbest-sorted-archives", "nbest", N, "same", pre=[ten_hyps],
+    must=["byte order mark|BOM"], setup=[mkdir("out"), edit("ref.txt", lambda b: b"\xef\xbb\xbf" + b)],
+    needs=BOM_NEEDS)
+add("nbest-sorted-archives", "nbest", N, "same", pre=[ten_hyps], must=["words_text|acwt|words", "contiguous"],
     setup=[edit(f"nb/{a}", lines_of(sorted)) for a in ARCHIVES])
-add("nbest-one-archive-shuffled", "nbest", N, "same", setup=[edit("nb/acwt", lines_of(shuffled))])
+add("nbest-one-archive-shuffled", "nbest", N, "same", must=["acwt", "expected key"],
+    setup=[edit("nb/acwt", lines_of(shuffled))])
 add("nbest-utterances-in-another-order", "nbest", N + ["--model", "{w}/model.pt", "--device", "cpu"], "same",
     setup=[edit(f"nb/{a}", lines_of(lambda ls: sorted(ls, key=lambda x: (x.split()[0].rsplit(b"-", 1)[0][::-1],
                                                                           x.split()[0]))))
