@@ -533,3 +533,15 @@ def test_pending_ctrl_c_in_training_exits_130_and_says_interrupted(base, tmp_pat
         raise
     assert p.returncode == 130, (p.returncode, err[-800:])
     assert "interrupted" in err.lower()
+
+
+# PENDING (as above): a Kaldi step run outside a recipe dir says so before its first stage.
+def test_pending_step_outside_a_recipe_dir_says_so(base, tmp_path):  # noqa: F811
+    world = _world(base, tmp_path / "w")
+    step = REPO_ROOT / "recipes" / "steps" / "lmrescore_nbest.sh"
+    r = subprocess.run(["bash", str(step), "data/lang", str(world / "model.pt"), "data/dev", "exp/decode_dev",
+                        "exp/decode_dev_nn"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    said = (r.stdout + r.stderr).replace(str(step), "STEP")
+    assert re.search(r"recipe (dir|directory)", said, re.IGNORECASE), said[-800:]
+    assert not (tmp_path / "exp").exists()  # nothing made before the check
