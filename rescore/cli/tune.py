@@ -46,7 +46,7 @@ log = logging.getLogger("rescore-tune")
               help="--refine-model: most scorings per tuning set (the best scored setting is kept when the "
                    "tuned one is not yet stable).")
 @click.option("--refine-start", type=click.Path(dir_okay=False),
-              show_default="weight 0.8, inv_acwt 10, wip 0 (rescore-nbest's)",
+              show_default="rescore-nbest's: weight 0.8, inv_acwt 10, wip 0",
               help="--refine-model: JSON setting (as --params-out writes) to score at first.")
 @click.option("--state-carry", type=click.Choice(STATE_CARRY), default="rescored",
               help="--refine-model: as rescore-nbest's.")
