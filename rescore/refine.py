@@ -28,12 +28,16 @@ fixed costs and as rescored at its setting) and a paired bootstrap of refined ag
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
 
 from rescore.errors import OptionError, RescoreError
 from rescore.interp import KALDI_DEFAULT_WEIGHT, Params
-from rescore.pipeline import ScoringOptions, TuneJob
+from rescore.settings import EngineSettings
+
+if TYPE_CHECKING:
+    from rescore.combine import NnCosts
+    from rescore.tune_job import TuneJob
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +46,12 @@ MAX_ROUNDS = 20
 # rescore-nbest's setting with --model and no --params: where a refining tune starts by default
 DEFAULT_START = Params(weight=KALDI_DEFAULT_WEIGHT, inv_acwt=10.0, wip=0.0)
 
-Costs = Dict[str, List[float]]
-Scorer = Callable[[object, Params], Costs]  # (NbestSet, setting) -> key -> per-token costs
+Scorer = Callable[[object, Params], "NnCosts"]  # (NbestSet, setting) -> its NN costs (combine.NnCosts)
 
 
 class ModelScorer:
-    """NN costs of (parts of) one N-best set by one loaded model, at a setting, with carry.
+    """NN costs (combine.NnCosts) of (parts of) one N-best set by one checkpoint, at a setting,
+    with carry; the checkpoint is loaded once (scoring.load_model).
 
     Results are kept: a part asked for again at the same setting, or a part of a set already
     scored at it (the carry never crosses a conversation, so a conversation's costs do not
@@ -55,14 +59,19 @@ class ModelScorer:
     depend on the setting (no rescored carry, no cache) every setting shares one scoring.
     """
 
-    def __init__(self, scoring: ScoringOptions, loaded):
-        self.scoring = scoring
-        self.loaded = loaded  # ScoringOptions.load_model's (model, device, OOV penalty)
-        self.depends = scoring.state_carry == "rescored" or scoring.cache_window > 0
+    def __init__(self, model: str, settings: EngineSettings, train_counts=None, lexicon=()):
+        from rescore.scoring import load_model
+
+        self.model, self.settings = model, settings
+        self.loaded = load_model(model, settings, train_counts, lexicon)  # (model, device, OOV penalty)
+        self.depends = settings.state_carry == "rescored" or settings.cache_window > 0
         self._done: List[tuple] = []  # (conversation ids, setting or None, costs)
         self.scorings = 0
 
-    def __call__(self, nbest, params: Params) -> Costs:
+    def __call__(self, nbest, params: Params) -> "NnCosts":
+        from rescore.combine import NnCosts
+        from rescore.scoring import score_nbest_set
+
         key = params if self.depends else None
         ids = {c.id for c in nbest.conversations}
         for done_ids, done_key, costs in self._done:
@@ -71,7 +80,9 @@ class ModelScorer:
         self.scorings += 1
         log.info("scoring %d conversations at weight %g inv_acwt %g wip %g", len(ids), params.weight,
                  params.inv_acwt, params.wip)
-        costs = self.scoring.score(nbest, params, loaded=self.loaded)
+        lm, device, penalty = self.loaded
+        scored = score_nbest_set(lm, nbest, params, self.settings, device=device, oov_penalty=penalty)
+        costs = NnCosts(list(scored), [list(scored.values())], [None])
         self._done.append((ids, key, costs))
         return costs
 
@@ -83,7 +94,7 @@ def _setting(best: dict) -> Params:
 def refine(nbest, scorer: Scorer, *, weights: Sequence[float], inv_acwts: Sequence[float],
            wips: Sequence[float], start: Params = DEFAULT_START, rounds: int = DEFAULT_ROUNDS) -> dict:
     """Refining tune of one model on nbest (with references): score at ``start``, tune, score at
-    the tuned setting, ... (module docstring). scorer(nbest, setting) -> lmwt.nn costs.
+    the tuned setting, ... (module docstring). scorer(nbest, setting) -> its NN costs (NnCosts).
 
     Returns {"best": setting (dict), "dev_wer" (its WER with costs scored at it: what
     rescore-nbest --params gives), "converged" (the last tuned setting is the one scored at),
@@ -125,12 +136,11 @@ def refine(nbest, scorer: Scorer, *, weights: Sequence[float], inv_acwts: Sequen
             "dev_choice": scored[best][1], "scorings": len(scored)}
 
 
-def _held_out(part, scorer: Scorer, setting: Params, fixed: Optional[Costs] = None) -> dict:
-    """WER, errors, ref words and choice of part under setting, its costs scored at the setting
-    (or the fixed costs given: a plain tune's prediction)."""
+def _held_out(part, costs: "NnCosts", setting: Params) -> dict:
+    """WER, errors, ref words and choice of part under setting with these costs."""
     from rescore.combine import CostArrays
 
-    arrays = CostArrays(part, fixed if fixed is not None else scorer(part, setting))
+    arrays = CostArrays(part, costs)
     return {"wer": arrays.wer(setting), "errors": arrays.errors_of(setting), "ref_words": arrays.ref_words,
             "choice": arrays.choice(setting)}
 
@@ -140,57 +150,59 @@ def refine_cross_validate(nbest, scorer: Scorer, *, weights: Sequence[float], in
                           bootstrap: int = 1000) -> dict:
     """Two folds by conversation (combine.split_half): refine on each half, report it on the
     other half scored at the fold's setting; pooled over both. The same run gives plain
-    cross-validated tuning (combine.tune on round 1's costs, scored at ``start``), reported both
-    as tuned (its WER predicted from those fixed costs) and rescored at its setting (what
-    rescore-nbest --params gives), and a paired bootstrap (over conversations) of the refined
-    1-best against the plain rescored one.
+    cross-validated tuning (combine.cross_validate on round 1's costs, scored at ``start``),
+    reported both as tuned (its WER predicted from those fixed costs) and rescored at its setting
+    (what rescore-nbest --params gives), and a paired bootstrap (over conversations) of the
+    refined 1-best against the plain rescored one.
 
     Returns {"folds": [{"tuned_on", "reported_on", **refine(), "held_out_wer", "held_out_utts",
     "plain": {"best", "predicted_wer", "held_out_wer"}}], "pooled_wer", "pooled_errors",
     "pooled_ref_words", "pooled_utts", "pooled_first_pass_wer", "plain_predicted_wer",
-    "plain_wer", "comparison" (rescore.metrics.compare_systems), "pooled_choice",
+    "plain_wer", "comparison" (rescore.metrics.compare_systems, as JSON), "pooled_choice",
     "plain_choice"}.
     """
-    from rescore.combine import split_half, tune, word_errors_rank1
+    from rescore.combine import cross_validate, split_half
 
     grids = dict(weights=weights, inv_acwts=inv_acwts, wips=wips)
-    halves = split_half(nbest)
     first = scorer(nbest, start)  # round 1 of both folds and the plain tune's costs, one scoring
-    folds, pooled = [], {"refined": {}, "plain": {}, "predicted": {}}
+    plain_cv = cross_validate(nbest, nn_costs=first, **grids)
+    halves = split_half(nbest)
+    folds, pooled = [], {"refined": {}, "plain": {}, "refined_errors": 0, "plain_errors": 0}
     for k, (tuned, reported) in enumerate((halves, halves[::-1])):
         log.info("fold %d: refine on half %d (%d conversations), report on half %d", k + 1, k + 1,
                  len(tuned.conversations), 2 - k)
         fold = {"tuned_on": k + 1, "reported_on": 2 - k, **refine(tuned, scorer, start=start, rounds=rounds,
                                                                     **grids)}
-        ho = _held_out(reported, scorer, _setting(fold["best"]))
-        plain = _setting(tune(tuned, nn_costs=first, **grids)["best"])
-        predicted = _held_out(reported, scorer, plain, fixed=first)
-        rescored = _held_out(reported, scorer, plain)
+        setting, p = Params(**fold["best"]), plain_cv["folds"][k]
+        plain = Params(**p["best"])
+        ho = _held_out(reported, scorer(reported, setting), setting)
+        rescored = _held_out(reported, scorer(reported, plain), plain)
         fold.update(held_out_wer=ho["wer"], held_out_errors=ho["errors"], held_out_ref_words=ho["ref_words"],
                     held_out_utts=reported.num_utts,
-                    plain={"best": plain.as_dict(), "predicted_wer": predicted["wer"], "held_out_wer": rescored["wer"]})
-        for name, part in (("refined", ho), ("plain", rescored), ("predicted", predicted)):
+                    plain={"best": plain.as_dict(), "predicted_wer": p["held_out_wer"],
+                           "held_out_wer": rescored["wer"]})
+        for name, part in (("refined", ho), ("plain", rescored)):
             pooled[name].update(part["choice"])
-            pooled[name + "_errors"] = pooled.get(name + "_errors", 0) + part["errors"]
+            pooled[name + "_errors"] += part["errors"]
         folds.append(fold)
         log.info("fold %d: half %d under the refined setting WER %.2f %%, under plain tuning %.2f %% (predicted "
-                 "%.2f %%)", k + 1, 2 - k, ho["wer"], rescored["wer"], predicted["wer"])
-    ref_words = sum(f["held_out_ref_words"] for f in folds)
+                 "%.2f %%)", k + 1, 2 - k, ho["wer"], rescored["wer"], p["held_out_wer"])
+    ref_words = plain_cv["pooled_ref_words"]
     order = [u.id for u in nbest.utterances()]
     out = {"folds": folds, "pooled_utts": nbest.num_utts, "pooled_ref_words": ref_words,
            "pooled_errors": pooled["refined_errors"],
            "pooled_wer": 100.0 * pooled["refined_errors"] / ref_words,
            "plain_wer": 100.0 * pooled["plain_errors"] / ref_words,
-           "plain_predicted_wer": 100.0 * pooled["predicted_errors"] / ref_words,
-           "pooled_first_pass_wer": 100.0 * sum(word_errors_rank1(nbest)) / ref_words,
+           "plain_predicted_wer": plain_cv["pooled_wer"],
+           "pooled_first_pass_wer": plain_cv["pooled_first_pass_wer"],
            "pooled_choice": {u: pooled["refined"][u] for u in order},
            "plain_choice": {u: pooled["plain"][u] for u in order}}
     out["comparison"] = compare_choices(nbest, {"plain": out["plain_choice"], "refined": out["pooled_choice"]},
-                                        draws=bootstrap)
+                                        draws=bootstrap).as_dict()
     return out
 
 
-def compare_choices(nbest, choices: Dict[str, Dict[str, int]], draws: int = 1000) -> dict:
+def compare_choices(nbest, choices: Dict[str, Dict[str, int]], draws: int = 1000):
     """rescore.metrics.compare_systems of the 1-bests of nbest (name -> utt -> rank; the first
     is the baseline), the bootstrap resampling whole conversations (recordings or speakers)."""
     from rescore.metrics import compare_systems
@@ -208,21 +220,27 @@ def compare_choices(nbest, choices: Dict[str, Dict[str, int]], draws: int = 1000
 @dataclass(frozen=True)
 class RefineJob:
     """rescore-tune --refine-model: the refining tune of ``tune``'s N-best dir and grids with
-    the model of ``scoring`` (one checkpoint); with ``tune.cross_validate`` its two-fold form.
-    ``tune``'s params_out (not with cross_validate), report and hyp_out are written; it has no
-    --nn-costs (the model gives the costs), no other way of holding out and no --apply-to (apply
-    the setting with rescore-nbest --model --params). Checked when built."""
+    the checkpoint ``model``, scored with the engine ``scoring``; with ``tune.cross_validate`` its
+    two-fold form. ``tune``'s params_out (not with cross_validate), report and hyp_out are
+    written; it has no --nn-costs (the model gives the costs), no other way of holding out and no
+    --apply-to (apply the setting with rescore-nbest --model --params). Checked when built; the
+    OOV penalty's default is rescore-nbest's (pipeline.model_oov_penalty)."""
 
-    tune: TuneJob
-    scoring: ScoringOptions
+    tune: "TuneJob"
+    model: str
+    scoring: EngineSettings = field(default_factory=EngineSettings)
     start: Params = DEFAULT_START
     rounds: int = DEFAULT_ROUNDS
     train_text: Optional[str] = None  # LM training text, for --oov-penalty auto
+    allow_oov_rate: bool = False  # score an LM that lacks most of the words (rescore.sanity)
 
     def __post_init__(self):
+        from pathlib import Path
+
+        from rescore.io.outdir import check_not_input
+        from rescore.pipeline import model_oov_penalty
+
         t = self.tune
-        if len(self.scoring.models) != 1:
-            raise OptionError("one checkpoint", option="--refine-model", got=f"{len(self.scoring.models)}")
         for option, v in (("--nn-costs", t.nn_costs), ("--split-half", t.split_half), ("--dev-utts", t.dev_utts),
                           ("--eval-utts", t.eval_utts), ("--apply-to", t.apply)):
             if v:
@@ -233,31 +251,15 @@ class RefineJob:
             raise OptionError(f"an integer in [1, {MAX_ROUNDS}]", option="--refine-rounds", got=str(self.rounds))
         if self.start.num_models != 1:
             raise OptionError("a one-model setting (weight, inv_acwt, wip)", option="--refine-start")
-        if self.scoring.oov_penalty == "auto" and self.train_text is None:
-            raise OptionError("--train-text (the LM training text) for --oov-penalty auto",
-                              option="--oov-penalty", got="auto")
+        object.__setattr__(self, "scoring", model_oov_penalty(self.scoring, t.nbest_dir, t.words_txt,
+                                                              self.train_text))
         if self.scoring.state_carry != "rescored" and self.scoring.cache_window == 0:
             log.warning("--state-carry %s: the NN LM costs do not depend on the setting, so refining cannot "
                         "change the result (one scoring serves every round)", self.scoring.state_carry)
-        from pathlib import Path
-
-        from rescore.io.outdir import check_not_input
-
-        inputs = t.inputs() + [p for p in (self.scoring.models[0], self.train_text) if p is not None]
+        inputs = t.inputs() + [Path(p) for p in (self.model, self.train_text) if p is not None]
         for option, p in (("--params-out", t.params_out), ("--report", t.report), ("--hyp-out", t.hyp_out)):
             if p is not None:
                 check_not_input(Path(p), inputs, option)
-
-
-def _lexicon(job: TuneJob) -> List[str]:
-    """The recognizer's words (NbestJob.lexicon): of --words-txt or the words.txt beside NBEST_DIR."""
-    from pathlib import Path
-
-    from rescore.nbest import default_words_txt
-    from rescore.vocab import Vocabulary
-
-    path = Path(job.words_txt) if job.words_txt is not None else default_words_txt(Path(job.nbest_dir))
-    return Vocabulary.from_words_txt(path).words[2:] if path is not None else []
 
 
 def _strip(result: dict) -> dict:
@@ -271,18 +273,22 @@ def _strip(result: dict) -> dict:
 def run_refine(job: RefineJob) -> dict:
     """Run a refining tune job: refine() or refine_cross_validate()'s result; the outputs of
     job.tune written (atomically) at the end."""
+    from rescore import sanity
     from rescore.io.files import write_json
     from rescore.nbest import load_nbest_dir
-    from rescore.pipeline import write_one_best
+    from rescore.pipeline import lexicon_of
+    from rescore.settings import OOV_AUTO
+    from rescore.tune_job import write_one_best
     from rescore.vocab import count_words, read_sentences
 
     t = job.tune
     nbest = load_nbest_dir(t.nbest_dir, t.data_dir, t.words_txt, allow_missing=t.allow_missing)
     if nbest.refs is None:
         raise RescoreError("references for the tuning set ('text' in the data dir)", path=t.data_dir)
+    sanity.check_nbest_input(nbest, (job.model,), t.words_txt, job.allow_oov_rate)  # as rescore-nbest's
     train_counts = count_words(read_sentences(job.train_text)) if job.train_text else None
-    lexicon = _lexicon(t) if job.scoring.oov_penalty == "auto" else ()
-    scorer = ModelScorer(job.scoring, job.scoring.load_model(train_counts, lexicon=lexicon))
+    lexicon = lexicon_of(t.nbest_dir, t.words_txt) if job.scoring.oov_penalty == OOV_AUTO else ()
+    scorer = ModelScorer(job.model, job.scoring, train_counts, lexicon)
     grids = dict(weights=t.weights, inv_acwts=t.inv_acwts, wips=t.wips, start=job.start, rounds=job.rounds)
     if t.cross_validate:
         result = refine_cross_validate(nbest, scorer, **grids)
@@ -292,8 +298,7 @@ def run_refine(job: RefineJob) -> dict:
         choice = result["dev_choice"]
         if t.params_out:
             Params(**result["best"]).to_json(t.params_out, tuned_on=t.nbest_dir, dev_wer=result["dev_wer"],
-                                             refined_with=job.scoring.models[0],
-                                             state_carry=job.scoring.state_carry)
+                                             refined_with=job.model, state_carry=job.scoring.state_carry)
     result["scorings"] = scorer.scorings
     if t.hyp_out:
         write_one_best(t.hyp_out, nbest, choice)
@@ -303,7 +308,7 @@ def run_refine(job: RefineJob) -> dict:
 
 
 def _fmt(s: dict) -> str:
-    from rescore.pipeline import format_setting
+    from rescore.tune_job import format_setting
 
     return format_setting(s)
 
@@ -344,22 +349,25 @@ def format_refine(result: dict) -> str:
     p = "" if d["p_value"] is None else f", p {d['p_value']:.3f}"
     lines.append(f"refined - plain: {d['wer_diff']:+.2f} points {ci}{p}; "
                  f"{describe_bootstrap(cmp['bootstrap'], 'plain')}")
+    if cmp["bootstrap"] and cmp["bootstrap"].get("note"):
+        lines.append(f"note: {cmp['bootstrap']['note']}")
     return "\n".join(lines)
 
 
-def refine_job(tune: TuneJob, *, refine_model: Optional[str], refine_rounds: int = DEFAULT_ROUNDS,
-               refine_start: Optional[str] = None, state_carry: str = "rescored", oov_penalty=0.0,
-               train_text: Optional[str] = None, device: str = "auto", given: Sequence[str] = ()):
-    """rescore-tune's --refine-* options (and the engine's options they need) as a RefineJob;
-    None without --refine-model (an OptionError if one of them was given: it would do nothing).
-    given: the names of those options given on the command line."""
+def refine_job(tune: "TuneJob", *, refine_model: Optional[str], refine_rounds: int = DEFAULT_ROUNDS,
+               refine_start: Optional[str] = None, train_text: Optional[str] = None, allow_oov_rate: bool = False,
+               given: Sequence[str] = (), **settings):
+    """rescore-tune's --refine-* options (and the engine settings they pass on, by field name:
+    state_carry, oov_penalty, device) as a RefineJob; None without --refine-model (an
+    OptionError if one of them was given: it would do nothing). given: the names of those
+    options given on the command line."""
     if refine_model is None:
         for name in given:
             raise OptionError("--refine-model (it would do nothing without it)", option="--" + name.replace("_", "-"))
         return None
-    scoring = ScoringOptions(model=refine_model, state_carry=state_carry, device=device, oov_penalty=oov_penalty)
     start = Params.from_json(refine_start) if refine_start else DEFAULT_START
-    return RefineJob(tune=tune, scoring=scoring, start=start, rounds=refine_rounds, train_text=train_text)
+    return RefineJob(tune=tune, model=refine_model, scoring=EngineSettings(**settings), start=start,
+                     rounds=refine_rounds, train_text=train_text, allow_oov_rate=allow_oov_rate)
 
 
 def warn_carried_costs(nn_cost_files: Sequence[str]) -> List[str]:

@@ -37,10 +37,20 @@ def model(tmp_path_factory):
     return d / "lm" / "model.pt"
 
 
-def _scoring(model, carry="rescored"):
-    from rescore.pipeline import ScoringOptions
+def _settings(carry="rescored"):
+    from rescore.settings import EngineSettings
 
-    return ScoringOptions(model=str(model), state_carry=carry, device="cpu")
+    return EngineSettings(state_carry=carry, device="cpu", oov_penalty=0.0)
+
+
+def _score(model, nbest, params, carry="rescored"):
+    """NN costs of nbest scored afresh (scoring.load_model + score_nbest_set, as rescore-nbest)."""
+    from rescore.combine import NnCosts
+    from rescore.scoring import load_model, score_nbest_set
+
+    lm, device, penalty = load_model(str(model), _settings(carry))
+    costs = score_nbest_set(lm, nbest, params, _settings(carry), device=device, oov_penalty=penalty)
+    return NnCosts.check(nbest, [costs], [None])
 
 
 def test_refined_setting_gives_its_wer_in_rescore_nbest(model, tmp_path):
@@ -74,10 +84,12 @@ def _flipping_scorer(nbest):
     calls = []
 
     def score(part, params):
+        from rescore.combine import NnCosts
+
         calls.append(params)
         helps = params.weight == 0.0
-        return {h.key: [0.0 if (h.words == nbest.refs[u.id]) == helps else 50.0]
-                for u in part.utterances() for h in u.hyps}
+        return NnCosts.check(part, [{h.key: [0.0 if (h.words == nbest.refs[u.id]) == helps else 50.0]
+                                     for u in part.utterances() for h in u.hyps}], [None])
 
     return score, calls
 
@@ -111,8 +123,7 @@ def test_one_round_keeps_the_start_and_warns(model, caplog):
     from rescore.refine import DEFAULT_START, ModelScorer, refine
 
     nb = load_nbest_dir(NBEST_SMALL, DATA)
-    scoring = _scoring(model)
-    scorer = ModelScorer(scoring, scoring.load_model())
+    scorer = ModelScorer(str(model), _settings())
     res = refine(nb, scorer, weights=[0.0, 0.5], inv_acwts=[8.0, 10.0, 12.0], wips=[0.0], rounds=1)
     assert Params(**res["rounds"][0]["tuned"]) != DEFAULT_START  # the start (weight 0.8) is not in the grid
     assert res["stop"] == "rounds" and res["best"] == DEFAULT_START.as_dict()
@@ -127,23 +138,21 @@ def test_cross_validated_halves_are_scored_at_their_fold_setting(model):
     from rescore.refine import DEFAULT_START, ModelScorer, refine_cross_validate
 
     nb = load_nbest_dir(NBEST_SMALL, DATA)
-    scoring = _scoring(model)
-    loaded = scoring.load_model()
     grid = dict(weights=[0.0, 0.25, 0.5, 0.75, 1.0], inv_acwts=[8.0, 10.0, 12.0], wips=[0.0])
-    res = refine_cross_validate(nb, ModelScorer(scoring, loaded), bootstrap=100, **grid)
+    res = refine_cross_validate(nb, ModelScorer(str(model), _settings()), bootstrap=100, **grid)
     halves = split_half(nb)
     errors = 0
     for fold, reported in zip(res["folds"], (halves[1], halves[0])):
         setting = Params(**fold["best"])
-        own = CostArrays(reported, scoring.score(reported, setting, loaded=loaded))  # scored afresh
+        own = CostArrays(reported, _score(model, reported, setting))  # scored afresh
         assert fold["held_out_wer"] == pytest.approx(own.wer(setting))
         errors += own.errors_of(setting)
         plain = Params(**fold["plain"]["best"])
-        own = CostArrays(reported, scoring.score(reported, plain, loaded=loaded))
+        own = CostArrays(reported, _score(model, reported, plain))
         assert fold["plain"]["held_out_wer"] == pytest.approx(own.wer(plain))
     assert res["pooled_errors"] == errors
     # the plain figure as tuned is rescore-tune --cross-validate's on costs scored at the start
-    fixed = cross_validate(nb, nn_costs=scoring.score(nb, DEFAULT_START, loaded=loaded), **grid)
+    fixed = cross_validate(nb, nn_costs=_score(model, nb, DEFAULT_START), **grid)
     assert res["plain_predicted_wer"] == pytest.approx(fixed["pooled_wer"])
     d = res["comparison"]["differences"][0]
     assert d["wer_diff"] == pytest.approx(res["pooled_wer"] - res["plain_wer"])
@@ -155,8 +164,7 @@ def test_without_rescored_carry_one_scoring_serves_every_round(model):
     from rescore.refine import ModelScorer, refine
 
     nb = load_nbest_dir(NBEST_SMALL, DATA)
-    scoring = _scoring(model, "none")
-    scorer = ModelScorer(scoring, scoring.load_model())
+    scorer = ModelScorer(str(model), _settings("none"))
     res = refine(nb, scorer, weights=[0.0, 0.5, 1.0], inv_acwts=[8.0, 10.0, 12.0], wips=[0.0])
     assert scorer.scorings == 1
     assert res["stop"] in ("stable", "rounds") and len(res["rounds"]) <= 2
@@ -169,7 +177,7 @@ def test_without_rescored_carry_one_scoring_serves_every_round(model):
     (["--state-carry", "none"], "--state-carry"),
     (["--refine-model", "{m}", "--nn-costs", "{m}"], "--nn-costs"),
     (["--refine-model", "{m}", "--split-half"], "--split-half"),
-    (["--refine-model", "{m}", "--oov-penalty", "auto"], "--oov-penalty"),
+    (["--refine-model", "{m}", "--device", "gpu"], "--device"),
     (["--refine-model", "{m}", "--refine-rounds", "0"], "--refine-rounds"),
     (["--refine-model", "{m}", "--cross-validate", "--params-out", "{t}/p.json"], "--params-out"),
 ])
@@ -179,6 +187,29 @@ def test_bad_refine_options_exit_2_before_any_work(model, tmp_path, args, option
     assert r.exit_code == 2, r.output
     assert option in r.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_oov_penalty_defaults_as_rescore_nbest(model, tmp_path):
+    """auto where a words.txt (or a training text) is known, else 0; auto without either: exit 2."""
+    import shutil
+
+    from rescore.refine import refine_job
+    from rescore.tune_job import TuneJob
+
+    bare = tmp_path / "nb"
+    shutil.copytree(NBEST_SMALL, bare)
+    (bare / "words.txt").unlink()  # words_text holds the words: no symbol table is needed
+
+    def job(nbest_dir, **kw):
+        tune = TuneJob(nbest_dir=str(nbest_dir), data_dir=str(DATA), weights=[0.0], inv_acwts=[10.0], wips=[0.0])
+        return refine_job(tune, refine_model=str(model), oov_penalty=None, **kw)
+
+    assert job(NBEST_SMALL).scoring.oov_penalty == "auto"
+    assert job(bare).scoring.oov_penalty == 0.0
+    assert job(bare, train_text=str(tmp_path / "t.txt")).scoring.oov_penalty == "auto"
+    r = CliRunner().invoke(tune_main, [str(bare), "--data-dir", str(DATA), "--refine-model", str(model),
+                                       "--oov-penalty", "auto"])
+    assert r.exit_code == 2 and "--oov-penalty" in r.output and "words.txt" in r.output, r.output
 
 
 def test_tuning_costs_scored_with_carry_warns_and_names_refine_model(model, tmp_path, caplog):
