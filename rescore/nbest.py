@@ -452,3 +452,17 @@ def _conversation_groups(data: Optional[DataDir], order: List[str]) -> tuple:
             groups.setdefault(data.utt2spk[u], []).append(u)
         return [(s, sorted(groups[s])) for s in sorted(groups)], "utt2spk"
     return [(u, [u]) for u in order], "utterance"
+
+
+def assemble_set(path: PathLike, utts: Sequence[Utterance], data_dir: Optional[PathLike] = None, *,
+                 refs: Optional[Dict[str, List[str]]] = None, allow_missing: bool = False) -> NbestSet:
+    """An NbestSet of utterances read from another format (rescore.io.interchange), in their
+    order, with references and conversations from the data dir as load_nbest_dir forms them
+    (``refs``: the input's own references, used without a data dir 'text')."""
+    data = read_data_dir(data_dir) if data_dir is not None else None
+    order = [u.id for u in utts]
+    if data is not None and data.text is not None:
+        refs = _references(data, order, allow_missing)
+    groups, grouping = _conversation_groups(data, order)
+    by_id = {u.id: u for u in utts}
+    return NbestSet(str(path), [Conversation(g, [by_id[u] for u in us]) for g, us in groups], refs, grouping)

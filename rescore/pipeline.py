@@ -293,8 +293,11 @@ def nn_costs_of(out: OutputSet, job: NbestJob, nbest, fixed, train_counts):
     return nn
 
 
-def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
-    """Score (with a model), interpolate and write a loaded N-best set into an open output set."""
+def write_rescored(out: OutputSet, job: NbestJob, nbest, write_costs=None) -> Optional[dict]:
+    """Score (with a model), interpolate and write a loaded N-best set into an open output set:
+    the costs (lmwt.interp, or what ``write_costs(out, arrays)`` writes from the set's
+    rescore.combine.CostArrays, returning its path: rescore.interchange_job's scores.tsv), the
+    1-best and the report."""
     from rescore import metrics, sanity
     from rescore.combine import CostArrays
     from rescore.io.files import write_json
@@ -307,16 +310,21 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest) -> Optional[dict]:
     fixed = CostArrays(nbest).fixed(params)  # an overflow is found before any scoring
     nn = nn_costs_of(out, job, nbest, fixed, train_counts)
     arrays = CostArrays(nbest, nn)
-    best, graph = arrays.choice(params), arrays.graph_costs(params)  # checked before anything is written
+    best = arrays.choice(params)  # checked before anything is written, as the graph costs
+    graph = arrays.graph_costs(params) if write_costs is None else None
     if nn is not None and nn.num_models > 1:
         write_nn_costs(out.path("lmwt.nn"), nn.mixed_rows(params.mix))
         log.info("wrote %s: the mixed costs (shares %s)", out.path("lmwt.nn"),
                  ",".join(f"{m:g}" for m in params.mix))
-    write_table(out.path("lmwt.interp"), "float", graph)
+    if write_costs is None:
+        costs_path = out.path("lmwt.interp")
+        write_table(costs_path, "float", graph)
+    else:
+        costs_path = write_costs(out, arrays)
     with out.open("text") as f:  # Kaldi's data/text: 'utt w1 w2 ...', no trailing space
         for u in nbest.utterances():
             f.write(" ".join([u.id, *u.hyps[best[u.id]].words]) + "\n")
-    log.info("wrote %s and %s", out.path("lmwt.interp"), out.path("text"))
+    log.info("wrote %s and %s", costs_path, out.path("text"))
     if nbest.refs is None:
         log.info("no references (no --data-dir with 'text'): no WER report")
         return None

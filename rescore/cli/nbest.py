@@ -9,6 +9,7 @@ import click
 
 from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.engine_options import engine_options, engine_settings
+from rescore.cli.interchange import interchange_options, pop_other_format, run_other_format
 from rescore.sanity import OOV_ERROR_RATE, OOV_WARN_RATE
 
 log = logging.getLogger("rescore-nbest")
@@ -47,7 +48,7 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
 
 
 @command()
-@click.argument("nbest_dir", type=click.Path(file_okay=False))
+@click.argument("nbest_dir", type=click.Path())
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--data-dir", type=click.Path(file_okay=False),
               help="Kaldi data dir: text (references), segments/utt2spk (conversations).")
@@ -81,6 +82,7 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
                    f"(otherwise an error, exit 1; above {OOV_WARN_RATE:g} % a warning, as for hypotheses in another "
                    "letter case or Unicode normalisation than the LM's words).")
 @engine_options
+@interchange_options
 @verbose_option
 def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix_spec, inv_acwt, wip, train_text,
          num_buckets, allow_missing, allow_oov_rate, verbose, model, split_spec, **settings):
@@ -90,12 +92,15 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     in lmwt.nn.1 ... lmwt.nn.K) and, with references, report.json and report.txt
     (printed). OUT_DIR is written as one set: one run at a time, the outputs of an older run
     removed first, and manifest.json marked complete at the end. No output may replace an input
-    (OUT_DIR may be NBEST_DIR, as in Kaldi's archives.JOB, but not the data dir)."""
+    (OUT_DIR may be NBEST_DIR, as in Kaldi's archives.JOB, but not the data dir). NBEST_DIR may
+    also be an N-best interchange file or another recognizer's output (--format): OUT_DIR then
+    gets text and scores.tsv (docs/ecosystems.md)."""
     setup_logging(verbose)
     from rescore.errors import check
     from rescore.metrics import format_report
     from rescore.pipeline import NbestJob, parse_split, rescore_nbest_dir
 
+    other = pop_other_format(nbest_dir, settings)  # None for a Kaldi dir
     scoring = engine_settings(settings)
     mix = parse_mix(mix_spec)
     k = len(model) or len(nn_costs)
@@ -103,12 +108,13 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     check(mix is None or len(mix) == k, f"one share per model ({k} given by --model or --nn-costs)", "--mix", mix_spec)
     params = resolve_params(params_file, weight, inv_acwt, wip, mix,
                             has_nn_costs=bool(model or nn_costs))
-    job = NbestJob(nbest_dir=nbest_dir, out_dir=out_dir, params=params, data_dir=data_dir, words_txt=words_txt,
-                   nn_costs=tuple(nn_costs), models=tuple(model), scoring=scoring, train_text=train_text,
-                   num_buckets=num_buckets, allow_missing=allow_missing,
-                   split=parse_split(split_spec) if split_spec else None, params_file=params_file,
-                   allow_oov_rate=allow_oov_rate)
-    report = rescore_nbest_dir(job)
+    job = dict(nbest_dir=nbest_dir, out_dir=out_dir, params=params, data_dir=data_dir, words_txt=words_txt,
+               nn_costs=tuple(nn_costs), models=tuple(model), scoring=scoring, train_text=train_text,
+               num_buckets=num_buckets, allow_missing=allow_missing,
+               split=parse_split(split_spec) if split_spec else None, params_file=params_file,
+               allow_oov_rate=allow_oov_rate)
+    # an interchange file or another recognizer's output (--format): rescore.interchange_job
+    report = rescore_nbest_dir(NbestJob(**job)) if other is None else run_other_format(other, job)
     if report is not None:
         click.echo(format_report(report))
     log.info("outputs in %s", out_dir)
