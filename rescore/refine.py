@@ -82,7 +82,7 @@ class ModelScorer:
                  params.inv_acwt, params.wip)
         lm, device, penalty = self.loaded
         scored = score_nbest_set(lm, nbest, params, self.settings, device=device, oov_penalty=penalty)
-        costs = NnCosts(list(scored), [list(scored.values())], [None])
+        costs = NnCosts(list(scored), [list(scored.values())], [self.model])  # an error names the checkpoint
         self._done.append((ids, key, costs))
         return costs
 
