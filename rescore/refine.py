@@ -333,7 +333,7 @@ def format_refine(result: dict) -> str:
     lines = []
     for f in result["folds"]:
         lines.append(f"fold {f['tuned_on']}: refined on half {f['tuned_on']} ({f['dev_utts']} utterances, "
-                     f"{f['dev_conversations']} conversations)")
+                     f"{f['dev_conversations']} conversation{'s' if f['dev_conversations'] != 1 else ''})")
         lines += format_rounds(f, "  ")
         p = f["plain"]
         lines.append(f"  half {f['reported_on']} ({f['held_out_utts']} utterances): refined WER "
