@@ -126,6 +126,28 @@ def words_txt_of(nbest_dir: PathLike, words_txt: Optional[PathLike]) -> Optional
     return Path(words_txt) if words_txt is not None else default_words_txt(Path(nbest_dir))
 
 
+def lexicon_of(nbest_dir: PathLike, words_txt: Optional[PathLike]) -> List[str]:
+    """The recognizer's words: those of the N-best set's words.txt (words_txt_of), none where
+    there is none."""
+    from rescore.vocab import Vocabulary
+
+    path = words_txt_of(nbest_dir, words_txt)
+    return Vocabulary.from_words_txt(path).words[2:] if path is not None else []
+
+
+def model_oov_penalty(s: EngineSettings, nbest_dir: PathLike, words_txt: Optional[PathLike],
+                      train_text: Optional[PathLike]) -> EngineSettings:
+    """The settings of a job that scores with a model, its OOV penalty's default resolved: None
+    (not given) becomes 'auto' where a training text or a words.txt is known (train_text,
+    words_txt, or the words.txt beside NBEST_DIR), else OOV_NONE; 'auto' needs one of them."""
+    counted = train_text is not None or words_txt_of(nbest_dir, words_txt) is not None
+    if s.oov_penalty is None:
+        return s.replace(oov_penalty=OOV_AUTO if counted else OOV_NONE)
+    check(s.oov_penalty != OOV_AUTO or counted, f"--train-text (the LM training text) or a words.txt for "
+          f"--oov-penalty {OOV_AUTO}", "--oov-penalty", OOV_AUTO)
+    return s
+
+
 @dataclass(frozen=True)
 class NbestJob:
     """rescore-nbest: interpolate NBEST_DIR's costs (with NN LM costs: computed by the
@@ -180,13 +202,11 @@ class NbestJob:
     def _check_scoring(self) -> None:
         """The engine settings that need a model, and the OOV penalty's default (class doc)."""
         s = self.scoring
-        counted = self.train_text is not None or words_txt_of(self.nbest_dir, self.words_txt) is not None
-        if s.oov_penalty is None:
-            object.__setattr__(self, "scoring", s.replace(oov_penalty=OOV_AUTO if counted and self.models
-                                                          else OOV_NONE))
-        elif self.models:
-            check(s.oov_penalty != OOV_AUTO or counted, f"--train-text (the LM training text) or a words.txt for "
-                  f"--oov-penalty {OOV_AUTO}", "--oov-penalty", OOV_AUTO)
+        if self.models:
+            object.__setattr__(self, "scoring", model_oov_penalty(s, self.nbest_dir, self.words_txt,
+                                                                  self.train_text))
+        elif s.oov_penalty is None:
+            object.__setattr__(self, "scoring", s.replace(oov_penalty=OOV_NONE))
         else:
             # Without a model these settings would do nothing: say so rather than ignore them.
             check(s.oov_penalty in (0, 0.0), "--model for an OOV penalty (it applies to the NN LM's <unk>)",
@@ -198,10 +218,7 @@ class NbestJob:
     def lexicon(self) -> List[str]:
         """The recognizer's words: those of the N-best set's words.txt (--words-txt, or the one
         beside NBEST_DIR), none where there is none."""
-        from rescore.vocab import Vocabulary
-
-        path = words_txt_of(self.nbest_dir, self.words_txt)
-        return Vocabulary.from_words_txt(path).words[2:] if path is not None else []
+        return lexicon_of(self.nbest_dir, self.words_txt)
 
     @property
     def num_models(self) -> int:

@@ -47,10 +47,11 @@ _SPLIT = click.option(
 _AFTER = {"conv_batch": _SPLIT}  # --split's place among the settings in --help
 
 
-def _option(f) -> click.Option:
-    """The click option of one EngineSettings field (its metadata: help, choices, bound)."""
+def _option(f, help=None) -> click.Option:
+    """The click option of one EngineSettings field (its metadata: help, choices, bound; help:
+    another help text)."""
     meta = f.metadata
-    kw = {"help": meta["help"], "default": f.default}
+    kw = {"help": help or meta["help"], "default": f.default}
     if meta["choices"] is not None:
         kw["type"] = click.Choice(meta["choices"])
     elif f.name == "oov_penalty":
@@ -77,6 +78,12 @@ def engine_options(f):
     for opt in reversed(_options()):
         f = opt(f)
     return f
+
+
+def engine_option(name: str, help: str):
+    """The click option of the engine setting ``name`` (its choices, default and type) with
+    another help text: for a command that passes a few settings on (rescore-tune --refine-model)."""
+    return _option(next(f for f in fields(EngineSettings) if f.name == name), help)
 
 
 def engine_settings(values: dict) -> EngineSettings:

@@ -8,6 +8,8 @@ import logging
 import click
 
 from rescore.cli.common import command, parse_grid, setup_logging, verbose_option
+from rescore.cli.engine_options import engine_option
+from rescore.refine import DEFAULT_ROUNDS, MAX_ROUNDS
 
 log = logging.getLogger("rescore-tune")
 
@@ -54,16 +56,40 @@ log = logging.getLogger("rescore-tune")
 @click.option("--apply-words-txt", type=click.Path(dir_okay=False), help="Symbol table of TEST_NBEST_DIR.")
 @click.option("--allow-missing", is_flag=True,
               help="References without an N-best are dropped with a warning instead of an error.")
+@click.option("--refine-model", type=click.Path(dir_okay=False),
+              help="LM checkpoint: a refining tune instead of --nn-costs. With --state-carry rescored the NN LM "
+                   "costs depend on the setting they were scored at, so a setting tuned on costs scored at another "
+                   "predicts a WER that rescore-nbest --model --params does not give. This scores NBEST_DIR with "
+                   "the model, tunes, scores again at the tuned setting and retunes until the setting is stable "
+                   "(its WER is then rescore-nbest's), each round logged; with --cross-validate each fold is "
+                   "refined on its half and reported on the other half scored at its setting, beside plain "
+                   "tuning and a paired bootstrap of the two.")
+@click.option("--refine-rounds", type=click.IntRange(1, MAX_ROUNDS), default=DEFAULT_ROUNDS, show_default=True,
+              help="--refine-model: most scorings per tuning set (the best scored setting is kept when the "
+                   "tuned one is not yet stable).")
+@click.option("--refine-start", type=click.Path(dir_okay=False),
+              show_default="rescore-nbest's: weight 0.8, inv_acwt 10, wip 0",
+              help="--refine-model: JSON setting (as --params-out writes) to score at first.")
+@engine_option("state_carry", "--refine-model: as rescore-nbest's.")
+@engine_option("oov_penalty", "--refine-model: as rescore-nbest's.")
+@click.option("--train-text", type=click.Path(dir_okay=False),
+              help="--refine-model: LM training text, for --oov-penalty auto.")
+@click.option("--allow-oov-rate", is_flag=True, help="--refine-model: as rescore-nbest's.")
+@engine_option("device", "--refine-model: as rescore-nbest's (auto: CUDA when present; cpu, cuda or cuda:N).")
 @verbose_option
 def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mixes, split_half, dev_utts, eval_utts,
          cross_validate, params_out, report, hyp_out, apply_to, apply_data_dir, apply_nn_costs, apply_words_txt,
-         allow_missing, verbose):
+         allow_missing, verbose, **refine_kw):
     """Tune weight, inv-acwt and wip (with several --nn-costs, the models' shares too) by WER on
     NBEST_DIR and print the best setting. Kaldi's
     score.sh reports the WER of the set it tuned on; to report honestly, tune on one part and
     report another (--split-half, --dev-utts/--eval-utts), cross-validate (--cross-validate:
     its pooled WER is the honest figure for all of NBEST_DIR) or apply the setting to a test
-    dir."""
+    dir.
+
+    With --state-carry rescored the costs of a lmwt.nn depend on the setting they were scored
+    at: --refine-model MODEL.pt tunes with the model itself (the tuned setting rescored until it
+    is stable), e.g. rescore-tune NBEST --data-dir DATA --cross-validate --refine-model model.pt"""
     setup_logging(verbose)
     from rescore.combine import mix_grid
     from rescore.metrics import format_report
@@ -90,6 +116,15 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
                   params_out=params_out, report=report, apply=apply, allow_missing=allow_missing,
                   cross_validate=cross_validate, hyp_out=hyp_out,
                   mixes=mix_grid(parse_grid(mixes, "--mixes"), len(nn_costs)) if len(nn_costs) > 1 else None)
+    from rescore.refine import format_refine, refine_job, run_refine, warn_carried_costs
+
+    ctx = click.get_current_context()
+    refine_given = [n for n in refine_kw if ctx.get_parameter_source(n) != click.core.ParameterSource.DEFAULT]
+    refine = refine_job(job, **refine_kw, given=refine_given)
+    if refine is not None:
+        click.echo(format_refine(run_refine(refine)))
+        return
+    warn_carried_costs(nn_costs)
     result = tune_nbest_dir(job)
     if cross_validate:
         click.echo(format_cross_validation(result))
