@@ -524,14 +524,8 @@ def test_every_warning_says_why_and_enough_cases():
 
 
 # ==========================================================================================
-# Not merged yet (the steps' recipe-dir check, the interrupted progress line): xfail, not strict;
-# drop the marks once they are.
+# Ctrl-C and a step run outside a recipe dir: real processes, so not in the table above.
 # ==========================================================================================
-NEEDS_RECIPES = pytest.mark.xfail(reason="needs the steps' recipe-dir check / the interrupted progress line",
-                                    strict=False)
-
-
-@NEEDS_RECIPES
 def test_ctrl_c_in_training_exits_130_and_says_interrupted(base, tmp_path):  # noqa: F811
     import os
     import time
@@ -559,7 +553,6 @@ def test_ctrl_c_in_training_exits_130_and_says_interrupted(base, tmp_path):  # n
 
 
 # A Kaldi step run outside a recipe dir says so before its first stage.
-@NEEDS_RECIPES
 def test_step_outside_a_recipe_dir_says_so(base, tmp_path):  # noqa: F811
     world = _world(base, tmp_path / "w")
     step = REPO_ROOT / "recipes" / "steps" / "lmrescore_nbest.sh"
