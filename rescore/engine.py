@@ -316,6 +316,11 @@ def score_nbest(
         to the extent its log Z is 0 (docs/benchmarks.md). Every engine gives the same
         unnormalised costs.
     """
+    if getattr(model, "scores_nbest", False):  # a Hugging Face LM (rescore.models.hf, rescore.hf_engine)
+        return model.score_nbest(conversations, weight=weight, state_carry=state_carry, device=device,
+                                 max_tokens=max_tokens, engine=engine, oov_penalty=oov_penalty,
+                                 conv_batch=conv_batch, schedule=schedule, precision=precision,
+                                 normalize=normalize, stats=stats, progress=progress)
     ctx, run, encoded, fixed = _prepare(model, conversations, weight=weight, state_carry=state_carry,
                                         device=device, max_tokens=max_tokens, engine=engine,
                                         oov_penalty=oov_penalty, conv_batch=conv_batch,
@@ -350,6 +355,8 @@ def score_nbest_mixed(
     """
     if len(models) != len(mix) or not models:
         raise RescoreError(f"one share per model ({len(models)} models)", got=f"{len(mix)} shares")
+    if any(getattr(m, "scores_nbest", False) for m in models):
+        raise RescoreError("--mix-carry own with an hf: model among several", got="lockstep")
     penalties = list(oov_penalties) if oov_penalties is not None else [0.0] * len(models)
     if len(penalties) != len(models):
         raise RescoreError(f"one OOV penalty per model ({len(models)} models)", got=f"{len(penalties)}")

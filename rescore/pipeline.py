@@ -192,6 +192,7 @@ class ScoringOptions:
     cache_theta: float = 0.3
     cache_lambda: float = 0.1
     mix_carry: str = "mixed"  # several models: carry from the mixed best (lockstep) or each its own
+    hf_context: int = 512  # hf: models: tokens of carried context (rescore.models.hf)
 
     def __post_init__(self):
         object.__setattr__(self, "model", one_or_many(as_paths(self.model)))
@@ -209,7 +210,7 @@ class ScoringOptions:
             if value not in allowed:
                 raise OptionError(f"one of {', '.join(allowed)}", option=name, got=str(value))
         for name, value, low in (("--max-tokens", self.max_tokens, 1), ("--conv-batch", self.conv_batch, 1),
-                                 ("--cache-window", self.cache_window, 0)):
+                                 ("--cache-window", self.cache_window, 0), ("--hf-context", self.hf_context, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise OptionError(f"an integer >= {low}", option=name, got=str(value))
         if self.oov_penalty != "auto":
@@ -246,6 +247,9 @@ class ScoringOptions:
                 raise ValueError("load_model of several models needs the path of one")
             path = self.models[0]
         dev = resolve_device(self.device)
+        if path.startswith("hf:"):  # a Hugging Face causal LM (rescore.models.hf)
+            from rescore.models.hf import load_for_scoring
+            return load_for_scoring(path, dev, self), dev, 0.0
         lm = load_checkpoint(path, dev)
         if self.cache_window > 0:
             from rescore.models.cache import with_cache

@@ -82,6 +82,10 @@ _OPTIONS = [
     click.option("--cache-window", type=int, default=0,
                  help="Neural cache (Grave et al. 2017) on --model: (hidden state, next word) "
                       "pairs kept, over the decoded history; 0: no cache."),
+    click.option("--hf-context", type=int, default=512, show_default=True,
+                 help="--model hf:DIR (a Hugging Face causal LM, save_pretrained's directory): "
+                      "tokens of carried context, the last ones of the conversation's best "
+                      "hypotheses so far."),
     click.option("--cache-theta", type=float, default=0.3, help="Neural cache flatness theta (> 0)."),
     click.option("--cache-lambda", type=float, default=0.1,
                  help="Neural cache interpolation weight lambda, in [0, 1)."),
@@ -96,11 +100,12 @@ def engine_options(f):
 
 def scoring_options(*, model, state_carry, device, max_tokens, engine, oov_penalty, conv_batch,
                     schedule, precision, normalize, cache_window, cache_theta,
-                    cache_lambda, mix_carry="mixed") -> ScoringOptions:
+                    cache_lambda, mix_carry="mixed", hf_context=512) -> ScoringOptions:
     """The options of ``@engine_options`` (but --split) as a checked ScoringOptions; model: the
     --model values (none, one or several)."""
     return ScoringOptions(model=tuple(model) if model else None, state_carry=state_carry, device=device, max_tokens=max_tokens,
                           engine=engine, oov_penalty=oov_penalty, conv_batch=conv_batch,
                           schedule=schedule, precision=precision, normalize=normalize,
                           cache_window=cache_window,
-                          cache_theta=cache_theta, cache_lambda=cache_lambda, mix_carry=mix_carry)
+                          cache_theta=cache_theta, cache_lambda=cache_lambda, mix_carry=mix_carry,
+                          hf_context=hf_context)

@@ -1,0 +1,207 @@
+"""Hugging Face causal LMs as the NN LM (rescore.models.hf, rescore.hf_engine): a tiny GPT-2 and a
+byte-level BPE tokenizer trained here on the LM text, saved with save_pretrained; nothing
+downloaded. The prefix-sharing engine must give the naive per-hypothesis forward's costs."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+import torch
+
+from tests.conftest import NBEST_SMALL, SHARED_DATA, shared_data_path
+
+transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
+tokenizers = pytest.importorskip("tokenizers", reason="the hf extra (tokenizers) is not installed")
+
+from rescore.engine import UttInput, score_nbest  # noqa: E402
+from rescore.errors import RescoreError  # noqa: E402
+from rescore.models.hf import load_hf  # noqa: E402
+
+EOT = "<|endoftext|>"
+FALLBACK_TEXT = ["it is closely related to the american lobster", "the cat sat on the mat",
+                 "a man was seen in the city", "there is a house in new orleans"] * 50
+
+
+def _train_lines(n=3000):
+    p = SHARED_DATA / "wikitext2-asr" / "train.txt"
+    if not p.exists():
+        return FALLBACK_TEXT
+    with open(p, encoding="utf-8") as f:
+        return [line.strip() for line in itertools.islice(f, n) if line.strip()]
+
+
+def build_tiny_gpt2(out_dir, n_positions=256, seed=0):
+    """A 2-layer, 32-dim GPT-2 with random weights and a ~500-token byte-level BPE, saved in
+    out_dir as save_pretrained writes them."""
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator(_train_lines(), vocab_size=500, min_frequency=2, special_tokens=[EOT],
+                            show_progress=False)
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token=EOT,
+                                               eos_token=EOT, unk_token=EOT)
+    torch.manual_seed(seed)
+    cfg = transformers.GPT2Config(vocab_size=len(tok), n_positions=n_positions, n_embd=32, n_layer=2,
+                                  n_head=2, bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id)
+    model = transformers.GPT2LMHeadModel(cfg)
+    with torch.no_grad():  # sharper than the initial weights, so the costs differ between words
+        for p in model.parameters():
+            p.mul_(4.0)
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    return out_dir
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    return build_tiny_gpt2(tmp_path_factory.mktemp("hf") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_dir):
+    return load_hf(f"hf:{tiny_dir}", torch.device("cpu"), context=64)
+
+
+def _toy_conversations(seed=0, n_conv=3, n_utt=4):
+    rng = random.Random(seed)
+    words = "the a cat dog sat on mat house new orleans lobster american related closely is it".split()
+    convs = []
+    for _ in range(n_conv):
+        utts = []
+        for _ in range(n_utt):
+            base = [rng.choice(words) for _ in range(rng.randint(3, 9))]
+            hyps = []
+            for _ in range(rng.randint(1, 12)):  # shared prefixes, edits near the end, duplicates
+                h = list(base)
+                if h and rng.random() < 0.8:
+                    h[rng.randrange(len(h))] = rng.choice(words)
+                if rng.random() < 0.3:
+                    h = h[:rng.randint(0, len(h))]
+                hyps.append(h)
+            utts.append(UttInput(hyps, [rng.uniform(0, 20) for _ in hyps]))
+        convs.append(utts)
+    return convs
+
+
+@pytest.fixture(scope="module")
+def dev_conversations():
+    return _dev_conversations()
+
+
+def _dev_conversations(n_conv=3, n_utt=3, n_hyps=20):
+    """The first n_hyps hypotheses of the first utterances of the first conversations of the dev set."""
+    d = shared_data_path("tts-wikitext2-dev")
+    from rescore.combine import fixed_cost
+    from rescore.nbest import load_nbest_dir
+
+    nbest = load_nbest_dir(d / "nbest", d / "data", d / "lang" / "words.txt")
+    return [[UttInput([h.words for h in u.hyps[:n_hyps]], [fixed_cost(h, 0.5, 9.5, 0.0) for h in u.hyps[:n_hyps]])
+             for u in c.utterances[:n_utt]] for c in nbest.conversations[:n_conv]]
+
+
+def _assert_close(a, b, tol=1e-4):
+    for ca, cb in zip(a, b, strict=True):
+        for ua, ub in zip(ca, cb, strict=True):
+            for ha, hb in zip(ua, ub, strict=True):
+                assert len(ha) == len(hb)
+                assert abs(sum(ha) - sum(hb)) <= tol, (sum(ha), sum(hb))
+                assert max(abs(x - y) for x, y in zip(ha, hb)) <= tol
+
+
+def _score(lm, convs, **kw):
+    kw.setdefault("weight", 0.5)
+    return score_nbest(lm, convs, device="cpu", progress=False, **kw)
+
+
+@pytest.mark.parametrize("carry", ["none", "rescored", "first-pass"])
+def test_fast_equals_naive_on_toy_nbest(tiny, carry):
+    convs = _toy_conversations()
+    naive = _score(tiny, convs, engine="naive", state_carry=carry)
+    _assert_close(_score(tiny, convs, engine="fast", state_carry=carry, conv_batch=2), naive)
+    _assert_close(_score(tiny, convs, engine="padded", state_carry=carry), naive)
+    # small calls: tries cut into parts, one row per call
+    _assert_close(_score(tiny, convs, engine="fast", state_carry=carry, max_tokens=70), naive)
+
+
+@pytest.mark.parametrize("carry", ["none", "rescored"])
+def test_fast_equals_naive_on_dev_nbest(tiny, carry, dev_conversations):
+    convs = dev_conversations
+    _assert_close(_score(tiny, convs, engine="fast", state_carry=carry),
+                  _score(tiny, convs, engine="naive", state_carry=carry))
+
+
+def test_costs_are_word_aligned_and_sum_to_the_sentence(tiny):
+    convs = _toy_conversations(seed=1, n_conv=1, n_utt=2)
+    got = _score(tiny, convs, engine="fast", state_carry="none")
+    eos = tiny.eos_id
+    for utt, costs in zip(convs[0], got[0]):
+        for words, c in zip(utt.hyps, costs):
+            assert len(c) == len(words) + 1
+            ids, _ = tiny.encode(words)
+            # the whole sentence from scratch, by the model itself
+            seq = torch.tensor([[tiny.bos_id] + ids + [eos]])
+            lp = tiny.model(input_ids=seq).logits[0, :-1].log_softmax(-1)
+            total = -lp[torch.arange(len(ids) + 1), seq[0, 1:]].sum().item()
+            assert abs(sum(c) - total) < 1e-4
+            # the pieces of a word are those of " " + word, without special tokens
+            for w in words:
+                assert tiny.word_pieces(w) == tuple(tiny.tokenizer(" " + w, add_special_tokens=False)["input_ids"])
+
+
+def test_carry_changes_costs_and_resets_per_conversation(tiny):
+    convs = _toy_conversations(seed=2, n_conv=2, n_utt=3)
+    none = _score(tiny, convs, engine="fast", state_carry="none")
+    carried = _score(tiny, convs, engine="fast", state_carry="rescored")
+    for c in range(2):  # the first utterance of every conversation starts from <bos>
+        _assert_close([[none[c][0]]], [[carried[c][0]]], tol=1e-5)
+    assert any(abs(sum(a) - sum(b)) > 1e-3 for a, b in zip(none[0][1], carried[0][1]))
+
+
+def test_context_is_bounded(tiny_dir):
+    convs = _toy_conversations(seed=3, n_conv=1, n_utt=4)
+    one = load_hf(str(tiny_dir), torch.device("cpu"), context=1)  # the boundary token only: no carry
+    _assert_close(_score(one, convs, engine="fast", state_carry="rescored"),
+                  _score(one, convs, engine="naive", state_carry="none"))
+    short = load_hf(str(tiny_dir), torch.device("cpu"), context=5)
+    _assert_close(_score(short, convs, engine="fast", state_carry="rescored"),
+                  _score(short, convs, engine="naive", state_carry="rescored"))
+
+
+def test_missing_dir_and_missing_tokenizer_are_clean_errors(tmp_path, tiny_dir):
+    with pytest.raises(RescoreError, match="no such directory"):
+        load_hf(f"hf:{tmp_path / 'absent'}", torch.device("cpu"))
+    model_only = tmp_path / "model-only"
+    transformers.GPT2LMHeadModel.from_pretrained(str(tiny_dir)).save_pretrained(model_only)
+    with pytest.raises(RescoreError, match="a tokenizer"):
+        load_hf(f"hf:{model_only}", torch.device("cpu"))
+    (model_only / "config.json").unlink()
+    with pytest.raises(RescoreError, match="config.json"):
+        load_hf(f"hf:{model_only}", torch.device("cpu"))
+
+
+def test_unsupported_options_are_refused(tiny):
+    convs = _toy_conversations(n_conv=1, n_utt=1)
+    for kw in ({"oov_penalty": 1.0}, {"normalize": "none"}, {"schedule": "levels"}):
+        with pytest.raises(RescoreError):
+            _score(tiny, convs, **kw)
+
+
+def test_cli_end_to_end(tiny_dir, tmp_path):
+    from click.testing import CliRunner
+
+    from rescore.cli.nbest import main
+
+    out = tmp_path / "o"
+    r = CliRunner().invoke(main, [str(NBEST_SMALL), str(out), "--data-dir", str(NBEST_SMALL / "data"),
+                                  "--model", f"hf:{tiny_dir}", "--hf-context", "32", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    lines = (out / "lmwt.nn").read_text().splitlines()
+    words = {k: rest for k, *rest in (line.split() for line in (NBEST_SMALL / "words_text").read_text().splitlines())}
+    assert sorted(line.split()[0] for line in lines) == sorted(words)
+    for line in lines:  # word-aligned: one cost per word and the end of sentence
+        key, *costs = line.split()
+        assert len(costs) == len(words[key]) + 1 and all(float(c) > 0 for c in costs)
+    assert (out / "text").exists() and (out / "report.json").exists()
+    bad = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "p"), "--data-dir", str(NBEST_SMALL / "data"),
+                                    "--model", f"hf:{tmp_path / 'absent'}", "--device", "cpu"])
+    assert bad.exit_code == 1 and "no such directory" in bad.output and "Traceback" not in bad.output
