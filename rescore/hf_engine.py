@@ -240,7 +240,7 @@ class _Trie:
 def _parts(hyps: List[List[int]], budget: int) -> List[_Trie]:
     """The tries of an utterance's hypotheses, sorted (neighbours share prefixes), each of at most
     ``budget`` nodes (at least one hypothesis)."""
-    parts = [_Trie()]
+    parts = [_Trie()] if hyps else []
     for i in sorted(range(len(hyps)), key=lambda i: hyps[i]):
         if parts[-1].hyps and len(parts[-1].tok) + parts[-1].new_nodes(hyps[i]) > budget:
             parts.append(_Trie())

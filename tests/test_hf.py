@@ -4,20 +4,25 @@ downloaded. The prefix-sharing engine must give the naive per-hypothesis forward
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import random
 
 import pytest
 import torch
 
-from tests.conftest import NBEST_SMALL, SHARED_DATA, shared_data_path
+from tests.conftest import NBEST_SMALL, REPO_ROOT, SHARED_DATA, shared_data_path
 
 transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
 tokenizers = pytest.importorskip("tokenizers", reason="the hf extra (tokenizers) is not installed")
 
 from rescore.engine import UttInput, score_nbest  # noqa: E402
 from rescore.errors import RescoreError  # noqa: E402
-from rescore.models.hf import load_hf  # noqa: E402
+from rescore.models.hf import HfLM, load_hf  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("bench_hf", REPO_ROOT / "tools" / "bench_hf.py")
+bench_hf = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_hf)
 
 EOT = "<|endoftext|>"
 FALLBACK_TEXT = ["it is closely related to the american lobster", "the cat sat on the mat",
@@ -32,24 +37,11 @@ def _train_lines(n=3000):
         return [line.strip() for line in itertools.islice(f, n) if line.strip()]
 
 
-def build_tiny_gpt2(out_dir, n_positions=256, seed=0):
-    """A 2-layer, 32-dim GPT-2 with random weights and a ~500-token byte-level BPE, saved in
-    out_dir as save_pretrained writes them."""
-    bpe = tokenizers.ByteLevelBPETokenizer()
-    bpe.train_from_iterator(_train_lines(), vocab_size=500, min_frequency=2, special_tokens=[EOT],
-                            show_progress=False)
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token=EOT,
-                                               eos_token=EOT, unk_token=EOT)
-    torch.manual_seed(seed)
-    cfg = transformers.GPT2Config(vocab_size=len(tok), n_positions=n_positions, n_embd=32, n_layer=2,
-                                  n_head=2, bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id)
-    model = transformers.GPT2LMHeadModel(cfg)
-    with torch.no_grad():  # sharper than the initial weights, so the costs differ between words
-        for p in model.parameters():
-            p.mul_(4.0)
-    model.save_pretrained(out_dir)
-    tok.save_pretrained(out_dir)
-    return out_dir
+def build_tiny_gpt2(out_dir):
+    """A 2-layer, 32-dim GPT-2 (weights sharper than the initial ones, so the costs differ between
+    words) and a ~500-token byte-level BPE trained on the LM text, saved with save_pretrained."""
+    return bench_hf.save_random_gpt2(out_dir, _train_lines(), vocab=500, layers=2, dim=32, heads=2,
+                                     positions=256, scale=4.0)
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +140,24 @@ def test_costs_are_word_aligned_and_sum_to_the_sentence(tiny):
                 assert tiny.word_pieces(w) == tuple(tiny.tokenizer(" " + w, add_special_tokens=False)["input_ids"])
 
 
+def test_word_pieces_join_to_the_sentence_tokens(tiny):
+    words = ["it", "is", "closely", "related", "to", "the", "american", "lobster"]
+    assert tiny.space == " "  # byte-level BPE: every word with its leading space
+    ids, lens = tiny.encode(words)
+    assert ids == tiny.tokenizer(" " + " ".join(words), add_special_tokens=False)["input_ids"]
+    assert sum(lens) == len(ids) and min(lens) >= 1 and max(lens) > 1  # some words are several pieces
+    # a SentencePiece-style tokenizer marks the word start itself: no lone space piece
+    sp = tokenizers.SentencePieceBPETokenizer()
+    sp.train_from_iterator(_train_lines(1000), vocab_size=300, special_tokens=[EOT], show_progress=False)
+    sp_lm = HfLM(tiny.model, transformers.PreTrainedTokenizerFast(tokenizer_object=sp._tokenizer, eos_token=EOT),
+                 "sp")
+    assert sp_lm.space == ""
+    for w in words:
+        pieces = sp_lm.tokenizer.convert_ids_to_tokens(list(sp_lm.word_pieces(w)))
+        assert pieces[0].startswith("\u2581") and pieces[0] != "\u2581", pieces
+    assert sp_lm.encode(words)[0] == sp_lm.tokenizer(" ".join(words), add_special_tokens=False)["input_ids"]
+
+
 def test_carry_changes_costs_and_resets_per_conversation(tiny):
     convs = _toy_conversations(seed=2, n_conv=2, n_utt=3)
     none = _score(tiny, convs, engine="fast", state_carry="none")
@@ -205,3 +215,6 @@ def test_cli_end_to_end(tiny_dir, tmp_path):
     bad = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "p"), "--data-dir", str(NBEST_SMALL / "data"),
                                     "--model", f"hf:{tmp_path / 'absent'}", "--device", "cpu"])
     assert bad.exit_code == 1 and "no such directory" in bad.output and "Traceback" not in bad.output
+    for opts in (["--hf-context", "0"], ["--oov-penalty", "1"], ["--cache-window", "10"]):  # bad options: 2
+        r = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "q"), "--model", f"hf:{tiny_dir}", *opts])
+        assert r.exit_code == 2 and opts[0] in r.output and "Traceback" not in r.output, r.output

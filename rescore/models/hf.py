@@ -8,8 +8,10 @@ never touches the network (``local_files_only``) and never runs code shipped wit
 
 Words and subword pieces: the tokenizer is applied to each word on its own, with the leading
 space of GPT-2 style byte-level BPE: the pieces of word ``w`` are ``tokenizer(" " + w)`` (no
-special tokens). A hypothesis ``w1 .. wn`` is the token sequence ``pieces(w1) .. pieces(wn)``,
-every word with its leading space, the first one too. Its costs are word-aligned as those of
+special tokens). A SentencePiece-style tokenizer that marks the word start itself (``"a"`` gives
+``"▁a"``) gets ``tokenizer(w)`` instead, so no lone space piece is scored. A hypothesis
+``w1 .. wn`` is the token sequence ``pieces(w1) .. pieces(wn)``, every word with its leading
+space, the first one too. Its costs are word-aligned as those of
 rescore's own LMs (the lines of ``lmwt.nn``): the cost of word i is the sum of the costs
 ``-ln P(piece | everything before)`` of its pieces, then one cost for the end of sentence.
 
@@ -93,16 +95,19 @@ class HfLM:
         self.max_positions = int(getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", 0)
                                  or 1 << 30)
         self._pieces: Dict[str, Tuple[int, ...]] = {}
+        first = tokenizer.convert_ids_to_tokens(tokenizer("a", add_special_tokens=False)["input_ids"][:1])
+        self.space = "" if first and str(first[0]).startswith("\u2581") else " "  # (module docstring)
 
     def to(self, device: torch.device) -> "HfLM":
         self.model.to(device)
         return self
 
     def word_pieces(self, word: str) -> Tuple[int, ...]:
-        """The token ids of ``" " + word`` (no special tokens); cached."""
+        """The token ids of ``" " + word`` (or of ``word`` for a tokenizer that marks the word
+        start itself; no special tokens; module docstring); cached."""
         p = self._pieces.get(word)
         if p is None:
-            p = tuple(self.tokenizer(" " + word, add_special_tokens=False)["input_ids"])
+            p = tuple(self.tokenizer(self.space + word, add_special_tokens=False)["input_ids"])
             if not p:
                 raise RescoreError("a word the tokenizer turns into at least one token", path=self.path,
                                    got=word)
@@ -137,13 +142,18 @@ def load_hf(spec: str, device: torch.device, context: int = DEFAULT_CONTEXT) -> 
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise RescoreError("a tokenizer transformers can load from local files", path=path,
                            got=f"{type(err).__name__}: {err}") from None
-    try:
-        model = tf.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32,
-                                                        attn_implementation="sdpa", **kw)
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
-        raise RescoreError("a causal LM transformers can load from local files (config.json, "
-                           "safetensors or weights_only weights)", path=path,
-                           got=f"{type(err).__name__}: {err}") from None
+    tf.utils.logging.disable_progress_bar()  # (the commands log; no bars of shard loading)
+    model = None
+    for attn in ("sdpa", "eager"):  # both take rescore.hf_engine's tree attention mask
+        try:
+            model = tf.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32,
+                                                            attn_implementation=attn, **kw)
+            break
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
+            if attn == "eager" or "sdpa" not in str(err).lower():
+                raise RescoreError("a causal LM transformers can load from local files (config.json, "
+                                   "safetensors or weights_only weights)", path=path,
+                                   got=f"{type(err).__name__}: {err}") from None
     lm = HfLM(model.eval(), tokenizer, str(path), context).to(device)
     log.info("Hugging Face LM %s: %s, %d parameters, vocabulary %d, context %d tokens", path,
              type(model).__name__, sum(p.numel() for p in model.parameters()), len(tokenizer), context)
