@@ -215,6 +215,13 @@ def test_cli_end_to_end(tiny_dir, tmp_path):
     bad = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "p"), "--data-dir", str(NBEST_SMALL / "data"),
                                     "--model", f"hf:{tmp_path / 'absent'}", "--device", "cpu"])
     assert bad.exit_code == 1 and "no such directory" in bad.output and "Traceback" not in bad.output
-    for opts in (["--hf-context", "0"], ["--oov-penalty", "1"], ["--cache-window", "10"]):  # bad options: 2
+    two = ["--model", f"hf:{tiny_dir}", "--model", f"hf:{tiny_dir}", "--hf-context", "32", "--device", "cpu"]
+    r = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "two"), "--data-dir", str(NBEST_SMALL / "data"),
+                                  *two, "--mix-carry", "own"])
+    assert r.exit_code == 0, r.output  # two models, each carrying from its own best: each as alone
+    for k in (1, 2):
+        assert (tmp_path / "two" / f"lmwt.nn.{k}").read_text() == (out / "lmwt.nn").read_text()
+    for opts, name in ((["--hf-context", "0"], "--hf-context"), (["--oov-penalty", "1"], "--oov-penalty"),
+                       (["--cache-window", "10"], "--cache-window"), (two[2:4], "--mix-carry")):  # bad: exit 2
         r = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "q"), "--model", f"hf:{tiny_dir}", *opts])
-        assert r.exit_code == 2 and opts[0] in r.output and "Traceback" not in r.output, r.output
+        assert r.exit_code == 2 and name in r.output and "Traceback" not in r.output, r.output

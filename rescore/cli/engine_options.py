@@ -31,7 +31,9 @@ _OPTIONS = [
                       "OUT_DIR/lmwt.nn (Kaldi pytorchnn format) instead of reading --nn-costs. "
                       "Repeat it (--model A --model B) to interpolate several NN LMs with --mix: "
                       "each is scored on its own (its own vocabulary, body and OOV penalty) into "
-                      "OUT_DIR/lmwt.nn.1 ... lmwt.nn.K, and lmwt.nn holds the mixed costs."),
+                      "OUT_DIR/lmwt.nn.1 ... lmwt.nn.K, and lmwt.nn holds the mixed costs. "
+                      "hf:DIR: a Hugging Face causal LM (save_pretrained's directory, local files "
+                      "only; pip install 'rescore[hf]'), its subword costs summed per word."),
     click.option("--state-carry", type=click.Choice(STATE_CARRY), default="rescored",
                  help="Start each utterance from the LM state (and pointer history) after the "
                       "previous utterance's best hypothesis: by the final interpolated cost "

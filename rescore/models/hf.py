@@ -171,4 +171,7 @@ def load_for_scoring(spec: str, device: torch.device, options) -> HfLM:
     if options.oov_penalty not in (0, 0.0):
         raise OptionError("no OOV penalty on an hf: model (its subword tokenizer has no "
                           "out-of-vocabulary word)", option="--oov-penalty", got=str(options.oov_penalty))
+    if options.lockstep:
+        raise OptionError("--mix-carry own with an hf: model among several (each carries from its "
+                          "own best)", option="--mix-carry", got="mixed")
     return load_hf(spec, device, options.hf_context)
