@@ -72,6 +72,7 @@ def _toy_conversations(seed=0, n_conv=3, n_utt=4):
                 hyps.append(h)
             utts.append(UttInput(hyps, [rng.uniform(0, 20) for _ in hyps]))
         convs.append(utts)
+    convs[0].insert(1, UttInput([], []))  # an utterance without hypotheses: nothing carried from it
     return convs
 
 
@@ -164,7 +165,8 @@ def test_carry_changes_costs_and_resets_per_conversation(tiny):
     carried = _score(tiny, convs, engine="fast", state_carry="rescored")
     for c in range(2):  # the first utterance of every conversation starts from <bos>
         _assert_close([[none[c][0]]], [[carried[c][0]]], tol=1e-5)
-    assert any(abs(sum(a) - sum(b)) > 1e-3 for a, b in zip(none[0][1], carried[0][1]))
+    for c, u in ((0, 2), (1, 1)):  # later utterances see the earlier best hypotheses
+        assert any(abs(sum(a) - sum(b)) > 1e-3 for a, b in zip(none[c][u], carried[c][u]))
 
 
 def test_context_is_bounded(tiny_dir):
