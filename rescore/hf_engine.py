@@ -28,7 +28,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
-from rescore.engine import STATE_CARRY, EngineStats, autocast_for, resolve_device
+from rescore.engine import PRECISIONS, STATE_CARRY, EngineStats, autocast_for, resolve_device
 from rescore.errors import RescoreError
 from rescore.interp import total_cost
 
@@ -38,9 +38,12 @@ HF_ENGINES = ("fast", "padded", "naive")
 Item = Tuple[List[int], List[List[int]]]  # (context tokens, token ids of each hypothesis)
 
 
-def _check_options(lm, engine, state_carry, oov_penalty, schedule, normalize, max_tokens, conv_batch):
+def _check_options(lm, engine, state_carry, oov_penalty, schedule, normalize, max_tokens, conv_batch,
+                   precision):
     if engine not in HF_ENGINES:
         raise RescoreError(f"engine one of {HF_ENGINES}", got=engine)
+    if precision not in PRECISIONS:
+        raise RescoreError(f"precision one of {PRECISIONS}", got=precision)
     if state_carry not in STATE_CARRY:
         raise RescoreError(f"state carry one of {STATE_CARRY}", got=state_carry)
     if oov_penalty:
@@ -61,7 +64,7 @@ def score_hf(lm, conversations, *, weight: float, state_carry: str = "rescored",
              stats: Optional[EngineStats] = None, progress: bool = True):
     """Per-word NN costs of every hypothesis (rescore.engine.score_nbest's arguments and result;
     module docstring). Hypotheses longer than the model's positions (less one) are refused."""
-    _check_options(lm, engine, state_carry, oov_penalty, schedule, normalize, max_tokens, conv_batch)
+    _check_options(lm, engine, state_carry, oov_penalty, schedule, normalize, max_tokens, conv_batch, precision)
     from rescore.progress import progress as progress_bar
 
     dev = device if isinstance(device, torch.device) else resolve_device(device)

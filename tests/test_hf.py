@@ -169,7 +169,7 @@ def test_carry_changes_costs_and_resets_per_conversation(tiny):
         assert any(abs(sum(a) - sum(b)) > 1e-3 for a, b in zip(none[c][u], carried[c][u]))
 
 
-def test_context_is_bounded(tiny_dir):
+def test_context_is_bounded(tiny_dir, tiny):
     convs = _toy_conversations(seed=3, n_conv=1, n_utt=4)
     one = load_hf(str(tiny_dir), torch.device("cpu"), context=1)  # the boundary token only: no carry
     _assert_close(_score(one, convs, engine="fast", state_carry="rescored"),
@@ -177,6 +177,11 @@ def test_context_is_bounded(tiny_dir):
     short = load_hf(str(tiny_dir), torch.device("cpu"), context=5)
     _assert_close(_score(short, convs, engine="fast", state_carry="rescored"),
                   _score(short, convs, engine="naive", state_carry="rescored"))
+    # a hypothesis near the model's positions leaves room for a shorter context only
+    per_word = len(tiny.encode(["lobster"])[0])
+    convs[0][3].hyps[0] = ["lobster"] * ((tiny.max_positions - 3) // per_word)
+    _assert_close(_score(tiny, convs, engine="fast", state_carry="rescored"),
+                  _score(tiny, convs, engine="naive", state_carry="rescored"))
 
 
 def test_missing_dir_and_missing_tokenizer_are_clean_errors(tmp_path, tiny_dir):
@@ -193,9 +198,13 @@ def test_missing_dir_and_missing_tokenizer_are_clean_errors(tmp_path, tiny_dir):
 
 def test_unsupported_options_are_refused(tiny):
     convs = _toy_conversations(n_conv=1, n_utt=1)
-    for kw in ({"oov_penalty": 1.0}, {"normalize": "none"}, {"schedule": "levels"}):
+    for kw in ({"oov_penalty": 1.0}, {"normalize": "none"}, {"schedule": "levels"}, {"precision": "fp8"},
+               {"engine": "tree"}, {"max_tokens": 0}):
         with pytest.raises(RescoreError):
             _score(tiny, convs, **kw)
+    too_long = [[UttInput([["lobster"] * tiny.max_positions], [0.0])]]
+    with pytest.raises(RescoreError, match="positions"):
+        _score(tiny, too_long)
 
 
 def test_cli_end_to_end(tiny_dir, tmp_path):
