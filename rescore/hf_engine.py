@@ -14,7 +14,8 @@ followed by ``<eos>``); its subword costs are summed per word. Engines:
               tree attention mask (a node sees the context and its own ancestors) with position
               ids ``len(context) - 1 + depth``. Rows of several conversations (utterance k of
               each, ``conv_batch`` at a time) go side by side in one call; a trie of more than
-              ``max_tokens`` nodes is cut into parts of sorted hypotheses.
+              ``max_tokens`` less the context (half of it at least) nodes is cut into parts of
+              sorted hypotheses.
 
 The carry picks the same hypothesis as rescore.engine's: rank 1 (first-pass) or the best by
 ``fixed + weight * sum(costs)`` (rescored). On CUDA the forward runs under
@@ -254,7 +255,9 @@ def _parts(hyps: List[List[int]], budget: int) -> List[_Trie]:
 def _fast_wave(run: _Runner, items: List[Item]) -> List[List[List[float]]]:
     rows: List[Tuple[int, List[int], _Trie]] = []
     for i, (ctx, hyps) in enumerate(items):
-        rows += [(i, ctx, t) for t in _parts(hyps, max(1, run.max_tokens - len(ctx)))]
+        # a row: the context, then at most what is left of max_tokens for the trie (half of it
+        # at least: a long context does not cut the trie into single hypotheses)
+        rows += [(i, ctx, t) for t in _parts(hyps, max(1, run.max_tokens - len(ctx), run.max_tokens // 2))]
     out: List[List[Optional[List[float]]]] = [[None] * len(hyps) for _, hyps in items]
     for batch in _batches([len(ctx) + len(t.tok) for _, ctx, t in rows], run.max_tokens):
         _fast_call(run, [rows[r] for r in batch], out)
