@@ -116,6 +116,13 @@ def test_fast_equals_naive_on_toy_nbest(tiny, carry):
     _assert_close(_score(tiny, convs, engine="fast", state_carry=carry, max_tokens=70), naive)
 
 
+def test_eager_attention_takes_the_tree_mask(tiny_dir):
+    lm = load_hf(str(tiny_dir), torch.device("cpu"), context=64)
+    lm.model.set_attn_implementation("eager")  # (models without sdpa): an additive float mask
+    convs = _toy_conversations(seed=4, n_conv=2, n_utt=3)
+    _assert_close(_score(lm, convs, engine="fast"), _score(lm, convs, engine="naive"))
+
+
 @pytest.mark.parametrize("carry", ["none", "rescored"])
 def test_fast_equals_naive_on_dev_nbest(tiny, carry, dev_conversations):
     convs = dev_conversations
