@@ -1,8 +1,9 @@
 """Interpolation of an N-best set's costs, 1-best selection and the tuning sweep.
 
-The cost formula itself (design §3) lives in rescore.interp; this module applies it to loaded
-N-best sets (rescore.nbest) and NN LM costs: one set of costs (a lmwt.nn) or K of them, one
-per model, mixed by ``Params.mix`` (rescore.interp.mixed_nn_cost). Writing the outputs and the report is the job
+The cost formula itself lives in rescore.interp; this module applies it to loaded N-best sets
+(rescore.nbest) and their NN LM costs, checked once into :class:`NnCosts` (K >= 0 models, one
+entry each, mixed by ``Params.mix``: rescore.interp.mixed_nn_cost), the one input of the 1-best,
+the graph costs, the WER sweep and the writers. Writing the outputs and the report is the job
 layer's (rescore.pipeline) and the report's content is rescore.metrics'.
 """
 
@@ -16,16 +17,13 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 import numpy as np
 
 from rescore import interp
-from rescore.errors import OptionError, RescoreError
+from rescore.errors import RescoreError, check
 from rescore.interp import Params, total_cost
 from rescore.nbest import Hypothesis, NbestSet
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-NnCosts = Mapping[str, Sequence[float]]  # key -> per-token costs (n + 1) or [total]
-# One model's costs, or K models' (a list, one per model, mixed by Params.mix)
-ManyNnCosts = Union[None, NnCosts, Sequence[NnCosts]]
-Sources = Union[None, PathLike, Sequence[Optional[PathLike]]]  # where each came from (for errors)
+NnCostMap = Mapping[str, Sequence[float]]  # key -> per-token costs (n + 1) or [total]: a lmwt.nn
 
 
 def fixed_cost(hyp: Hypothesis, weight: float, inv_acwt: float, wip: float) -> float:
@@ -38,138 +36,218 @@ def graph_cost(hyp: Hypothesis, weight: float, l_nn: float) -> float:
     return interp.graph_cost(hyp.withlm, hyp.nolm, l_nn, weight)
 
 
-def nn_cost(hyp: Hypothesis, nn_costs: Optional[NnCosts], source: Optional[PathLike] = None) -> float:
-    """Total NN LM cost of hyp: the sum of its per-token costs (n + 1 of them) or its total.
-    0.0 without NN costs."""
-    if nn_costs is None:
-        return 0.0
+class NnCosts:
+    """NN LM costs of every hypothesis of one N-best set, checked once: K >= 0 models (a list,
+    one entry per model, mixed by ``Params.mix``), hypotheses in the set's order.
+
+    keys: (num_hyps,) hypothesis keys; rows[k][i]: model k's costs of hypothesis i, per token
+    (n + 1, end of sentence last) or [total]; totals[k]: (num_hyps,) float64 sums of the rows;
+    sources[k]: where model k's costs came from (a lmwt.nn), for the errors.
+    """
+
+    def __init__(self, keys: List[str], rows: List[List[List[float]]], sources: Sequence[Optional[str]]):
+        self.keys = keys
+        self.rows = rows
+        self.sources = [None if s is None else str(s) for s in sources]
+        self.totals = [np.array([sum(r) for r in m], dtype=np.float64) for m in rows]
+        self._mixed: tuple = ((), None)  # (mix, l_nn under it): a sweep asks for one mix many times
+        for k, t in enumerate(self.totals):
+            bad = np.flatnonzero(~np.isfinite(t))
+            if len(bad):
+                key = keys[bad[0]]
+                raise RescoreError(f"NN LM costs whose sum stays finite (the {len(rows[k][bad[0]])} costs of "
+                                   f"'{key}' sum to {t[bad[0]]})", path=self.sources[k],
+                                   line=_line_of(self.sources[k], key), got=_shown(rows[k][bad[0]]))
+
+    @classmethod
+    def check(cls, nbest: NbestSet, costs: Sequence[NnCostMap], sources: Sequence[Optional[PathLike]]) -> "NnCosts":
+        """The costs of each model (key -> costs, e.g. read_nn_costs of a lmwt.nn) checked against
+        the set: every hypothesis has a cost of the right length in every model's, no cost is for
+        an unknown key."""
+        if len(costs) != len(sources):
+            raise ValueError(f"{len(sources)} sources for {len(costs)} sets of NN LM costs")
+        hyps = [h for u in nbest.utterances() for h in u.hyps]
+        rows = []
+        for c, src in zip(costs, sources):
+            rows.append([_row(h, c, src) for h in hyps])
+            if len(c) != len(hyps):
+                known = {h.key for h in hyps}
+                extra = [k for k in c if k not in known]
+                raise RescoreError(f"only keys of the N-best dir ({len(extra)} extra, e.g. '{extra[0]}')",
+                                   path=src)
+        return cls([h.key for h in hyps], rows, sources)
+
+    @classmethod
+    def read(cls, nbest: NbestSet, paths: Sequence[PathLike]) -> "NnCosts":
+        """The lmwt.nn files of K models (read_nn_costs), checked against the set."""
+        from rescore.io.kaldi import read_nn_costs
+
+        return cls.check(nbest, [read_nn_costs(p) for p in paths], list(paths))
+
+    @classmethod
+    def of_engine(cls, nbest: NbestSet, results: Sequence[list], sources: Sequence[Optional[PathLike]]) -> "NnCosts":
+        """What the engine computed for K models: results[k][c][u][h] (rescore.engine.score_nbest)."""
+        keys = [h.key for u in nbest.utterances() for h in u.hyps]
+        return cls(keys, [[r for conv in res for utt in conv for r in utt] for res in results], sources)
+
+    @property
+    def num_models(self) -> int:
+        return len(self.rows)
+
+    def model(self, k: int) -> Dict[str, List[float]]:
+        """key -> model k's costs (the lines of its lmwt.nn), in the set's order."""
+        return dict(zip(self.keys, self.rows[k]))
+
+    def mixed(self, mix: Sequence[float]) -> np.ndarray:
+        """(num_hyps,) float64 NN LM cost of each hypothesis under the mix; zeros without models."""
+        if not self.rows:
+            return np.zeros(len(self.keys))
+        if len(mix) != len(self.rows):
+            raise RescoreError(f"one --mix share per set of NN LM costs ({len(self.rows)} of them)",
+                               path=self.sources[0], got=f"{len(mix)} shares")
+        if self._mixed[0] != tuple(mix):
+            self._mixed = (tuple(mix), interp.mixed_nn_cost(self.totals, mix))
+        return self._mixed[1]
+
+    def mixed_rows(self, mix: Sequence[float]) -> Dict[str, List[float]]:
+        """key -> the mixed NN costs of each hypothesis (the lines of a mixed lmwt.nn): per token
+        (n + 1) where every model has them (the same number), else [total]."""
+        totals = self.mixed(mix)
+        out = {}
+        for i, key in enumerate(self.keys):
+            rows = [m[i] for m in self.rows]
+            if len({len(r) for r in rows}) == 1 and len(rows[0]) > 1:
+                out[key] = [float(x) for x in interp.mixed_nn_cost([np.asarray(r, dtype=np.float64)
+                                                                     for r in rows], mix)]
+            else:
+                out[key] = [float(totals[i])]
+        return out
+
+    def subset(self, nbest: NbestSet) -> "NnCosts":
+        """The costs of the hypotheses of nbest (a part of this set, e.g. NbestSet.subset)."""
+        keys = [h.key for u in nbest.utterances() for h in u.hyps]
+        if keys == self.keys:
+            return self
+        at = {k: i for i, k in enumerate(self.keys)}
+        missing = [k for k in keys if k not in at]
+        if missing:
+            raise RescoreError(f"an NN LM cost for key '{missing[0]}'", path=self.sources[0] if self.sources else None,
+                               got="none")
+        idx = [at[k] for k in keys]
+        return NnCosts(keys, [[m[i] for i in idx] for m in self.rows], self.sources)
+
+
+def _row(hyp: Hypothesis, costs: NnCostMap, source) -> List[float]:
+    """hyp's costs in costs: n + 1 per-token costs or one total."""
     try:
-        c = nn_costs[hyp.key]
+        c = costs[hyp.key]
     except KeyError:
         raise RescoreError(f"an NN LM cost for key '{hyp.key}'", path=source, got="none") from None
     if len(c) not in (1, len(hyp.words) + 1):
         raise RescoreError(f"1 total or {len(hyp.words) + 1} per-token costs ({len(hyp.words)} words + "
                            f"end of sentence) for key '{hyp.key}'", path=source, got=f"{len(c)} costs")
-    return float(sum(c))
+    return c
 
 
-def cost_sets(nn_costs: ManyNnCosts, source: Sources = None) -> List[tuple]:
-    """[(costs, source)] of each model: [] without NN costs, one pair for one mapping."""
-    if nn_costs is None:
-        return []
-    if isinstance(nn_costs, Mapping):
-        return [(nn_costs, None if isinstance(source, (list, tuple)) else source)]
-    sources = list(source) if isinstance(source, (list, tuple)) else [source] * len(nn_costs)
-    if len(sources) != len(nn_costs):
-        raise ValueError(f"{len(sources)} sources for {len(nn_costs)} sets of NN LM costs")
-    return list(zip(nn_costs, sources))
+def _shown(values) -> str:
+    return " ".join(repr(float(x)) for x in values)
 
 
-def _check_mix_for(sets: List[tuple], mix: Sequence[float]) -> None:
-    if sets and len(sets) != len(mix):
-        raise RescoreError(f"one --mix share per set of NN LM costs ({len(sets)} of them)",
-                           path=sets[0][1], got=f"{len(mix)} shares")
+def _line_of(path: Optional[PathLike], key: str, kind: str = "tokens") -> Optional[int]:
+    """The line (text) or entry (binary) of key in the table at path; None where it cannot be
+    read back (only for an error message, so a failure here must not hide that error)."""
+    if path is None:
+        return None
+    from rescore.io.kaldi import read_table
+
+    try:
+        keys = read_table(path, kind).keys
+        return keys.index(key) + 1
+    except (RescoreError, OSError, ValueError):
+        return None
 
 
-def mixed_nn_cost(hyp: Hypothesis, sets: List[tuple], mix: Sequence[float]) -> float:
-    """The NN LM cost of hyp under the mix (rescore.interp.mixed_nn_cost of each model's
-    total); 0.0 without NN costs. sets: cost_sets()."""
-    if not sets:
-        return 0.0
-    return interp.mixed_nn_cost([nn_cost(hyp, c, src) for c, src in sets], mix)
-
-
-def mix_costs(nbest: NbestSet, nn_costs: Sequence[NnCosts], mix: Sequence[float],
-              source: Sources = None) -> Dict[str, List[float]]:
-    """key -> the mixed NN costs of each hypothesis, in the set's order (the lines of a mixed
-    lmwt.nn): per token (n + 1) where every model has per-token costs, else [total]."""
-    sets = cost_sets(list(nn_costs), source)
-    _check_mix_for(sets, mix)
-    out = {}
-    for u in nbest.utterances():
-        for h in u.hyps:
-            rows = [c[h.key] if h.key in c else None for c, _ in sets]
-            if all(r is not None and len(r) == len(h.words) + 1 for r in rows):
-                out[h.key] = [float(x) for x in interp.mixed_nn_cost([np.asarray(r, dtype=np.float64)
-                                                                      for r in rows], mix)]
-            else:
-                out[h.key] = [float(mixed_nn_cost(h, sets, mix))]
-    return out
-
-
-def check_nn_costs(nbest: NbestSet, nn_costs: ManyNnCosts, source: Sources = None) -> None:
-    """Every hypothesis has a cost of the right length in every set, and no cost is for an
-    unknown key."""
-    for costs, src in cost_sets(nn_costs, source):
-        _check_one(nbest, costs, src)
-
-
-def _check_one(nbest: NbestSet, nn_costs: NnCosts, source: Optional[PathLike]) -> None:
-    keys = set()
-    for u in nbest.utterances():
-        for h in u.hyps:
-            nn_cost(h, nn_costs, source)
-            keys.add(h.key)
-    extra = [k for k in nn_costs if k not in keys]
-    if extra:
-        raise RescoreError(f"only keys of the N-best dir ({len(extra)} extra, e.g. '{extra[0]}')", path=source)
-
-
-def best_hypotheses(nbest: NbestSet, params: Params, nn_costs: ManyNnCosts = None,
-                    source: Sources = None) -> Dict[str, int]:
+def best_hypotheses(nbest: NbestSet, params: Params, nn: Optional[NnCosts] = None) -> Dict[str, int]:
     """utt -> index (0-based rank) of the hypothesis with the lowest total cost; ties go to the
-    better first-pass rank. nn_costs: one model's, or a list of K models' (mixed by params.mix)."""
-    sets = cost_sets(nn_costs, source)
-    _check_mix_for(sets, params.mix)
-    best = {}
-    for u in nbest.utterances():
-        costs = [total_cost(fixed_cost(h, params.weight, params.inv_acwt, params.wip),
-                            mixed_nn_cost(h, sets, params.mix), params.weight) for h in u.hyps]
-        best[u.id] = min(range(len(costs)), key=costs.__getitem__)
-    return best
+    better first-pass rank. nn: the checked NN costs of the K models (mixed by params.mix)."""
+    return CostArrays(nbest, nn).choice(params)
+
+
+def graph_costs(nbest: NbestSet, params: Params, nn: Optional[NnCosts] = None) -> Dict[str, float]:
+    """key -> new graph cost (``lmwt.interp``) of every hypothesis, in the set's order."""
+    return CostArrays(nbest, nn).graph_costs(params)
 
 
 class CostArrays:
     """The set's costs as flat float64 arrays (one entry per hypothesis, utterance blocks in
-    carry order) for fast sweeps: ac, withlm, nolm, nwords; lnns, one array of NN costs per
-    model (one of zeros without NN costs); starts (U,) int64 block starts; errors (num_hyps,)
-    int64 word errors of each hypothesis against its reference (or None)."""
+    carry order) for fast sweeps: ac, withlm, nolm, nwords; nn, the NN costs (NnCosts, of no
+    model without them); starts (U,) int64 block starts; errors (num_hyps,) int64 word errors of
+    each hypothesis against its reference (None without references; computed when first asked).
 
-    def __init__(self, nbest: NbestSet, nn_costs: ManyNnCosts = None, source: Sources = None):
-        from rescore.metrics import word_errors
+    Every combination of costs is checked: one that overflows (finite inputs whose interpolated
+    cost is not finite) is a RescoreError naming the archive, the line and the hypothesis.
+    """
 
+    def __init__(self, nbest: NbestSet, nn: Optional[NnCosts] = None):
         hyps = [h for u in nbest.utterances() for h in u.hyps]
+        self._nbest = nbest
         self.utt_ids = [u.id for u in nbest.utterances()]
+        self.keys = [h.key for h in hyps]
         self.ac = np.array([h.ac for h in hyps], dtype=np.float64)
         self.withlm = np.array([h.withlm for h in hyps], dtype=np.float64)
         self.nolm = np.array([h.nolm for h in hyps], dtype=np.float64)
         self.nwords = np.array([len(h.words) for h in hyps], dtype=np.float64)
-        self.lnns = [np.array([nn_cost(h, c, src) for h in hyps], dtype=np.float64)
-                     for c, src in cost_sets(nn_costs, source)] or [np.zeros(len(hyps))]
-        self._mixed: tuple = ((), None)  # (mix, l_nn under it): a sweep asks for one mix many times
+        self.nn = nn.subset(nbest) if nn is not None else NnCosts(self.keys, [], [])
         self.starts = np.cumsum([0] + [len(u.hyps) for u in nbest.utterances()][:-1]).astype(np.int64)
-        self.errors = None
+        self._errors: Optional[np.ndarray] = None
         self.ref_words = 0
         if nbest.refs is not None:
-            self.errors = np.array([word_errors(nbest.refs[u.id], h.words) for u in nbest.utterances()
-                                    for h in u.hyps], dtype=np.int64)
             self.ref_words = sum(len(nbest.refs[u]) for u in self.utt_ids)
+
+    @property
+    def errors(self) -> Optional[np.ndarray]:
+        if self._errors is None and self._nbest.refs is not None:
+            from rescore.metrics import word_errors
+
+            refs = self._nbest.refs
+            self._errors = np.array([word_errors(refs[u.id], h.words) for u in self._nbest.utterances()
+                                     for h in u.hyps], dtype=np.int64)
+        return self._errors
 
     def lnn(self, mix: Sequence[float] = (1.0,)) -> np.ndarray:
         """(num_hyps,) float64 NN LM cost of each hypothesis under the mix."""
-        if len(mix) != len(self.lnns):
-            raise RescoreError(f"one --mix share per set of NN LM costs ({len(self.lnns)} of them)",
-                               got=f"{len(mix)} shares")
-        if self._mixed[0] != tuple(mix):
-            self._mixed = (tuple(mix), interp.mixed_nn_cost(self.lnns, mix))
-        return self._mixed[1]
+        if self.nn.num_models == 0 and len(mix) != 1:
+            raise RescoreError("one --mix share per set of NN LM costs (1 of them)", got=f"{len(mix)} shares")
+        return self.nn.mixed(mix)
+
+    def fixed(self, params: Params) -> np.ndarray:
+        """(num_hyps,) float64 fixed cost of each hypothesis (rescore.interp.fixed_cost), checked."""
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is the error of _check
+            fixed = interp.fixed_cost(self.ac, self.withlm, self.nolm, self.nwords, params.weight,
+                                      params.inv_acwt, params.wip)
+        self._check(fixed, params, "fixed cost")
+        return fixed
+
+    def total(self, params: Params) -> np.ndarray:
+        """(num_hyps,) float64 final interpolated cost of each hypothesis, checked."""
+        fixed, lnn = self.fixed(params), self.lnn(params.mix)
+        with np.errstate(over="ignore", invalid="ignore"):
+            cost = total_cost(fixed, lnn, params.weight)
+        self._check(cost, params, "interpolated cost")
+        return cost
+
+    def graph_costs(self, params: Params) -> Dict[str, float]:
+        """key -> new graph cost (``lmwt.interp``) of every hypothesis, checked."""
+        lnn = self.lnn(params.mix)
+        with np.errstate(over="ignore", invalid="ignore"):
+            cost = interp.graph_cost(self.withlm, self.nolm, lnn, params.weight)
+        self._check(cost, params, "graph cost")
+        return dict(zip(self.keys, cost.tolist()))
 
     def best(self, params: Params) -> np.ndarray:
         """(U,) int64 flat index of each utterance's lowest-cost hypothesis (first on ties);
         the same arithmetic, in the same order, as fixed_cost + weight * l_nn."""
-        fixed = interp.fixed_cost(self.ac, self.withlm, self.nolm, self.nwords, params.weight,
-                                  params.inv_acwt, params.wip)
-        cost = total_cost(fixed, self.lnn(params.mix), params.weight)
+        cost = self.total(params)
         mins = np.minimum.reduceat(cost, self.starts)
         seg = np.repeat(np.arange(len(self.starts)), np.diff(np.append(self.starts, len(cost))))
         at_min = np.flatnonzero(cost == mins[seg])
@@ -193,14 +271,52 @@ class CostArrays:
             raise RescoreError("references with at least one word (WER is undefined on none)")
         return 100.0 * float(errors) / self.ref_words
 
+    def _check(self, cost: np.ndarray, params: Params, what: str) -> None:
+        if not np.isfinite(cost).all():
+            raise self._overflow(int(np.flatnonzero(~np.isfinite(cost))[0]), params, what)
 
-def graph_costs(nbest: NbestSet, params: Params, nn_costs: ManyNnCosts = None,
-                source: Sources = None) -> Dict[str, float]:
-    """key -> new graph cost (``lmwt.interp``) of every hypothesis, in the set's order."""
-    sets = cost_sets(nn_costs, source)
-    _check_mix_for(sets, params.mix)
-    return {h.key: graph_cost(h, params.weight, mixed_nn_cost(h, sets, params.mix))
-            for u in nbest.utterances() for h in u.hyps}
+    def _overflow(self, i: int, params: Params, what: str) -> RescoreError:
+        """The error of hypothesis i, whose ``what`` is not finite although every input is: it
+        names the input of the term that overflows (the first term that is not finite, else the
+        biggest one: their sum overflows), its archive and line."""
+        w, inv, wip = params.weight, params.inv_acwt, params.wip
+        with np.errstate(over="ignore", invalid="ignore"):
+            terms = self._terms(i, params)
+        if what == "graph cost":
+            terms = terms[1:3] + terms[4:]
+        elif what == "fixed cost":
+            terms = terms[:4]
+        bad = [t for t in terms if not np.isfinite(t[3])]
+        term, source, value, _ = bad[0] if bad else max(terms, key=lambda t: abs(t[3]))
+        key = self.keys[i]
+        if isinstance(source, int):
+            path, kind = self.nn.sources[source], "tokens"
+        else:
+            from rescore.nbest import find_archive
+
+            if source == "words":
+                source = "words_text" if find_archive(self._nbest.path, "words_text") else "words"
+            path = find_archive(self._nbest.path, source)
+            kind = {"words": "ints", "words_text": "tokens"}.get(source, "float")
+        return RescoreError(
+            f"costs whose {what} stays finite: {term} overflows for hypothesis '{key}' under weight {w:g}, "
+            f"inv_acwt {inv:g}, wip {wip:g}", path=path, line=_line_of(path, key, kind),
+            got=f"{key} ({int(value)} words)" if term == "wip * words" else f"{key} {float(value)!r}")
+
+    def _terms(self, i: int, params: Params) -> list:
+        """(term, its input's archive name or NN model index, the input's value, the term's value)
+        of each term of hypothesis i's interpolated cost, in rescore.interp's order."""
+        w, inv, wip = params.weight, params.inv_acwt, params.wip
+        lm_name = "lmwt.withlm" if abs(self.withlm[i]) >= abs(self.nolm[i]) else "lmwt.nolm"
+        lm_value = self.withlm[i] if lm_name == "lmwt.withlm" else self.nolm[i]
+        terms = [("ac / inv_acwt", "acwt", self.ac[i], self.ac[i] / inv),
+                 ("nolm", "lmwt.nolm", self.nolm[i], self.nolm[i]),
+                 ("(1 - weight) * (withlm - nolm)", lm_name, lm_value, (1.0 - w) * (self.withlm[i] - self.nolm[i])),
+                 ("wip * words", "words", self.nwords[i], wip * self.nwords[i])]
+        if self.nn.num_models:
+            k = int(np.argmax([abs(t[i]) for t in self.nn.totals]))
+            terms.append(("weight * NN LM cost", k, self.nn.totals[k][i], w * self.lnn(params.mix)[i]))
+        return terms
 
 
 # --------------------------------------------------------------------------------------------
@@ -235,21 +351,17 @@ def mix_grid(shares: Sequence[float], k: int, option: str = "--mixes") -> List[t
     if k == 1:
         return [(1.0,)]
     grid = sorted(set(float(a) for a in shares))
-    if any(not 0.0 <= a <= 1.0 for a in grid):
-        raise OptionError("shares in [0, 1]", option=option, got=",".join(f"{a:g}" for a in grid))
+    check(all(0.0 <= a <= 1.0 for a in grid), "shares in [0, 1]", option, ",".join(f"{a:g}" for a in grid))
     if k == 2:
         return [interp.check_mix((a, round(1.0 - a, 12)), option) for a in grid]
-    if len(grid) ** (k - 1) > 1_000_000:
-        raise OptionError(f"a coarser grid of shares for {k} models", option=option, got=f"{len(grid)} shares")
+    check(len(grid) ** (k - 1) <= 1_000_000, f"a coarser grid of shares for {k} models", option, f"{len(grid)} shares")
     out = []
     for head in itertools.product(grid, repeat=k - 1):
         last = 1.0 - sum(head)
         near = min(grid, key=lambda a: abs(a - last))
         if abs(near - last) < 1e-9:
             out.append(interp.check_mix((*head, near), option))
-    if not out:
-        raise OptionError(f"a grid of shares with {k} of them summing to 1", option=option,
-                          got=",".join(f"{a:g}" for a in grid))
+    check(bool(out), f"a grid of shares with {k} of them summing to 1", option, ",".join(f"{a:g}" for a in grid))
     return out
 
 
@@ -273,16 +385,16 @@ def sweep(arrays: CostArrays, weights: Sequence[float], inv_acwts: Sequence[floa
 
 
 def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float], wips: Sequence[float],
-         nn_costs: Union[ManyNnCosts, Callable[[float], ManyNnCosts]] = None, nn_source: Sources = None,
-         held_out: Optional[NbestSet] = None, mixes: Optional[Sequence[Sequence[float]]] = None) -> dict:
+         nn_costs: Union[None, NnCosts, Callable[[float], NnCosts]] = None, held_out: Optional[NbestSet] = None,
+         mixes: Optional[Sequence[Sequence[float]]] = None) -> dict:
     """Pick the grid setting with the lowest WER on dev (ties: first in grid order, i.e. the
     first mix, then the smallest weight, inv_acwt, wip) and, when held_out is given, report its
     WER there too.
 
-    nn_costs: fixed costs (a lmwt.nn, or a list of K, one per model), or a function weight ->
-    costs for a model whose costs depend on the weight (state carried along the best
-    hypotheses by the final cost); the function may return costs for more keys than the set
-    holds. mixes: the shares of the K models to sweep (mix_grid; default: one model, (1.0,)).
+    nn_costs: the checked NN costs of the K models (NnCosts), or a function weight -> NnCosts
+    for models whose costs depend on the weight (state carried along the best hypotheses by the
+    final cost); either may hold the costs of a bigger set than dev (and held_out). mixes: the
+    shares of the K models to sweep (mix_grid; default: one model, (1.0,)).
 
     Returns {"best": {weight, inv_acwt, wip[, mix]}, "dev_wer", "dev_utts", "dev_conversations",
     "dev_choice" (utt -> 0-based rank of its 1-best under the best setting), "grid": [rows of
@@ -302,11 +414,11 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
     arrays = {}  # weight -> the dev set's arrays (one entry when the costs do not depend on it)
     if callable(nn_costs):
         for w in weights:
-            arrays[w] = CostArrays(dev, costs_for(w), nn_source)
+            arrays[w] = CostArrays(dev, costs_for(w))
             for mix in mixes:
                 rows += sweep(arrays[w], [w], inv_acwts, wips, mix)
     else:
-        arrays = dict.fromkeys(weights, CostArrays(dev, nn_costs, nn_source))
+        arrays = dict.fromkeys(weights, CostArrays(dev, nn_costs))
         for mix in progress_mixes(mixes):
             rows += sweep(arrays[weights[0]], weights, inv_acwts, wips, mix)
     best = min(range(len(rows)), key=lambda i: rows[i]["wer"])
@@ -325,7 +437,7 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
     if held_out is not None:
         if held_out.refs is None:
             raise RescoreError("references for the held-out set", path=held_out.path)
-        ho = CostArrays(held_out, costs_for(params.weight), nn_source)
+        ho = CostArrays(held_out, costs_for(params.weight))
         out.update(held_out_wer=ho.wer(params), held_out_utts=held_out.num_utts,
                    held_out_conversations=len(held_out.conversations),
                    held_out_errors=ho.errors_of(params), held_out_ref_words=ho.ref_words,

@@ -29,49 +29,43 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
-from rescore.engine import PRECISIONS, STATE_CARRY, EngineStats, autocast_for, resolve_device
+from rescore.forward import EngineStats, autocast_for, resolve_device
 from rescore.errors import RescoreError
 from rescore.interp import total_cost
+from rescore.settings import OOV_AUTO, EngineSettings
 
 log = logging.getLogger(__name__)
 
-HF_ENGINES = ("fast", "padded", "naive")
 Item = Tuple[List[int], List[List[int]]]  # (context tokens, token ids of each hypothesis)
 
 
-def _check_options(lm, engine, state_carry, oov_penalty, schedule, normalize, max_tokens, conv_batch,
-                   precision):
-    if engine not in HF_ENGINES:
-        raise RescoreError(f"engine one of {HF_ENGINES}", got=engine)
-    if precision not in PRECISIONS:
-        raise RescoreError(f"precision one of {PRECISIONS}", got=precision)
-    if state_carry not in STATE_CARRY:
-        raise RescoreError(f"state carry one of {STATE_CARRY}", got=state_carry)
-    if oov_penalty:
+def _check_settings(lm, s: EngineSettings) -> None:
+    """The settings that do not apply to a subword LM refused rather than ignored: an OOV penalty
+    other than 0 ('auto' is 0: rescore.models.hf.load_for_scoring), a schedule other than a trie
+    per row, costs without the softmax normaliser."""
+    if s.oov_penalty not in (None, OOV_AUTO) and s.oov_penalty != 0:
         raise RescoreError("OOV penalty 0 for an hf: model (its subword tokenizer has no "
-                           "out-of-vocabulary word)", path=lm.path, got=str(oov_penalty))
-    if schedule not in ("auto", "tree"):
+                           "out-of-vocabulary word)", path=lm.path, got=str(s.oov_penalty))
+    if s.schedule not in ("auto", "tree"):
         raise RescoreError("schedule auto or tree for an hf: model (a trie per row under a tree "
-                           "mask)", path=lm.path, got=schedule)
-    if normalize not in ("exact", "auto"):
-        raise RescoreError("normalize exact (or auto) for an hf: model", path=lm.path, got=normalize)
-    if max_tokens < 1 or conv_batch < 1:
-        raise RescoreError("max_tokens >= 1 and conv_batch >= 1", got=f"{max_tokens}, {conv_batch}")
+                           "mask)", path=lm.path, got=s.schedule)
+    if s.normalize not in ("exact", "auto"):
+        raise RescoreError("normalize exact (or auto) for an hf: model", path=lm.path, got=s.normalize)
 
 
-def score_hf(lm, conversations, *, weight: float, state_carry: str = "rescored", device="auto",
-             max_tokens: int = 2048, engine: str = "fast", oov_penalty: float = 0.0, conv_batch: int = 16,
-             schedule: str = "auto", precision: str = "auto", normalize: str = "exact",
+def score_hf(lm, conversations, weight: float, settings: EngineSettings, device,
              stats: Optional[EngineStats] = None, progress: bool = True):
-    """Per-word NN costs of every hypothesis (rescore.engine.score_nbest's arguments and result;
-    module docstring). Hypotheses longer than the model's positions (less one) are refused."""
-    _check_options(lm, engine, state_carry, oov_penalty, schedule, normalize, max_tokens, conv_batch, precision)
+    """Per-word NN costs of every hypothesis (rescore.engine.score_nbest's result, its settings
+    checked and ``device`` resolved: a spec or a torch.device; module docstring). Hypotheses
+    longer than the model's positions (less one) are refused."""
+    _check_settings(lm, settings)
+    engine, state_carry, conv_batch = settings.engine, settings.state_carry, settings.conv_batch
     from rescore.progress import progress as progress_bar
 
     dev = device if isinstance(device, torch.device) else resolve_device(device)
     lm.to(dev)
     stats = stats if stats is not None else EngineStats()
-    run = _Runner(lm, dev, max_tokens, precision, stats)
+    run = _Runner(lm, dev, settings.max_tokens, settings.precision, stats)
     enc = [[[lm.encode(h) for h in utt.hyps] for utt in conv] for conv in conversations]
     wave = {"fast": _fast_wave, "padded": _padded_wave, "naive": _naive_wave}[engine]
     bar = progress_bar(total=sum(len(u.hyps) for c in conversations for u in c), desc=f"hf {engine}",

@@ -1,4 +1,4 @@
-"""The interpolation of design §3: the one place the cost formula is written.
+"""The interpolation of an N-best hypothesis's costs: the one place the cost formula is written.
 
 For hypothesis h with n-gram LM cost ``l_ng = withlm - nolm``, graph rest ``g_0 = nolm``, NN LM
 cost ``l_nn``, acoustic cost ``ac`` and ``|h|`` words::
@@ -27,13 +27,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence, Tuple, Union
 
-from rescore.errors import OptionError, RescoreError
+from rescore.errors import OptionError, RescoreError, check
 
 PathLike = Union[str, Path]
 
 
 def fixed_cost(ac, withlm, nolm, nwords, weight: float, inv_acwt: float, wip: float):
-    """ac / inv_acwt + nolm + (1 - weight) * (withlm - nolm) + wip * nwords (design §3)."""
+    """ac / inv_acwt + nolm + (1 - weight) * (withlm - nolm) + wip * nwords."""
     return ac / inv_acwt + nolm + (1.0 - weight) * (withlm - nolm) + wip * nwords
 
 
@@ -43,8 +43,8 @@ def mixed_nn_cost(l_nns: Sequence, mix: Sequence[float]):
     if len(l_nns) != len(mix):
         raise ValueError(f"{len(l_nns)} NN LM costs for {len(mix)} shares")
     out = mix[0] * l_nns[0]
-    for m, l in zip(mix[1:], l_nns[1:]):
-        out = out + m * l
+    for m, cost in zip(mix[1:], l_nns[1:]):
+        out = out + m * cost
     return out
 
 
@@ -63,20 +63,17 @@ KALDI_DEFAULT_WEIGHT = 0.8
 
 
 def check_weight(v: float, name: str = "--weight") -> float:
-    if not (math.isfinite(v) and 0.0 <= v <= 1.0):
-        raise OptionError("an NN LM weight in [0, 1]", option=name, got=str(v))
+    check(math.isfinite(v) and 0.0 <= v <= 1.0, "an NN LM weight in [0, 1]", name, v)
     return v
 
 
 def check_inv_acwt(v: float, name: str = "--inv-acwt") -> float:
-    if not (math.isfinite(v) and v > 0.0):
-        raise OptionError("a finite inverse acoustic scale > 0", option=name, got=str(v))
+    check(math.isfinite(v) and v > 0.0, "a finite inverse acoustic scale > 0", name, v)
     return v
 
 
 def check_wip(v: float, name: str = "--wip") -> float:
-    if not math.isfinite(v):
-        raise OptionError("a finite word insertion penalty", option=name, got=str(v))
+    check(math.isfinite(v), "a finite word insertion penalty", name, v)
     return v
 
 
@@ -94,9 +91,8 @@ def check_mix(values, name: str = "--mix") -> Tuple[float, ...]:
             raise OptionError("shares that are finite numbers >= 0", option=name,
                               got=",".join(str(x) for x in values))
         out.append(float(v))
-    if abs(sum(out) - 1.0) > MIX_TOLERANCE:
-        raise OptionError(f"shares summing to 1 (they sum to {sum(out):.6g})", option=name,
-                          got=",".join(f"{x:g}" for x in out))
+    check(abs(sum(out) - 1.0) <= MIX_TOLERANCE, f"shares summing to 1 (they sum to {sum(out):.6g})", name,
+          ",".join(f"{x:g}" for x in out))
     return tuple(out)
 
 
@@ -119,12 +115,12 @@ class Params:
 
     def __post_init__(self):
         # errors name the command-line option of each field (--weight, --inv-acwt, --wip)
-        for name, check in (("weight", check_weight), ("inv_acwt", check_inv_acwt), ("wip", check_wip)):
+        for name, check_value in (("weight", check_weight), ("inv_acwt", check_inv_acwt), ("wip", check_wip)):
             v = getattr(self, name)
             option = "--" + name.replace("_", "-")
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise OptionError("a number", option=option, got=repr(v))
-            object.__setattr__(self, name, float(check(float(v), option)))
+            object.__setattr__(self, name, float(check_value(float(v), option)))
         object.__setattr__(self, "mix", check_mix(self.mix))
 
     @property

@@ -45,8 +45,8 @@ from typing import Dict, List, Tuple, Union
 
 import torch
 
-from rescore.errors import OptionError, RescoreError
-from rescore.io.kaldi import iter_lines
+from rescore.errors import RescoreError, check
+from rescore.io.lines import iter_lines
 from rescore.vocab import EOS, UNK, Vocabulary
 
 log = logging.getLogger(__name__)
@@ -214,19 +214,7 @@ def import_kaldi_lm(model_path: PathLike, vocab_path: PathLike, out_path: PathLi
     from rescore.models.bodies import interleaved_sinusoidal
 
     model_path, vocab_path, out_path = Path(model_path), Path(vocab_path), Path(out_path)
-    if model_type not in MODEL_TYPES:
-        raise OptionError(f"one of {', '.join(MODEL_TYPES)}", option="--model-type", got=model_type)
-    for name, value in (("--embedding-dim", embedding_dim), ("--hidden-dim", hidden_dim),
-                        ("--nlayers", nlayers), ("--nhead", nhead), ("--context", context)):
-        if value < 1:
-            raise OptionError("an integer >= 1", option=name, got=str(value))
-    if embedding_dim != hidden_dim:  # Kaldi's scorer ties the weights, which needs nhid == emsize
-        raise OptionError("--embedding-dim equal to --hidden-dim (Kaldi's "
-                          "compute_sentence_scores.py builds every model with tied weights)",
-                          option="--hidden-dim", got=f"{embedding_dim} and {hidden_dim}")
-    if model_type == "Transformer" and embedding_dim % nhead:
-        raise OptionError("--embedding-dim divisible by --nhead", option="--nhead",
-                          got=f"{embedding_dim}, {nhead}")
+    _check_options(model_type, embedding_dim, hidden_dim, nlayers, nhead, context)
     _check_replaceable(out_path)
     words = read_kaldi_vocab(vocab_path)
     vocab = rescore_vocab(words, sent_boundary, oov, vocab_path)
@@ -258,19 +246,7 @@ def import_kaldi_lm(model_path: PathLike, vocab_path: PathLike, out_path: PathLi
     config = rescore_config(model_type, len(words), embedding_dim, hidden_dim, nlayers, nhead,
                             context)
     model = build_model(config, vocab)
-    ours = {"embedding.weight": dec, "decoder.bias": sd["decoder.bias"]}
-    if model_type in ("LSTM", "GRU"):
-        for k, v in sd.items():
-            if k.startswith("rnn."):
-                ours["body." + k] = v
-    else:
-        for i in range(nlayers):
-            p, q = f"transformer_encoder.layers.{i}.", f"body.blocks.{i}."
-            ours[q + "in_proj.weight"] = sd[p + "self_attn.in_proj_weight"]
-            ours[q + "in_proj.bias"] = sd[p + "self_attn.in_proj_bias"]
-            for name in ("self_attn.out_proj", "linear1", "linear2", "norm1", "norm2"):
-                for t in ("weight", "bias"):
-                    ours[q + name.replace("self_attn.", "") + "." + t] = sd[p + name + "." + t]
+    ours = _our_parameters(sd, model_type, nlayers)
     params = dict(model.named_parameters())  # tied weights appear once
     left = set(params) - set(ours)
     assert not left, f"unmapped parameters {sorted(left)}"
@@ -285,6 +261,40 @@ def import_kaldi_lm(model_path: PathLike, vocab_path: PathLike, out_path: PathLi
     log.info("imported %s (%s, %d words, %d parameters) into %s", model_path, model_type,
              len(words), sum(p.numel() for p in model.parameters()), out_path)
     return model
+
+
+def _check_options(model_type: str, embedding_dim: int, hidden_dim: int, nlayers: int, nhead: int,
+                   context: int) -> None:
+    """An OptionError naming the option for a model shape Kaldi's scorer cannot have built."""
+    check(model_type in MODEL_TYPES, f"one of {', '.join(MODEL_TYPES)}", "--model-type", model_type)
+    for name, value in (("--embedding-dim", embedding_dim), ("--hidden-dim", hidden_dim),
+                        ("--nlayers", nlayers), ("--nhead", nhead), ("--context", context)):
+        check(value >= 1, "an integer >= 1", name, value)
+    # Kaldi's scorer ties the weights, which needs nhid == emsize
+    check(embedding_dim == hidden_dim, "--embedding-dim equal to --hidden-dim (Kaldi's "
+          "compute_sentence_scores.py builds every model with tied weights)", "--hidden-dim",
+          f"{embedding_dim} and {hidden_dim}")
+    check(model_type != "Transformer" or not embedding_dim % nhead, "--embedding-dim divisible by --nhead",
+          "--nhead", f"{embedding_dim}, {nhead}")
+
+
+def _our_parameters(sd: Dict[str, torch.Tensor], model_type: str, nlayers: int) -> Dict[str, torch.Tensor]:
+    """Kaldi's parameters under our names (the embedding is Kaldi's decoder.weight: see the
+    warning on untied models)."""
+    ours = {"embedding.weight": sd["decoder.weight"], "decoder.bias": sd["decoder.bias"]}
+    if model_type in ("LSTM", "GRU"):
+        for k, v in sd.items():
+            if k.startswith("rnn."):
+                ours["body." + k] = v
+    else:
+        for i in range(nlayers):
+            p, q = f"transformer_encoder.layers.{i}.", f"body.blocks.{i}."
+            ours[q + "in_proj.weight"] = sd[p + "self_attn.in_proj_weight"]
+            ours[q + "in_proj.bias"] = sd[p + "self_attn.in_proj_bias"]
+            for name in ("self_attn.out_proj", "linear1", "linear2", "norm1", "norm2"):
+                for t in ("weight", "bias"):
+                    ours[q + name.replace("self_attn.", "") + "." + t] = sd[p + name + "." + t]
+    return ours
 
 
 __all__ = ["MODEL_TYPES", "import_kaldi_lm", "kaldi_shapes", "read_kaldi_vocab"]

@@ -43,12 +43,13 @@ from __future__ import annotations
 
 import itertools
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from rescore.errors import RescoreError
-from rescore.io.kaldi import DataDir, Table, read_data_dir, read_symbol_table, read_table
+from rescore.io.kaldi import DataDir, Table, read_data_dir, read_table
+from rescore.io.symbols import read_symbol_table
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -278,6 +279,41 @@ def load_nbest_dir(
     (module doc, "A share of the set").
     """
     nd = Path(nbest_dir)
+    paths, words_txt = _find_archives(nd, words_txt)
+    log.info("reading N-best dir %s", nd)
+    ref_name = "words_text" if paths["words_text"] is not None else "words"
+    share = None if select is None else _choose_share(paths[ref_name], _KIND[ref_name], data_dir, select)
+    keep = None if share is None else share.keep
+
+    tables: Dict[str, Table] = {n: read_table(paths[n], _KIND[n], keep=keep)
+                                for n in ("words_text", "words") if paths[n] is not None}
+    ref = tables[ref_name]
+    if share is None or ref.keys != share.ref_keys.keys:  # (changed between the two reads: check again)
+        blocks = _utterance_blocks(ref)
+    else:
+        blocks = share.blocks
+    for n in ("acwt", "lmwt.withlm", "lmwt.nolm", "ali"):
+        if paths[n] is not None:
+            tables[n] = read_table(paths[n], _KIND[n], keep=keep)
+    for n, t in tables.items():
+        if t is not ref:
+            check_same_keys(ref, t)
+    kept_blocks = blocks if share is None else [b for b in blocks if b[0] in share.utts]
+    indices = (range(len(ref)) if share is None else
+               [i for _, start, n in kept_blocks for i in range(start, start + n)])
+    words = _hypothesis_words(tables, paths, words_txt, indices)
+
+    ac, withlm, nolm = (tables[n].values for n in ("acwt", "lmwt.withlm", "lmwt.nolm"))
+    utts: Dict[str, Utterance] = {}
+    for utt, start, n in kept_blocks:
+        hyps = [Hypothesis(ref.keys[i], words[i], ac[i], withlm[i], nolm[i]) for i in range(start, start + n)]
+        utts[utt] = Utterance(utt, hyps)
+    return _nbest_set(nd, data_dir, share, utts, [u for u, _, _ in blocks], len(ref), len(indices), allow_missing)
+
+
+def _find_archives(nd: Path, words_txt: Optional[PathLike]) -> tuple:
+    """(archive name -> its path or None, the words.txt to use or None) of an N-best dir,
+    checked: the three cost archives, one of the word archives, a words.txt for ``words``."""
     if not nd.is_dir():
         raise RescoreError("an N-best directory", path=nd, got="no such directory")
     paths = {n: find_archive(nd, n) for n in ARCHIVES}
@@ -290,88 +326,90 @@ def load_nbest_dir(
         words_txt = default_words_txt(nd)
     if paths["words"] is not None and paths["words_text"] is None and words_txt is None:
         raise RescoreError("words.txt to map 'words' ids (give --words-txt)", path=paths["words"])
+    return paths, words_txt
 
-    log.info("reading N-best dir %s", nd)
-    ref_name = "words_text" if paths["words_text"] is not None else "words"
-    data = groups = grouping = share = keep = None
-    if select is not None:
-        # The share: conversations from every key of the reference archive and the data dir
-        # (the same in every job), then only the share's values are parsed.
-        ref_keys = read_table(paths[ref_name], _KIND[ref_name], keep=lambda key: False)
-        blocks = _utterance_blocks(ref_keys)
-        data = read_data_dir(data_dir) if data_dir is not None else None
-        groups, grouping = _conversation_groups(data, [u for u, _, _ in blocks])
-        chosen = set(select([g for g, _ in groups]))
-        groups = [(g, us) for g, us in groups if g in chosen]
-        share = {u for _, us in groups for u in us}
-        # the share's keys (a key of another archive that is not in the reference archive is
-        # not read: check_same_keys names it)
-        kept_keys = {ref_keys.keys[i] for u, start, n in blocks if u in share for i in range(start, start + n)}
-        keep = kept_keys.__contains__
 
-    tables: Dict[str, Table] = {}
-    for n in ("words_text", "words"):
-        if paths[n] is not None:
-            tables[n] = read_table(paths[n], _KIND[n], keep=keep)
-    ref = tables[ref_name]
-    if select is None or ref.keys != ref_keys.keys:  # (changed between the two reads: check again)
-        blocks = _utterance_blocks(ref)
-    for n in ("acwt", "lmwt.withlm", "lmwt.nolm", "ali"):
-        if paths[n] is not None:
-            tables[n] = read_table(paths[n], _KIND[n], keep=keep)
-    for n, t in tables.items():
-        if t is not ref:
-            check_same_keys(ref, t)
-    kept_blocks = blocks if share is None else [b for b in blocks if b[0] in share]
-    indices = (range(len(ref)) if share is None else
-               [i for _, start, n in kept_blocks for i in range(start, start + n)])
+@dataclass
+class _Share:
+    """The share of the set a ``select`` keeps, cut from the keys of every job's set."""
 
-    if "words_text" in tables:
-        wt = tables["words_text"]
-        words = wt.values
-        if "words" in tables:
-            if words_txt is None:
-                log.warning("no words.txt: cannot check %s against %s", paths["words"], paths["words_text"])
-            else:
-                from_ids = _words_from_ids(tables["words"], Path(words_txt), indices)
-                for i in indices:
-                    if from_ids[i] != words[i]:
-                        raise wt.error(i, f"the words of line {tables['words'].lines[i]} of "
-                                          f"{tables['words'].path} mapped through {words_txt}: "
-                                          f"'{' '.join(from_ids[i])}'", got=" ".join(words[i]))
-        elif words_txt is not None:
-            # words_text alone: its words come from int2sym.pl over words.txt, so a word missing
-            # there is a mismatch of the two (the wrong words.txt, or an edited archive)
-            known = read_symbol_table(words_txt)
+    data: Optional[DataDir]  # the data dir, read
+    groups: list  # the kept [(conversation id, its utterance ids)], in carry order
+    grouping: str  # what the conversations come from (segments, utt2spk, utterance)
+    utts: set  # the kept utterances
+    keep: Callable[[str], bool]  # whether an archive key is the share's
+    ref_keys: Table  # the reference archive's keys (no values)
+    blocks: list  # its (utterance, first index, count) blocks
+
+
+def _choose_share(ref_path: Path, kind: str, data_dir: Optional[PathLike], select: Select) -> _Share:
+    """The conversations from every key of the reference archive and the data dir (the same in
+    every job); only the share's values are parsed afterwards."""
+    ref_keys = read_table(ref_path, kind, keep=lambda key: False)
+    blocks = _utterance_blocks(ref_keys)
+    data = read_data_dir(data_dir) if data_dir is not None else None
+    groups, grouping = _conversation_groups(data, [u for u, _, _ in blocks])
+    chosen = set(select([g for g, _ in groups]))
+    groups = [(g, us) for g, us in groups if g in chosen]
+    share = {u for _, us in groups for u in us}
+    # the share's keys (a key of another archive that is not in the reference archive is not
+    # read: check_same_keys names it)
+    kept_keys = {ref_keys.keys[i] for u, start, n in blocks if u in share for i in range(start, start + n)}
+    return _Share(data, groups, grouping, share, kept_keys.__contains__, ref_keys, blocks)
+
+
+def _hypothesis_words(tables: Dict[str, Table], paths: Dict[str, Optional[Path]],
+                      words_txt: Optional[PathLike], indices: Sequence[int]) -> List[List[str]]:
+    """The words of every hypothesis (those at ``indices`` filled in): ``words_text``, checked
+    against ``words`` mapped through words.txt, or against words.txt alone; else ``words``
+    mapped."""
+    if "words_text" not in tables:
+        return _words_from_ids(tables["words"], Path(words_txt), indices)  # type: ignore[arg-type]
+    wt = tables["words_text"]
+    words = wt.values
+    if "words" in tables:
+        if words_txt is None:
+            log.warning("no words.txt: cannot check %s against %s", paths["words"], paths["words_text"])
+        else:
+            from_ids = _words_from_ids(tables["words"], Path(words_txt), indices)
             for i in indices:
-                bad = next((w for w in words[i] if w not in known), None)
-                if bad is not None:
-                    raise wt.error(i, f"words of {words_txt}", got=f"{bad!r} (not in {words_txt})")
-    else:
-        words = _words_from_ids(tables["words"], Path(words_txt), indices)  # type: ignore[arg-type]
+                if from_ids[i] != words[i]:
+                    raise wt.error(i, f"the words of line {tables['words'].lines[i]} of "
+                                      f"{tables['words'].path} mapped through {words_txt}: "
+                                      f"'{' '.join(from_ids[i])}'", got=" ".join(words[i]))
+    elif words_txt is not None:
+        # words_text alone: its words come from int2sym.pl over words.txt, so a word missing
+        # there is a mismatch of the two (the wrong words.txt, or an edited archive)
+        known = read_symbol_table(words_txt)
+        for i in indices:
+            bad = next((w for w in words[i] if w not in known), None)
+            if bad is not None:
+                raise wt.error(i, f"words of {words_txt}", got=f"{bad!r} (not in {words_txt})")
+    return words
 
-    ac, withlm, nolm = (tables[n].values for n in ("acwt", "lmwt.withlm", "lmwt.nolm"))
-    utts: Dict[str, Utterance] = {}
-    for utt, start, n in kept_blocks:
-        hyps = [Hypothesis(ref.keys[i], words[i], ac[i], withlm[i], nolm[i]) for i in range(start, start + n)]
-        utts[utt] = Utterance(utt, hyps)
 
+def _nbest_set(nd: Path, data_dir: Optional[PathLike], share: Optional[_Share], utts: Dict[str, Utterance],
+               all_utts: List[str], n_hyps: int, n_kept: int, allow_missing: bool) -> NbestSet:
+    """The set of the read utterances: references and conversations from the data dir."""
+    data = share.data if share is not None else None
     if data is None and data_dir is not None:
         data = read_data_dir(data_dir)
     refs = None
     if data is not None:
-        refs = _references(data, [u for u, _, _ in blocks], allow_missing)
+        refs = _references(data, all_utts, allow_missing)
         if refs is not None and share is not None:
-            refs = {u: r for u, r in refs.items() if u in share}
-    if groups is None:
+            refs = {u: r for u, r in refs.items() if u in share.utts}
+    if share is None:
         groups, grouping = _conversation_groups(data, list(utts))
+    else:
+        groups, grouping = share.groups, share.grouping
     convs = [Conversation(g, [utts[u] for u in us]) for g, us in groups]
     if share is None:
         log.info("%d hypotheses, %d utterances, %d conversations (grouped by %s)",
-                 len(ref), len(utts), len(convs), grouping)
+                 n_hyps, len(utts), len(convs), grouping)
     else:
         log.info("%d of the %d hypotheses, %d of the %d utterances, %d conversations (grouped by %s)",
-                 len(indices), len(ref), len(utts), len(blocks), len(convs), grouping)
+                 n_kept, n_hyps, len(utts), len(all_utts), len(convs), grouping)
     return NbestSet(str(nd), convs, refs, grouping)
 
 
@@ -414,3 +452,17 @@ def _conversation_groups(data: Optional[DataDir], order: List[str]) -> tuple:
             groups.setdefault(data.utt2spk[u], []).append(u)
         return [(s, sorted(groups[s])) for s in sorted(groups)], "utt2spk"
     return [(u, [u]) for u in order], "utterance"
+
+
+def assemble_set(path: PathLike, utts: Sequence[Utterance], data_dir: Optional[PathLike] = None, *,
+                 refs: Optional[Dict[str, List[str]]] = None, allow_missing: bool = False) -> NbestSet:
+    """An NbestSet of utterances read from another format (rescore.io.interchange), in their
+    order, with references and conversations from the data dir as load_nbest_dir forms them
+    (``refs``: the input's own references, used without a data dir 'text')."""
+    data = read_data_dir(data_dir) if data_dir is not None else None
+    order = [u.id for u in utts]
+    if data is not None and data.text is not None:
+        refs = _references(data, order, allow_missing)
+    groups, grouping = _conversation_groups(data, order)
+    by_id = {u.id: u for u in utts}
+    return NbestSet(str(path), [Conversation(g, [by_id[u] for u in us]) for g, us in groups], refs, grouping)

@@ -8,8 +8,9 @@ history slots holding the same word), so perplexities compare only between equal
 The text is cut into ``batch_size`` contiguous streams scored side by side (each starts from an
 empty state); within a stream the state is carried across BPTT chunks.
 
-Per-bucket cross-entropy (design §7, Li et al. 2020 Figure 2): word targets (not ``<eos>``) are
-grouped into rare-word buckets by training-text frequency, 0 = rarest.
+Per-bucket cross-entropy (the rare-word buckets of docs/evaluation.md; Li et al. 2020 Figure 2):
+word targets (not ``<eos>``) are grouped into rare-word buckets by training-text frequency,
+0 = rarest.
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@ seconds (default 20, so a line at least every 30 s even while one step is slow):
 
     12:01:07 rescore.progress INFO: decode: 412/627 utt (66%), 1.9 utt/s, elapsed 03:36, ETA 01:53
 
-and one line when the work ends. Use it like tqdm::
+and one line when the work ends: ``done``, or ``interrupted`` when Ctrl-C (SIGINT, a
+KeyboardInterrupt) stops it; :func:`close_interrupted` closes every bar still open that way
+(the command wrapper, rescore.cli.common, calls it before it exits with status 130). On a
+terminal the bar keeps ``interrupted`` as its postfix. Use it like tqdm::
 
     for batch in progress(batches, desc="epoch 1", unit="batch"):
         ...
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import time
 import weakref
@@ -30,6 +34,7 @@ ENV_SECONDS = "RESCORE_PROGRESS_SECONDS"
 DEFAULT_SECONDS = 20.0
 
 log = logging.getLogger("rescore.progress")
+_open: "weakref.WeakSet[Progress]" = weakref.WeakSet()  # bars not closed yet
 
 
 def log_interval() -> float:
@@ -69,6 +74,8 @@ class Progress(tqdm):
             kw.setdefault("ncols", 80)
             kw.setdefault("nrows", 24)
         super().__init__(iterable, **kw)
+        self._interrupted = False
+        _open.add(self)
         # tqdm has turned itself off: no terminal (and not silenced by the caller)
         self.log_mode = bool(enabled and self.disable)
         if not self.log_mode:
@@ -107,8 +114,9 @@ class Progress(tqdm):
             self._count += n
         return super().update(n)
 
-    def log_state(self, done: bool = False) -> None:
-        """Log one line: count, total and percent, rate, elapsed and remaining time, postfix."""
+    def log_state(self, done: bool = False, interrupted: bool = False) -> None:
+        """Log one line: count, total and percent, rate, elapsed and remaining time (or done,
+        or interrupted), postfix."""
         n, total = self._count, self.total
         elapsed = time.monotonic() - self._t0
         rate = (n - self._initial) / elapsed if elapsed > 0 else 0.0
@@ -116,7 +124,9 @@ class Progress(tqdm):
         if total:
             line += f" ({100.0 * n / total:.0f}%)"
         line += f", {rate:.3g} {self._unit}/s, elapsed {tqdm.format_interval(elapsed)}"
-        if done:
+        if interrupted:
+            line += ", interrupted"
+        elif done:
             line += ", done"
         elif total and rate > 0:
             line += f", ETA {tqdm.format_interval((total - n) / rate)}"
@@ -125,12 +135,28 @@ class Progress(tqdm):
         self._log.info("%s", line)
 
     def close(self):
+        # closed while Ctrl-C unwinds the work (a finally, a with block), or by close_interrupted
+        interrupted = getattr(self, "_interrupted", False) or isinstance(sys.exc_info()[1], KeyboardInterrupt)
+        _open.discard(self)
         if getattr(self, "log_mode", False) and not self._closed:
             self._closed = True
             self._stop.set()
-            if time.monotonic() - self._t0 >= 1.0:  # only work long enough to matter
+            if interrupted:
+                self.log_state(interrupted=True)
+            elif time.monotonic() - self._t0 >= 1.0:  # only work long enough to matter
                 self.log_state(done=True)
+        elif interrupted and not self.disable:
+            self.set_postfix_str("interrupted", refresh=False)  # tqdm draws it as it closes
         super().close()
+
+
+def close_interrupted() -> None:
+    """Close every bar still open, its last line saying ``interrupted`` (not ``done``): what a
+    command does when Ctrl-C stops it (a bar that a loop or the GC would close later, after the
+    command has said it was interrupted)."""
+    for bar in list(_open):
+        bar._interrupted = True
+        bar.close()
 
 
 def progress(iterable: Optional[Iterable] = None, *, enabled: bool = True, **kw) -> Progress:

@@ -42,7 +42,7 @@ def test_table_row_per_system_and_cis_match_compare_systems(tmp_path):
     from rescore.cli.wer import main as wer_main
     from rescore.io.kaldi import read_text_table
     from rescore.metrics import compare_systems
-    from rescore.pipeline import TuneJob, format_setting, tune_nbest_dir
+    from rescore.tune_job import TuneJob, format_setting, tune_nbest_dir
     from rescore.vocab import count_words, read_sentences
 
     _nn_costs(tmp_path)
@@ -82,7 +82,7 @@ def test_table_row_per_system_and_cis_match_compare_systems(tmp_path):
     assert "Verdict: good against rnd: overall " in md
     # each system's figures are rescore-tune --cross-validate's, and its WER is rescore-wer's
     for s in res["systems"]:
-        costs = None if s["costs"] == "first-pass" else s["costs"][0]
+        costs = () if s["costs"] == "first-pass" else (s["costs"][0],)
         cv = tune_nbest_dir(TuneJob(nbest_dir=str(NBEST_SMALL), data_dir=str(NBEST_SMALL / "data"), nn_costs=costs,
                                     weights=[0, 0.5, 1], inv_acwts=[8, 10, 12], wips=[0, 0.5], cross_validate=True))
         assert s["pooled_wer"] == cv["pooled_wer"]
@@ -150,7 +150,7 @@ def test_verdict_reads_the_cis():
 
 def test_two_model_interpolation_is_rescore_tunes_mix_sweep(tmp_path):
     from rescore.combine import mix_grid
-    from rescore.pipeline import TuneJob, tune_nbest_dir
+    from rescore.tune_job import TuneJob, tune_nbest_dir
 
     _nn_costs(tmp_path)
     good, rnd = tmp_path / "good.nn", tmp_path / "rnd.nn"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rescore.asr.pocketsphinx_nbest import (
+from rescore.asr.sphinx_lattice import (
     Lattice,
     base_word,
     costs,
@@ -151,6 +151,111 @@ def test_normalize_decoder_words():
     assert normalize_decoder_words(["a.m.", "able-bodied", "m.", "don't"]) == ["a", "m", "able", "bodied", "m", "don't"]
 
 
+# ------------------------------------------------------------------ words.txt: the recognizer's words
+
+# A tiny pronunciation dictionary in PocketSphinx's format: comments, an alternative
+# pronunciation, words that normalize to several (a.m., able-bodied), a filler and a line
+# without a pronunciation.
+TINY_DICT = """## a comment
+;; another
+read R IY D
+read(2) R EH D
+a.m. EY EH M
+able-bodied EY B AH L B AA D IY D
+<sil> SIL
+lonely
+zebra Z IY B R AH
+'em AH M
+"""
+
+
+@pytest.fixture
+def tiny_dict(tmp_path):
+    p = tmp_path / "tiny.dict"
+    p.write_text(TINY_DICT)
+    return p
+
+
+def test_dictionary_words_fold_alternatives_and_normalize(tiny_dict, tmp_path):
+    from rescore.asr.pocketsphinx_nbest import dictionary_words
+    from rescore.errors import RescoreError
+
+    assert dictionary_words(tiny_dict, ["<sil>"]) == {"read", "a", "m", "able", "bodied", "zebra", "'em"}
+    # the LM's words only (PocketSphinx's search leaves the others out)
+    assert dictionary_words(tiny_dict, ["<sil>"], known=lambda w: w in ("read", "a.m.")) == {"read", "a", "m"}
+    (tmp_path / "empty.dict").write_text(";; nothing\nlonely\n")
+    with pytest.raises(RescoreError, match="empty.dict: expected a pronunciation dictionary"):
+        dictionary_words(tmp_path / "empty.dict")
+    (tmp_path / "latin1.dict").write_bytes(b"read R IY D\ncaf\xe9 K AE F EY\n")
+    with pytest.raises(RescoreError, match="latin1.dict:2"):
+        dictionary_words(tmp_path / "latin1.dict")
+
+
+def _results():
+    from rescore.asr.pocketsphinx_nbest import UttResult
+
+    hyps = {"u1": [["read", "zebra"], ["reed", "zebra"]], "u2": [["a", "m"]]}
+    return [UttResult(u, [(h, 10.0 + k, 2.0, 1.0) for k, h in enumerate(hs)], hs[0], hs[0], hs[0])
+            for u, hs in hyps.items()]
+
+
+def test_words_txt_holds_the_dictionary_and_the_references(tiny_dict, tmp_path):
+    """words.txt: <eps> 0, the words of the dictionary, the hypotheses and the references sorted,
+    then <s> </s> #0; the words archive's ids are those of this words.txt (the strict reader
+    checks every line against words_text), and rescore-nbest's lexicon (--oov-penalty auto)
+    is every word of it."""
+    from rescore.asr.pocketsphinx_nbest import dictionary_words, symbol_table, write_nbest_dir
+    from rescore.nbest import load_nbest_dir
+    from rescore.pipeline import NbestJob
+
+    lexicon = dictionary_words(tiny_dict, ["<sil>"])
+    refs = {"u1": "read the zebra", "u2": "a m <unk>"}
+    out = tmp_path / "nb"
+    write_nbest_dir(_results(), out, DecoderSettings(), [w for r in refs.values() for w in r.split()], lexicon)
+    rows = [ln.split() for ln in (out / "words.txt").read_text().splitlines()]
+    assert [int(i) for _, i in rows] == list(range(len(rows)))
+    words = [w for w, _ in rows]
+    middle = sorted(lexicon | {"reed", "the", "<unk>"})
+    assert words == ["<eps>"] + middle + ["<s>", "</s>", "#0"]
+    assert words == symbol_table(lexicon, ["reed"], refs["u1"].split(), refs["u2"].split())
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "text").write_text("".join(f"{u} {r}\n" for u, r in refs.items()))
+    (out / "words_text").unlink()  # the words through words.txt alone
+    nbest = load_nbest_dir(out, tmp_path / "data")
+    assert [h.words for u in nbest.utterances() for h in u.hyps] == [["read", "zebra"], ["reed", "zebra"], ["a", "m"]]
+    assert set(NbestJob(nbest_dir=str(out), out_dir=str(tmp_path / "o")).lexicon()) == set(middle) - {"<unk>"}
+
+
+def test_words_txt_without_a_lexicon_is_as_before(tmp_path):
+    """Without the dictionary the symbols are those of the hypotheses and the extra words, in
+    the same order as ever: ids of an existing words.txt keep their meaning."""
+    from rescore.asr.pocketsphinx_nbest import write_nbest_dir
+
+    write_nbest_dir(_results(), tmp_path / "nb", DecoderSettings(), ["the", "<eps>", ""])
+    assert (tmp_path / "nb" / "words.txt").read_text() == "".join(
+        f"{w} {i}\n" for i, w in enumerate(["<eps>", "a", "m", "read", "reed", "the", "zebra", "<s>", "</s>", "#0"]))
+    assert (tmp_path / "nb" / "words").read_text() == "u1-1 3 6\nu1-2 4 6\nu2-1 1 2\n"
+
+
+def test_make_nbest_reports_a_bad_dictionary_or_lm_before_decoding(tmp_path):
+    import wave
+
+    pytest.importorskip("pocketsphinx", reason="PocketSphinx missing: pip install -e '.[mini]'")
+    data = tmp_path / "data"
+    data.mkdir()
+    with wave.open(str(data / "a.wav"), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000), w.writeframes(b"\0\0" * 8000)
+    (data / "wav.scp").write_text(f"a {data / 'a.wav'}\n")
+    (tmp_path / "latin1.dict").write_bytes(b"read R IY D\ncaf\xe9 K AE F EY\n")
+    (tmp_path / "bad.lm").write_text("not a language model\n")
+    for opts, where in ((["--dict", str(tmp_path / "latin1.dict")], "latin1.dict:2"),
+                        (["--lm", str(tmp_path / "bad.lm")], "bad.lm: expected an n-gram LM")):
+        r = subprocess.run([sys.executable, "-m", "rescore.cli.make_nbest", str(data), str(tmp_path / "nb"), *opts],
+                           cwd=REPO, capture_output=True, text=True)
+        assert r.returncode == 1 and where in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert not (tmp_path / "nb" / "words.txt").exists()
+
+
 # ------------------------------------------------------------------ real PocketSphinx decodes
 
 def _need_tools():
@@ -174,7 +279,8 @@ def decoded(tmp_path_factory):
     _need_tools()
     d = tmp_path_factory.mktemp("asr")
     (d / "text.txt").write_text(SENTENCES)
-    run = lambda *a: subprocess.run([sys.executable, "-m", *a], cwd=REPO, check=True, capture_output=True, text=True)
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", *a], cwd=REPO, check=True, capture_output=True, text=True)
     run("rescore.cli.tts_data", str(d / "text.txt"), str(d / "data"))
     r = run("rescore.cli.make_nbest", str(d / "data"), str(d / "nbest"), "--nj", "2", "--nbest", "100")
     return d, r.stdout
@@ -206,9 +312,25 @@ def test_decoded_nbest_passes_the_strict_reader_and_ranks_like_pocketsphinx(deco
     assert "rank 1 equals PocketSphinx's 1-best for 5" in out
 
 
+def test_decoded_words_txt_is_the_recognizers_words(decoded):
+    """words.txt of a real decode: what PocketSphinx can say (cmudict's words that en-us.lm.bin
+    knows) and the references' words; every hypothesis word is among the recognizer's."""
+    from rescore.asr.pocketsphinx_nbest import default_model_paths, dictionary_words, recognizer_words, symbol_table
+
+    d, _ = decoded
+    lexicon = recognizer_words(DecoderSettings())
+    in_dict = dictionary_words(default_model_paths()["dict"])
+    refs = [w for ln in (d / "data" / "text").read_text().splitlines() for w in ln.split()[1:]]
+    words = [ln.split()[0] for ln in (d / "nbest" / "words.txt").read_text().splitlines()]
+    assert words == symbol_table(lexicon, refs)
+    assert "heavens" in lexicon and 50_000 < len(lexicon) < len(in_dict)  # the LM's words only
+    hyp_words = {w for ln in (d / "nbest" / "words_text").read_text().splitlines() for w in ln.split()[1:]}
+    assert hyp_words and hyp_words <= lexicon
+
+
 def test_first_pass_wer_is_reproduced_by_rescore_nbest(decoded, tmp_path):
     d, _ = decoded
-    r = subprocess.run(
+    subprocess.run(
         [sys.executable, "-m", "rescore.cli.nbest", str(d / "nbest"), str(tmp_path / "out"), "--data-dir",
          str(d / "data"), "--inv-acwt", "9.5", "--wip", "0", "--weight", "0"],
         cwd=REPO, check=True, capture_output=True, text=True)
@@ -226,7 +348,8 @@ def test_first_pass_wer_is_reproduced_by_rescore_nbest(decoded, tmp_path):
 
 def _costs(nbest_dir: Path, utt: str):
     """(words, acwt / 9.5 + lmwt.withlm) of one utterance's entries, from the text archives."""
-    read = lambda name: {ln.split()[0]: ln.split()[1:] for ln in (nbest_dir / name).read_text().splitlines()}
+    def read(name):
+        return {ln.split()[0]: ln.split()[1:] for ln in (nbest_dir / name).read_text().splitlines()}
     words, ac, lm = read("words_text"), read("acwt"), read("lmwt.withlm")
     keys = [k for k in words if k.rsplit("-", 1)[0] == utt]
     return [(words[k], float(ac[k][0]) / 9.5 + float(lm[k][0])) for k in keys]
@@ -266,7 +389,8 @@ def test_tts_data_dir_is_a_kaldi_data_dir(decoded):
 
     d, _ = decoded
     data = d / "data"
-    read = lambda n: [ln.split() for ln in (data / n).read_text().splitlines()]
+    def read(n):
+        return [ln.split() for ln in (data / n).read_text().splitlines()]
     wavs = {r: p for r, p in read("wav.scp")}
     segs = read("segments")
     assert len(wavs) == 3 and len(segs) == 5

@@ -55,7 +55,6 @@ def run_chunks(head, hidden, emb, ident, ids_next, ident_next, cut):
 def ref_psmm(head, hidden, ident, ids_next, ident_next):
     """Merity et al. 2017 eqs. 3-7, one position at a time."""
     B, T, _ = hidden.shape
-    out = torch.zeros(B, T, dtype=hidden.dtype)
     rows = []
     for b in range(B):
         row = []

@@ -175,8 +175,8 @@ def test_nbest_command_with_cache_equals_naive_scoring(tmp_path):
     for extra in ([], ["--cache-window", "30", "--cache-theta", "0.5", "--cache-lambda", "0.2"]):
         out = tmp_path / f"out{len(extra)}"
         run = CliRunner().invoke(main, [str(fixture), str(out), "--data-dir", str(fixture / "data"),
-                                        "--model", str(ckpt), "--weight", "0.5", "--device", "cpu"]
-                                 + extra)
+                                        "--model", str(ckpt), "--weight", "0.5", "--device", "cpu",
+                                        "--oov-penalty", "0"] + extra)
         assert run.exit_code == 0, run.output
         costs.append(read_nn_costs(out / "lmwt.nn"))
     expect = score_nbest_set(NeuralCacheLM(model.eval(), 30, 0.5, 0.2), nbest,

@@ -15,7 +15,7 @@ from rescore import engine as E
 from rescore.engine import score_nbest
 from rescore.errors import OptionError, RescoreError
 from rescore.models import HEADS, ModelConfig, build_model, load_checkpoint, save_checkpoint
-from rescore.models.classes import ClassDecoder, frequency_classes
+from rescore.models.classes import frequency_classes
 from rescore.models.heads import SoftmaxHead
 from rescore.train import TrainOptions, check_config, train_lm
 from rescore.vocab import Vocabulary

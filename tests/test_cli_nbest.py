@@ -120,7 +120,7 @@ def two_models(tmp_path_factory):
 
 def _run_models(out, models, *extra):
     args = [str(NBEST_SMALL), str(out), "--data-dir", str(NBEST_SMALL / "data"), "--device", "cpu",
-            "--weight", "0.7", "--inv-acwt", "10", *extra]
+            "--weight", "0.7", "--inv-acwt", "10", "--oov-penalty", "0", *extra]
     for m in models:
         args += ["--model", str(m)]
     r = CliRunner().invoke(main, args)
@@ -212,3 +212,112 @@ def test_two_models_in_lockstep_carry_from_the_mixed_best(two_models, tmp_path):
         runs[engine] = [read_nn_costs(tmp_path / engine / f"lmwt.nn.{k}") for k in (1, 2)]
     assert all(_max_diff(f, n) < 1e-4 for f, n in zip(runs["fast"], runs["naive"]))
     assert (tmp_path / "fast" / "text").read_text() == (tmp_path / "naive" / "text").read_text()
+
+
+# --------------------------------------------------------------------------------------------
+# Finite inputs whose combination overflows: an error naming the file, the line and the key
+
+
+def _set_value(path, line, value):
+    """Replace the cost on ``line`` (1-based) of a 'key cost' archive."""
+    lines = path.read_text().splitlines()
+    key = lines[line - 1].split()[0]
+    lines[line - 1] = f"{key} {value} "
+    path.write_text("\n".join(lines) + "\n")
+    return key
+
+
+def _copy_nbest(tmp_path):
+    import shutil
+
+    shutil.copytree(NBEST_SMALL, tmp_path / "nb")
+    return tmp_path / "nb"
+
+
+@pytest.mark.parametrize("archive, line, value, options, names", [
+    # ac / inv_acwt: an acoustic cost near the float limit over a small inverse scale
+    ("acwt", 3, "1.7e308", ["--inv-acwt", "0.5"], ["ac / inv_acwt", "inv_acwt 0.5"]),
+    # withlm - nolm: two finite graph costs whose difference is not (also the graph cost)
+    ("lmwt.withlm", 2, "1.7e308", [], ["withlm - nolm"]),
+    # a word insertion penalty times the hypothesis' words
+    ("words_text", 1, None, ["--wip", "1e308"], ["wip * words"]),
+])
+def test_overflow_is_an_error_naming_file_line_and_key(tmp_path, archive, line, value, options, names):
+    nb = _copy_nbest(tmp_path)
+    key = (nb / archive).read_text().splitlines()[line - 1].split()[0]
+    if value is not None:
+        _set_value(nb / archive, line, value)
+    if archive == "lmwt.withlm":
+        _set_value(nb / "lmwt.nolm", line, "-1.7e308")
+    r = CliRunner().invoke(main, [str(nb), str(tmp_path / "out"), "--data-dir", str(nb / "data"), *options])
+    assert r.exit_code == 1, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)  # no traceback
+    assert f"error: {nb / archive}:{line}: expected costs whose" in r.output and f"'{key}'" in r.output
+    assert all(n in r.output for n in names), r.output
+    assert not (tmp_path / "out" / "text").exists() and not (tmp_path / "out" / "lmwt.interp").exists()
+
+
+def test_overflow_of_nn_lm_costs_names_the_cost_file(tmp_path):
+    from rescore.io.kaldi import read_nn_costs, write_nn_costs
+    from rescore.nbest import load_nbest_dir
+
+    s = load_nbest_dir(NBEST_SMALL)
+    costs = {h.key: [1.0] * (len(h.words) + 1) for u in s.utterances() for h in u.hyps}
+    keys = list(costs)
+    base = [str(NBEST_SMALL), "--data-dir", str(NBEST_SMALL / "data"), "--weight", "0.5"]
+    # per-token costs, each finite, whose sum is not
+    costs[keys[4]] = [1.7e308, 1.7e308] + [1.0] * (len(costs[keys[4]]) - 2)
+    write_nn_costs(tmp_path / "sum.nn", costs)
+    assert read_nn_costs(tmp_path / "sum.nn")[keys[4]][0] == 1.7e308  # the file itself reads
+    r = CliRunner().invoke(main, [base[0], str(tmp_path / "a"), *base[1:], "--nn-costs", str(tmp_path / "sum.nn")])
+    assert r.exit_code == 1 and f"error: {tmp_path / 'sum.nn'}:5: expected NN LM costs whose sum stays finite" \
+        in r.output and f"'{keys[4]}'" in r.output, r.output
+    # a finite NN LM total plus a finite fixed cost: the NN term is the biggest, so its file is named
+    costs[keys[4]] = [1.7e308] + [0.0] * (len(costs[keys[4]]) - 1)
+    write_nn_costs(tmp_path / "big.nn", costs)
+    nb = _copy_nbest(tmp_path)
+    _set_value(nb / "acwt", 5, "1e308")
+    r = CliRunner().invoke(main, [str(nb), str(tmp_path / "b"), "--data-dir", str(nb / "data"), "--weight", "1",
+                                  "--inv-acwt", "1", "--nn-costs", str(tmp_path / "big.nn")])
+    assert r.exit_code == 1 and "expected costs whose interpolated cost stays finite" in r.output, r.output
+    assert f"error: {tmp_path / 'big.nn'}:5:" in r.output and f"'{keys[4]}'" in r.output, r.output
+    assert not (tmp_path / "b" / "text").exists()
+
+
+def test_tune_grid_that_overflows_is_an_error(tmp_path):
+    from rescore.cli.tune import main as tune_main
+
+    nb = _copy_nbest(tmp_path)
+    key = _set_value(nb / "acwt", 1, "1.7e308")
+    r = CliRunner().invoke(tune_main, [str(nb), "--data-dir", str(nb / "data"), "--inv-acwts", "0.5,10",
+                                       "--wips", "0"])
+    assert r.exit_code == 1 and f"error: {nb / 'acwt'}:1: expected costs whose" in r.output, r.output
+    assert f"'{key}'" in r.output and "inv_acwt 0.5" in r.output
+
+
+def test_engine_options_are_the_settings_fields():
+    # every engine setting is an option, its help and default those of rescore.settings (the
+    # OOV penalty's default reads as the rule the job applies)
+    from dataclasses import fields
+
+    from rescore.settings import OOV_AUTO, EngineSettings, option_name
+
+    r = CliRunner().invoke(main, ["--help"], terminal_width=2000)
+    assert r.exit_code == 0
+    text = " ".join(r.output.split())
+    for f in fields(EngineSettings):
+        assert option_name(f.name) in text and " ".join(f.metadata["help"].split()) in text, f.name
+        shown = f.metadata["show_default"] if f.metadata["show_default"] is not None else f.default
+        assert f"[default: {shown}]" in text or f"[default: ({shown})]" in text, f.name
+    assert f"[default: ({OOV_AUTO} with --train-text or a words.txt, else 0)]" in text
+
+
+def test_overflow_is_found_before_a_model_scores(two_models, tmp_path):
+    # the fixed costs the engine carries by are checked first: no scoring, no lmwt.nn left
+    nb = _copy_nbest(tmp_path)
+    key = _set_value(nb / "acwt", 3, "1.7e308")
+    r = CliRunner().invoke(main, [str(nb), str(tmp_path / "out"), "--data-dir", str(nb / "data"), "--device", "cpu",
+                                  "--model", str(two_models[0]), "--inv-acwt", "0.5", "--oov-penalty", "0"])
+    assert r.exit_code == 1 and f"error: {nb / 'acwt'}:3: expected costs whose fixed cost stays finite" in r.output
+    assert f"'{key}'" in r.output and "scoring" not in r.output
+    assert not (tmp_path / "out" / "lmwt.nn").exists()

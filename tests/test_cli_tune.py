@@ -74,9 +74,8 @@ def _conflicting_nn_costs(path):
 
 
 def test_cross_validate_reports_each_half_under_the_other_halfs_setting(tmp_path):
-    from rescore.combine import CostArrays, split_half, tune
+    from rescore.combine import CostArrays, NnCosts, split_half, tune
     from rescore.interp import Params
-    from rescore.io.kaldi import read_nn_costs
 
     nb = _conflicting_nn_costs(tmp_path / "lmwt.nn")
     grid = dict(weights=[0.0, 0.5, 1.0], inv_acwts=[10.0, 12.0], wips=[0.0])
@@ -91,7 +90,7 @@ def test_cross_validate_reports_each_half_under_the_other_halfs_setting(tmp_path
     # half 1 wants the NN LM, half 2 does not: each half is reported under the other's setting,
     # which is worse there than the setting it would pick for itself (tuning on it would hide that)
     assert f1["best"]["weight"] > 0 and f2["best"]["weight"] == 0
-    costs = read_nn_costs(tmp_path / "lmwt.nn")
+    costs = NnCosts.read(nb, [tmp_path / "lmwt.nn"])
     half1, half2 = split_half(nb)
     for fold, tuned, reported in ((f1, half1, half2), (f2, half2, half1)):
         own = tune(tuned, nn_costs=costs, **grid)

@@ -88,8 +88,11 @@ def test_two_systems_side_by_side(tmp_path):
     assert [s["errors"] for s in rep["systems"]] == [20, 1]
     d = rep["differences"][0]
     assert d["wer_diff"] == pytest.approx(100 * (1 - 20) / 280) and d["relative_change"] == pytest.approx(-95.0)
-    assert d["ci"][1] < 0 and rep["bootstrap"] == {"draws": 1000, "seed": 4, "confidence": 0.95, "unit": "group",
-                                                    "grouping": "segments", "units": 5}
+    boot = rep["bootstrap"]
+    assert d["ci"][1] < 0 and {k: v for k, v in boot.items() if k != "note"} == {
+        "draws": 1000, "seed": 4, "confidence": 0.95, "unit": "group", "grouping": "segments", "units": 5,
+        "reliable": False}  # 5 recordings: fewer than 10
+    assert boot["note"].startswith("only 5 recordings (by segments)")
     assert sum(b["systems"]["rescored"]["errors"] for b in rep["buckets"]) == 1
     assert "rel.change" in r.output and "-95.0 %" in r.output and "5 recordings (by segments)" in r.output
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -109,3 +112,57 @@ def test_two_systems_bad_names(tmp_path):
     r = CliRunner().invoke(main, [str(tmp_path / "ref"), str(tmp_path / "a"), str(tmp_path / "b"),
                                   "--groups", str(tmp_path / "segments")])
     assert r.exit_code == 1 and "a group for every utterance" in r.output and "segments" in r.output
+
+
+def _dev_systems(tmp_path, recordings):
+    """The real dev set's references, PocketSphinx's 1-best and the N-best's rank 1 as two
+    systems; a segments file putting the utterances into ``recordings`` recordings (None: the
+    set's own segments)."""
+    d = shared_data_path("tts-wikitext2-dev")
+    first = [ln.split(" ", 1) for ln in (d / "nbest" / "words_text").read_text().splitlines()]
+    (tmp_path / "rank1").write_text("".join(f"{k[:-2]} {w}\n" for k, w in first if k.endswith("-1")))
+    segments = d / "data" / "segments"
+    if recordings is not None:
+        utts = [ln.split()[0] for ln in (d / "data" / "text").read_text().splitlines()]
+        segments = tmp_path / "segments"
+        segments.write_text("".join(f"{u} rec{i % recordings} 0 1\n" for i, u in enumerate(utts)))
+    return [str(d / "data" / "text"), f"ps={d / 'extra' / 'ps_1best.txt'}", f"rank1={tmp_path / 'rank1'}",
+            "--groups", str(segments), "--bootstrap", "200", "--report", str(tmp_path / "r.json")]
+
+
+@pytest.mark.shared_data
+def test_one_recording_gives_no_interval_p_value_or_p_better(tmp_path, caplog):
+    r = CliRunner().invoke(main, _dev_systems(tmp_path, 1))
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "r.json").read_text())
+    d = rep["differences"][0]
+    assert d["wer_diff"] != 0 and (d["ci"], d["p_value"], d["prob_improvement"]) == (None, None, None)
+    assert [s["wer_ci"] for s in rep["systems"]] == [None, None]
+    assert rep["bootstrap"]["units"] == 1 and rep["bootstrap"]["reliable"] is False
+    assert "no confidence interval, p-value or P(better)" in rep["bootstrap"]["note"]
+    row = [ln for ln in r.output.splitlines() if ln.startswith("rank1")][0]
+    assert row.split()[-3:] == ["-", "-", "-"] and "<0.001" not in r.output and "100.0 %" not in r.output
+    assert "note: one recording (by segments) only" in r.output
+    assert any("one recording" in m for m in caplog.messages)
+
+
+@pytest.mark.shared_data
+def test_five_recordings_give_an_interval_marked_unreliable(tmp_path, caplog):
+    r = CliRunner().invoke(main, _dev_systems(tmp_path, 5))
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "r.json").read_text())
+    d = rep["differences"][0]
+    assert d["ci"][0] < d["ci"][1] and d["p_value"] is not None and d["prob_improvement"] is not None
+    assert rep["bootstrap"]["units"] == 5 and rep["bootstrap"]["reliable"] is False
+    assert "note: only 5 recordings (by segments): bootstrap intervals, p-values and P(better)" in r.output
+    assert "unreliable" in rep["bootstrap"]["note"] and any("only 5 recordings" in m for m in caplog.messages)
+
+
+@pytest.mark.shared_data
+def test_the_dev_sets_own_recordings_are_enough(tmp_path, caplog):
+    r = CliRunner().invoke(main, _dev_systems(tmp_path, None))
+    assert r.exit_code == 0, r.output
+    rep = json.loads((tmp_path / "r.json").read_text())
+    assert rep["bootstrap"]["units"] >= 10 and rep["bootstrap"]["reliable"] is True
+    assert rep["bootstrap"]["note"] is None and "note:" not in r.output
+    assert not [m for m in caplog.records if m.levelname == "WARNING"]

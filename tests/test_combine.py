@@ -8,6 +8,7 @@ import pytest
 
 from rescore.combine import (
     CostArrays,
+    NnCosts,
     Params,
     best_hypotheses,
     fixed_cost,
@@ -36,16 +37,26 @@ def _random_nn_costs(nbest, seed=0, per_token=True):
                     else [rng.uniform(5.0, 40.0)]) for u in nbest.utterances() for h in u.hyps}
 
 
-def test_fast_sweep_agrees_with_scalar_path(nbest_small):
+def _checked(nbest, *costs):
+    """The NnCosts of one or several models' key -> costs."""
+    return NnCosts.check(nbest, list(costs), [f"model{k}.nn" for k in range(1, len(costs) + 1)])
+
+
+def test_fast_sweep_agrees_with_a_scalar_reference(nbest_small):
     s = load_nbest_dir(nbest_small, nbest_small / "data")
     costs = _random_nn_costs(s)
-    arrays = CostArrays(s, costs)
+    nn = _checked(s, costs)
+    arrays = CostArrays(s, nn)
     rng = random.Random(3)
     for _ in range(200):
         p = Params(rng.choice([0.0, rng.random()]), rng.uniform(1, 20), rng.uniform(-3, 3))
-        best = best_hypotheses(s, p, costs)
-        flat = arrays.best(p) - arrays.starts
-        assert [best[u] for u in arrays.utt_ids] == flat.tolist()
+        # one hypothesis at a time: the formula of rescore.interp, the first minimum
+        ref = [min(range(len(u.hyps)), key=lambda i: total_cost(fixed_cost(u.hyps[i], p.weight, p.inv_acwt, p.wip),
+                                                                  sum(costs[u.hyps[i].key]), p.weight))
+               for u in s.utterances()]
+        assert (arrays.best(p) - arrays.starts).tolist() == ref
+        best = best_hypotheses(s, p, nn)
+        assert [best[u] for u in arrays.utt_ids] == ref
 
 
 def test_tune_picks_the_grid_minimum_and_reports_held_out(nbest_small):
@@ -54,7 +65,7 @@ def test_tune_picks_the_grid_minimum_and_reports_held_out(nbest_small):
     assert [c.id for c in dev.conversations] == ["rec1"] and [c.id for c in held.conversations] == ["rec2"]
     costs = _random_nn_costs(s, seed=5)
     grid = dict(weights=[0.0, 0.5, 1.0], inv_acwts=[8.0, 10.0, 12.0], wips=[-1.0, 0.0, 1.0])
-    res = tune(dev, nn_costs=costs, held_out=held, **grid)
+    res = tune(dev, nn_costs=_checked(s, costs), held_out=held, **grid)
     assert len(res["grid"]) == 27
     assert res["dev_wer"] == min(r["wer"] for r in res["grid"])
     first_min = next(r for r in res["grid"] if r["wer"] == res["dev_wer"])
@@ -62,7 +73,7 @@ def test_tune_picks_the_grid_minimum_and_reports_held_out(nbest_small):
     # the held-out figure is the WER of the chosen setting on the other half, recomputed with jiwer
     from rescore.metrics import align
 
-    best = best_hypotheses(held, Params(**res["best"]), costs)
+    best = best_hypotheses(held, Params(**res["best"]), _checked(s, costs))
     stats, _ = align(held.refs, {u.id: u.hyps[best[u.id]].words for u in held.utterances()})
     assert res["held_out_wer"] == pytest.approx(stats.wer)
     # without NN costs only weight 0 is swept
@@ -85,12 +96,12 @@ def test_tune_with_weight_dependent_costs(nbest_small):
 
     def costs_for(w):
         asked.append(w)
-        return _random_nn_costs(s, seed=int(w * 10))
+        return _checked(s, _random_nn_costs(s, seed=int(w * 10)))
 
     grid = dict(weights=[0.0, 0.5], inv_acwts=[10.0], wips=[0.0])
     res = tune(s, nn_costs=costs_for, **grid)
     assert asked == [0.0, 0.5]
-    fixed = tune(s, nn_costs=_random_nn_costs(s, seed=5), weights=[0.5], inv_acwts=[10.0], wips=[0.0])
+    fixed = tune(s, nn_costs=_checked(s, _random_nn_costs(s, seed=5)), weights=[0.5], inv_acwts=[10.0], wips=[0.0])
     assert res["grid"][1]["wer"] == fixed["grid"][0]["wer"]
 
 
@@ -122,27 +133,25 @@ def test_mix_is_checked_and_round_trips(tmp_path):
 
 
 def test_mixed_cost_is_the_share_weighted_sum(nbest_small):
-    from rescore.combine import mix_costs
-
     s = load_nbest_dir(nbest_small, nbest_small / "data")
     a, b = _random_nn_costs(s, seed=1), _random_nn_costs(s, seed=2, per_token=False)
     rng = random.Random(4)
-    arrays = CostArrays(s, [a, b])
+    arrays = CostArrays(s, _checked(s, a, b))
     for _ in range(50):
         share = rng.random()
         p = Params(rng.random(), rng.uniform(5, 15), rng.uniform(-2, 2), (share, 1.0 - share))
         # the 1-best of two cost sets under a mix == the 1-best of one set of the mixed totals
         mixed = {k: [share * sum(a[k]) + (1.0 - share) * sum(b[k])] for k in a}
-        one = best_hypotheses(s, p.replace(mix=(1.0,)), mixed)
-        assert best_hypotheses(s, p, [a, b]) == one
+        one = best_hypotheses(s, p.replace(mix=(1.0,)), _checked(s, mixed))
+        assert best_hypotheses(s, p, _checked(s, a, b)) == one
         assert [one[u] for u in arrays.utt_ids] == (arrays.best(p) - arrays.starts).tolist()
     # the lmwt.nn of a mix: per token where both are per token, else the total
-    both = mix_costs(s, [a, a], (0.25, 0.75))
+    both = _checked(s, a, a).mixed_rows((0.25, 0.75))
     assert all(len(both[k]) == len(a[k]) and both[k] == pytest.approx(a[k]) for k in a)
-    tot = mix_costs(s, [a, b], (0.25, 0.75))
+    tot = _checked(s, a, b).mixed_rows((0.25, 0.75))
     assert all(tot[k] == pytest.approx([0.25 * sum(a[k]) + 0.75 * b[k][0]]) for k in a)
     with pytest.raises(RescoreError, match="one --mix share per set"):
-        best_hypotheses(s, Params(0.5), [a, b])
+        best_hypotheses(s, Params(0.5), _checked(s, a, b))
 
 
 def test_mix_grid():
@@ -166,8 +175,8 @@ def test_tune_finds_a_mix_better_than_either_model(nbest_small):
 
     a, b = knows("rec1"), knows("rec2")
     grid = dict(weights=[0.5, 1.0], inv_acwts=[10.0], wips=[0.0])
-    alone = [tune(s, nn_costs=c, **grid)["dev_wer"] for c in (a, b)]
-    res = tune(s, nn_costs=[a, b], mixes=[(0.0, 1.0), (0.5, 0.5), (1.0, 0.0)], **grid)
+    alone = [tune(s, nn_costs=_checked(s, c), **grid)["dev_wer"] for c in (a, b)]
+    res = tune(s, nn_costs=_checked(s, a, b), mixes=[(0.0, 1.0), (0.5, 0.5), (1.0, 0.0)], **grid)
     assert res["dev_wer"] <= min(alone) and res["dev_wer"] < max(alone)
     assert res["dev_wer"] == 0.0 and res["best"]["mix"] == [0.5, 0.5]
     assert len(res["grid"]) == 6 and all("mix" in r for r in res["grid"])

@@ -431,14 +431,6 @@ def test_real_model_other_carry_modes(carry):
 FIXTURE = __import__("pathlib").Path(__file__).parent / "fixtures" / "nbest-small"
 
 
-def test_cli_option_names_match_engine():
-    from rescore.cli import engine_options
-
-    assert engine_options.ENGINES == E.ENGINES and engine_options.STATE_CARRY == E.STATE_CARRY
-    assert engine_options.SCHEDULES == E.SCHEDULES
-    assert engine_options.PRECISIONS == E.PRECISIONS
-
-
 def test_cli_model_writes_lmwt_nn_and_split_merges(tmp_path):
     from click.testing import CliRunner
 
@@ -459,7 +451,7 @@ def test_cli_model_writes_lmwt_nn_and_split_merges(tmp_path):
     ckpt = tmp_path / "model.pt"
     save_checkpoint(model, ckpt)
     common = [str(FIXTURE), "--data-dir", str(FIXTURE / "data"), "--model", str(ckpt),
-              "--weight", "0.5", "--inv-acwt", "10", "--device", "cpu", "--conv-batch", "1"]
+              "--weight", "0.5", "--inv-acwt", "10", "--device", "cpu", "--conv-batch", "1", "--oov-penalty", "0"]
     run = CliRunner().invoke(main, [common[0], str(tmp_path / "all")] + common[1:])
     assert run.exit_code == 0, run.output
     got = read_nn_costs(tmp_path / "all" / "lmwt.nn")
@@ -547,8 +539,25 @@ def test_cli_oov_penalty_auto(tmp_path):
     assert oov_keys, "the fixture must have hypotheses with the OOV words"
     assert all(sum(costs["auto"][k]) > sum(costs["zero"][k]) for k in oov_keys)
 
+    # the default: auto where a training text or a words.txt is known (here both, then the
+    # words.txt beside the N-best dir alone), 0 where neither is
     no_text = [c for c in common if c not in ("--train-text", str(train))]
-    bad = CliRunner().invoke(main, [no_text[0], str(tmp_path / "x")] + no_text[1:] + ["--oov-penalty", "auto"])
-    assert bad.exit_code == 2 and "--train-text" in bad.output
+    for name, args in (("default", common[1:]), ("default-lex", no_text[1:]), ("lex", no_text[1:] + ["--oov-penalty",
+                                                                                                   "auto"])):
+        run = CliRunner().invoke(main, [common[0], str(tmp_path / name)] + args)
+        assert run.exit_code == 0, run.output
+        costs[name] = read_nn_costs(tmp_path / name / "lmwt.nn")
+    assert costs["default"] == costs["auto"] and costs["default-lex"] == costs["lex"] != costs["zero"]
+    bare = tmp_path / "bare"  # the N-best dir without words.txt (words_text holds the words)
+    bare.mkdir()
+    for f in ("words_text", "acwt", "lmwt.withlm", "lmwt.nolm"):
+        (bare / f).write_bytes((FIXTURE / f).read_bytes())
+    for name, extra in (("bare-default", []), ("bare-zero", ["--oov-penalty", "0"])):
+        run = CliRunner().invoke(main, [str(bare), str(tmp_path / name)] + no_text[1:] + extra)
+        assert run.exit_code == 0, run.output
+        costs[name] = read_nn_costs(tmp_path / name / "lmwt.nn")
+    assert costs["bare-default"] == costs["bare-zero"] == costs["zero"]
+    bad = CliRunner().invoke(main, [str(bare), str(tmp_path / "x")] + no_text[1:] + ["--oov-penalty", "auto"])
+    assert bad.exit_code == 2 and "--train-text" in bad.output and "words.txt" in bad.output
     bad = CliRunner().invoke(main, [common[0], str(tmp_path / "y")] + common[1:] + ["--oov-penalty", "lots"])
     assert bad.exit_code == 2 and "number or 'auto'" in bad.output

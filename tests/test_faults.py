@@ -5,7 +5,6 @@ to the uninterrupted result. (kill -9 of training with exact resume: test_train_
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil

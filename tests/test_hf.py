@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import random
 
 import pytest
@@ -214,12 +215,15 @@ def test_unsupported_options_are_refused(tiny):
         _score(tiny, too_long)
 
 
-def test_cli_end_to_end(tiny_dir, tmp_path):
+def test_cli_end_to_end(tiny_dir, tmp_path, caplog):
+    import logging
+
     from click.testing import CliRunner
 
     from rescore.cli.nbest import main
 
     out = tmp_path / "o"
+    caplog.set_level(logging.INFO)
     r = CliRunner().invoke(main, [str(NBEST_SMALL), str(out), "--data-dir", str(NBEST_SMALL / "data"),
                                   "--model", f"hf:{tiny_dir}", "--hf-context", "32", "--device", "cpu"])
     assert r.exit_code == 0, r.output
@@ -230,6 +234,14 @@ def test_cli_end_to_end(tiny_dir, tmp_path):
         key, *costs = line.split()
         assert len(costs) == len(words[key]) + 1 and all(float(c) > 0 for c in costs)
     assert (out / "text").exists() and (out / "report.json").exists()
+    # NBEST_SMALL has a words.txt: the OOV penalty defaults to auto, 0 for an hf: model, and the
+    # vocabulary check (no word vocabulary) leaves it out
+    assert "OOV penalty (auto): 0 for hf:" in caplog.text and "a subword LM (no word vocabulary)" in caplog.text
+    assert json.loads((out / "report.json").read_text())["input_checks"]["vocabulary"] == []
+    zero = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "z"), "--data-dir", str(NBEST_SMALL / "data"),
+                                     "--model", f"hf:{tiny_dir}", "--hf-context", "32", "--device", "cpu",
+                                     "--oov-penalty", "0"])
+    assert zero.exit_code == 0 and (tmp_path / "z" / "lmwt.nn").read_text() == (out / "lmwt.nn").read_text()
     bad = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "p"), "--data-dir", str(NBEST_SMALL / "data"),
                                     "--model", f"hf:{tmp_path / 'absent'}", "--device", "cpu"])
     assert bad.exit_code == 1 and "no such directory" in bad.output and "Traceback" not in bad.output
@@ -243,3 +255,12 @@ def test_cli_end_to_end(tiny_dir, tmp_path):
                        (["--cache-window", "10"], "--cache-window"), (two[2:4], "--mix-carry")):  # bad: exit 2
         r = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "q"), "--model", f"hf:{tiny_dir}", *opts])
         assert r.exit_code == 2 and name in r.output and "Traceback" not in r.output, r.output
+
+
+def test_vocabulary_check_leaves_hf_models_out(tiny_dir):
+    from rescore.nbest import load_nbest_dir
+    from rescore.sanity import check_nbest_input
+
+    nbest = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
+    checks = check_nbest_input(nbest, [f"hf:{tiny_dir}"])
+    assert checks.vocabulary == [] and checks.warnings == []

@@ -479,19 +479,23 @@ true
 
 
 def recipe_dir(tmp: Path, g="G.carpa"):
-    """A recipe dir (utils/parse_options.sh as Kaldi's, utils/int2sym.pl) and the step's inputs."""
+    """A recipe dir (path.sh, steps/, utils/parse_options.sh as Kaldi's, utils/int2sym.pl and
+    split_data.sh) and the step's inputs."""
     d = tmp / "s5"
     (d / "utils").mkdir(parents=True)
+    (d / "steps").mkdir()
+    (d / "path.sh").write_text("")
     (d / "utils" / "parse_options.sh").write_text(PARSE_OPTIONS)
-    (d / "utils" / "int2sym.pl").write_text("#!/bin/sh\n")
-    (d / "utils" / "int2sym.pl").chmod(0o755)
+    for prog in ("int2sym.pl", "split_data.sh"):
+        (d / "utils" / prog).write_text("#!/bin/sh\n")
+        (d / "utils" / prog).chmod(0o755)
     lang, mdl, data, dec = tmp / "lang", tmp / "nnlm", tmp / "data", tmp / "decode"
     for x in (lang, mdl, data, dec):
         x.mkdir()
-    (lang / "words.txt").write_text("<eps> 0\n")
+    (lang / "words.txt").write_text("<eps> 0\n<unk> 1\n")
     if g:
         (lang / g).write_text("")
-    (mdl / "model.pt").write_text("")
+    (mdl / "model.pt").write_text("PK stand-in")  # the steps check that it is not empty
     (data / "utt2spk").write_text("u s\n")
     (dec / "num_jobs").write_text("2\n")
     (dec / "lat.1.gz").write_bytes(gzip.compress(b""))
@@ -513,7 +517,8 @@ def test_usage_on_wrong_argument_count(tmp_path, script, nargs):
 
 @pytest.mark.parametrize("case,expected", [
     ("no-g", "G.carpa or "), ("lat2", "lat.2.gz to exist (num_jobs is 2)"),
-    ("bad-weight", "expected numbers for --weight"), ("programs", "not found on PATH: run.pl lattice-prune"),
+    ("bad-weight", "--weight must be a number in [0, 1], got '0.x'"),
+    ("programs", "not found on PATH: run.pl lattice-prune"),
 ])
 def test_lattice_step_checks_inputs_before_any_work(tmp_path, case, expected):
     d, args = recipe_dir(tmp_path, g=None if case == "no-g" else "G.carpa")
@@ -543,7 +548,7 @@ def test_kaldi_named_step_takes_kaldis_options_and_refuses_others(tmp_path):
             "--oov-symbol", "'<unk>'", "--cmd", "run.pl", "--stage", "0", "--skip-scoring", "true"]
     r = run_sh(KALDI_STEP, d, opts + kaldi_args)
     # every Kaldi option parsed; it stops at the first program it needs
-    assert r.returncode == 1 and "rescore-import-kaldi-lm not found on PATH" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 1 and "not found on PATH: rescore-import-kaldi-lm" in r.stdout, r.stdout + r.stderr
     r = run_sh(KALDI_STEP, d, ["--max-arcs", "3"] + kaldi_args)
     assert r.returncode == 1 and "invalid option --max-arcs" in r.stderr
 
@@ -553,6 +558,7 @@ def test_kaldi_named_steps_share_one_cache_of_the_imported_model(tmp_path):
     with the options in import.opts), so either reuses what the other imported."""
     d, args = recipe_dir(tmp_path)
     lang, mdl, data, dec, out = args
+    (Path(dec) / "lat.2.gz").write_bytes(gzip.compress(b""))  # the inputs are checked before the import
     model = f"{mdl}/model.pt"
     kaldi_args = [lang, model, lang + "/words.txt", data, dec, out]
     opts = ["--model-type", "LSTM", "--embedding-dim", "8", "--hidden-dim", "8", "--nlayers", "1"]

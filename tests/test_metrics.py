@@ -160,7 +160,9 @@ def test_comparison_bucket_table_adds_up_to_the_total():
 
 def test_bootstrap_is_deterministic_under_a_seed():
     refs, a, b = _two_systems()
-    run = lambda seed: compare_systems(refs, {"a": a, "b": b}, draws=300, seed=seed)
+    def run(seed):
+        return compare_systems(refs, {"a": a, "b": b}, draws=300, seed=seed)
+
     assert run(3) == run(3)
     assert run(3)["differences"][0]["ci"] != run(4)["differences"][0]["ci"]
 
@@ -193,7 +195,9 @@ def test_bootstrap_against_a_slow_reference():
     utts = list(refs)
     _, al_a = align(refs, a)
     _, al_b = align(refs, b)
-    err = lambda al, u: al[u].substitutions + al[u].deletions + len(al[u].inserted)
+    def err(al, u):
+        return al[u].substitutions + al[u].deletions + len(al[u].inserted)
+
     idx = np.random.default_rng(5).integers(0, len(utts), size=(200, len(utts)))  # as _resample_counts draws
     diffs = []
     for draw in idx:
@@ -224,10 +228,10 @@ def test_comparison_json_has_no_nan_or_infinity(tmp_path):
     refs = {"u1": [], "u2": ["a"]}  # an empty reference; one utterance of one word
     cmp = compare_systems({"u1": []}, {"x": {"u1": ["extra"]}, "y": {"u1": []}}, draws=50)
     assert cmp["systems"][0]["wer"] is None  # errors over 0 reference words
-    json.dumps(cmp, allow_nan=False)
+    json.dumps(cmp.as_dict(), allow_nan=False)
     cmp = compare_systems(refs, {"x": {"u1": ["b"], "u2": ["a"]}, "y": {"u1": [], "u2": ["a"]}},
                           train_counts=Counter({"a": 3}), num_buckets=3, draws=50)
-    json.dumps(cmp, allow_nan=False)
+    json.dumps(cmp.as_dict(), allow_nan=False)
     plot_comparison(cmp, tmp_path / "c.png", "x vs y")
     assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -250,3 +254,39 @@ def test_a_difference_does_not_depend_on_the_other_systems_compared():
     d, e = two["differences"][0], back["differences"][0]
     assert e["wer_diff"] == pytest.approx(-d["wer_diff"])
     assert e["ci"] == pytest.approx([-d["ci"][1], -d["ci"][0]])
+
+
+def test_records_read_like_the_json_written_from_them():
+    import json
+
+    refs, a, b = _two_systems(n=30)
+    cmp = compare_systems(refs, {"a": a, "b": b}, train_counts=Counter(WORDS), num_buckets=3, draws=50)
+    d = cmp.as_dict()
+    assert list(d) == ["num_utts", "ref_words", "ref_text", "baseline", "systems", "differences", "bootstrap",
+                       "buckets", "bucket_rule"]
+    assert list(d["systems"][0]) == ["name", "path", "wer", "errors", "substitutions", "deletions", "insertions",
+                                     "ref_words", "num_utts", "wer_ci"]
+    back = json.loads(json.dumps(d, allow_nan=False))  # nothing but JSON inside
+    assert back == d == dict(cmp)
+    assert cmp["systems"][1]["name"] == cmp.systems[1].name == "b"
+    assert cmp["buckets"][0]["differences"]["b"] == cmp.buckets[0].differences["b"].as_dict()
+    assert format_comparison(cmp) == format_comparison(back)
+
+
+def test_a_bootstrap_knows_how_many_units_it_resamples(caplog):
+    refs, a, b = _two_systems(n=30)
+    train = Counter({w: (i + 1) ** 2 for i, w in enumerate(WORDS)})
+    one = compare_systems(refs, {"a": a, "b": b}, groups={u: "r" for u in refs}, grouping="segments", draws=100,
+                          train_counts=train, num_buckets=3)
+    assert one.bootstrap.units == 1 and not one.bootstrap.reliable and "one recording" in one.bootstrap.note
+    d = one.differences[0]
+    assert d.wer_diff != 0 and (d.ci, d.p_value, d.prob_improvement) == (None, None, None)
+    assert all(r.differences["b"].ci is None for r in one.buckets) and one.systems[0].wer_ci is None
+    few = compare_systems(refs, {"a": a, "b": b}, groups={u: str(i % 3) for i, u in enumerate(refs)},
+                          grouping="utt2spk", draws=100)
+    assert few.differences[0].ci is not None and not few.bootstrap.reliable
+    assert few.bootstrap.note.startswith("only 3 groups (by utt2spk)") and f"note: {few.bootstrap.note}" in \
+        format_comparison(few)
+    assert sum("only 3 groups" in m for m in caplog.messages) == 1
+    enough = compare_systems(refs, {"a": a, "b": b}, draws=100)  # 30 utterances
+    assert enough.bootstrap.reliable and enough.bootstrap.note is None and "note:" not in format_comparison(enough)

@@ -137,7 +137,8 @@ CASES = [
     ("non-integer word id", lambda d: _edit(d / "words", _set(2, "rec1-rms-000-3 1 14.0 10 3 \n")), "words", 3,
      "integers"),
     ("empty line", lambda d: _edit(d / "acwt", lambda ls: ls[:2] + ["\n"] + ls[2:]), "acwt", 3, "empty line"),
-    ("bad utf-8", lambda d: (d / "words_text").write_bytes((d / "words_text").read_bytes().replace(b"lobsters", b"lob\xffsters", 1)),
+    ("bad utf-8", lambda d: (d / "words_text").write_bytes(
+        (d / "words_text").read_bytes().replace(b"lobsters", b"lob\xffsters", 1)),
      "words_text", 1, "UTF-8"),
 ]
 

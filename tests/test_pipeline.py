@@ -22,7 +22,9 @@ from rescore.interp import Params
 from rescore.io.kaldi import read_nn_costs, read_table, write_nn_costs
 from rescore.io.outdir import LOCK_NAME, MANIFEST_NAME, read_manifest
 from rescore.nbest import load_nbest_dir
-from rescore.pipeline import NbestJob, ScoringOptions, TuneJob, rescore_nbest_dir
+from rescore.pipeline import NbestJob, rescore_nbest_dir
+from rescore.settings import EngineSettings
+from rescore.tune_job import TuneJob
 
 
 def _random_nn_costs(nbest, seed=0, per_token=True):
@@ -49,7 +51,7 @@ def test_rescore_nbest_outputs(nbest_small, tmp_path):
     costs = read_nn_costs(tmp_path / "lmwt.nn")
     out = tmp_path / "out"
     report = rescore_nbest_dir(NbestJob(str(nbest_small), str(out), params=Params(0.5, 11.0, 0.25),
-                                        data_dir=str(nbest_small / "data"), nn_costs=str(tmp_path / "lmwt.nn")))
+                                        data_dir=str(nbest_small / "data"), nn_costs=(str(tmp_path / "lmwt.nn"),)))
     # lmwt.interp: Kaldi text archive with trailing spaces, one new graph cost per hypothesis
     text = (out / "lmwt.interp").read_text().splitlines(keepends=True)
     assert len(text) == 17 and all(line.endswith(" \n") for line in text)
@@ -84,7 +86,7 @@ def test_bad_nn_costs_are_refused_and_nothing_is_written(nbest_small, tmp_path):
         write_nn_costs(tmp_path / f"{name}.nn", costs)
         with pytest.raises(RescoreError, match=r"rec1-rms-000-2|rec2-awb-001-3|nobody-1"):
             rescore_nbest_dir(NbestJob(str(nbest_small), str(tmp_path / "o"), params=Params(weight=0.3),
-                                       data_dir=str(nbest_small / "data"), nn_costs=str(tmp_path / f"{name}.nn")))
+                                       data_dir=str(nbest_small / "data"), nn_costs=(str(tmp_path / f"{name}.nn"),)))
         assert not (tmp_path / "o").exists()  # nothing written on bad input, not even the dir
 
 
@@ -147,7 +149,7 @@ def test_params_are_checked_when_built():
         with pytest.raises(OptionError):
             Params(**bad)
     with pytest.raises(OptionError, match="--oov-penalty"):
-        ScoringOptions(model="m.pt", oov_penalty=float("nan"))
+        EngineSettings(oov_penalty=float("nan"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -438,13 +440,11 @@ def test_a_job_of_several_cost_files(tmp_path):
     with pytest.raises(OptionError, match="--mix"):
         NbestJob(str(NBEST_SMALL), str(tmp_path / "o"), params=Params(0.0, mix=(0.5, 0.5)))
     # models: one lmwt.nn per model besides the mix, and the manifest names every model as an input
-    m = ScoringOptions(model=("a.pt", "b.pt"))
-    assert m.models == ("a.pt", "b.pt") and ScoringOptions(model="a.pt").model == "a.pt"
-    job = NbestJob(str(NBEST_SMALL), str(tmp_path / "m"), params=Params(0.5), scoring=m)
+    job = NbestJob(str(NBEST_SMALL), str(tmp_path / "m"), params=Params(0.5), models=("a.pt", "b.pt"))
     assert job.outputs() == ["lmwt.nn", "lmwt.nn.1", "lmwt.nn.2", "lmwt.interp", "text"]
     assert {"a.pt", "b.pt"} <= {p.name for p in job.inputs()}
     with pytest.raises(OptionError, match="at most 8"):
-        ScoringOptions(model=tuple(f"m{k}.pt" for k in range(9)))
+        NbestJob(str(NBEST_SMALL), str(tmp_path / "m"), params=Params(0.5), models=tuple(f"m{k}.pt" for k in range(9)))
     report = rescore_nbest_dir(NbestJob(str(NBEST_SMALL), str(tmp_path / "r"), params=Params(0.5, mix=(0.2, 0.3, 0.5)),
                                         data_dir=str(NBEST_SMALL / "data"), nn_costs=tuple(files)))
     manifest = read_manifest(tmp_path / "r")
@@ -455,3 +455,27 @@ def test_a_job_of_several_cost_files(tmp_path):
     costs = [read_nn_costs(f) for f in files]
     for key, c in mixed.items():
         assert c == pytest.approx([0.2 * x + 0.3 * y + 0.5 * z for x, y, z in zip(*(cs[key] for cs in costs))])
+
+
+def test_oov_penalty_default_is_auto_where_words_are_known(tmp_path):
+    # auto where a training text or a words.txt (given, or beside NBEST_DIR) is known, else 0;
+    # without a model there is no NN LM to penalise: 0
+    bare = tmp_path / "bare"  # no words.txt beside it
+    bare.mkdir()
+    for f in ("words_text", "acwt", "lmwt.withlm", "lmwt.nolm"):
+        (bare / f).write_bytes((NBEST_SMALL / f).read_bytes())
+    (tmp_path / "train.txt").write_text("a b c\n")
+
+    def penalty(nbest_dir, **kw):
+        return NbestJob(str(nbest_dir), str(tmp_path / "o"), **kw).scoring.oov_penalty
+
+    assert penalty(NBEST_SMALL, models=("m.pt",)) == "auto"  # NBEST_SMALL/words.txt
+    assert penalty(bare, models=("m.pt",)) == 0.0
+    assert penalty(bare, models=("m.pt",), words_txt=str(NBEST_SMALL / "words.txt")) == "auto"
+    assert penalty(bare, models=("m.pt",), train_text=str(tmp_path / "train.txt")) == "auto"
+    assert penalty(NBEST_SMALL) == 0.0
+    assert penalty(NBEST_SMALL, models=("m.pt",), scoring=EngineSettings(oov_penalty=2.5)) == 2.5
+    with pytest.raises(OptionError, match="words.txt for --oov-penalty auto"):
+        NbestJob(str(bare), str(tmp_path / "o"), models=("m.pt",), scoring=EngineSettings(oov_penalty="auto"))
+    with pytest.raises(OptionError, match="--model for an OOV penalty"):
+        NbestJob(str(NBEST_SMALL), str(tmp_path / "o"), scoring=EngineSettings(oov_penalty="auto"))

@@ -88,3 +88,36 @@ def test_bad_interval_falls_back_with_a_warning(monkeypatch, caplog):
     assert log_interval() == DEFAULT_SECONDS and "RESCORE_PROGRESS_SECONDS" in caplog.text
     monkeypatch.setenv("RESCORE_PROGRESS_SECONDS", "2.5")
     assert log_interval() == 2.5
+
+
+def test_interrupted_work_logs_interrupted_not_done(caplog):
+    """Ctrl-C through a bar's with block or loop: its last line says interrupted; a bar still open
+    when the command stops (close_interrupted) too; finished work still says done."""
+    import logging
+
+    from rescore.progress import close_interrupted, progress
+
+    caplog.set_level(logging.INFO, logger="rescore.progress")
+    with pytest.raises(KeyboardInterrupt):
+        with progress(total=10, desc="with", unit="hyp", interval=60) as bar:
+            bar.update(3)
+            raise KeyboardInterrupt
+    loop = progress(range(10), desc="loop", unit="hyp", interval=60)
+    with pytest.raises(KeyboardInterrupt):
+        for i in loop:
+            if i == 4:
+                raise KeyboardInterrupt
+    # the loop's generator stays suspended (its frame is in the traceback): the command closes it
+    close_interrupted()
+    lines = [r.getMessage() for r in caplog.records if r.name == "rescore.progress"]
+    assert any(m.startswith("with: 3/10 hyp (30%)") and m.endswith(", interrupted") for m in lines), lines
+    assert any(m.startswith("loop: 4/10 hyp (40%)") and m.endswith(", interrupted") for m in lines), lines
+    assert not any("done" in m for m in lines), lines
+    caplog.clear()
+    bar = progress(total=2, desc="whole", unit="hyp", interval=60)
+    bar._t0 -= 2  # work long enough for a done line
+    bar.update(2)
+    bar.close()
+    close_interrupted()  # nothing open any more
+    lines = [r.getMessage() for r in caplog.records if r.name == "rescore.progress"]
+    assert len(lines) == 1 and lines[0].endswith(", done"), lines

@@ -37,12 +37,15 @@ DEV = SHARED / "tts-wikitext2-dev"
 SCRIPTS = sorted(RECIPES.rglob("*.sh"))
 
 # Kaldi's utils/parse_options.sh (current version, safe under set -eu), reduced to what our
-# scripts use: "--foo-bar v" sets foo_bar=v when foo_bar is defined, else "invalid option" on
-# stderr and exit 1; a boolean option takes only true/false; --name=value is refused.
+# scripts use: --help prints $help_message as a printf format (or "No help found."); "--foo-bar v"
+# sets foo_bar=v when foo_bar is defined, else "invalid option" on stderr and exit 1; a boolean
+# option takes only true/false; --name=value is refused.
 PARSE_OPTIONS = r"""
 while true; do
   [ -z "${1:-}" ] && break
   case "$1" in
+    --help|-h) if [ -z "${help_message:-}" ]; then echo "No help found." 1>&2;
+               else printf "$help_message\n" 1>&2; fi; exit 0 ;;
     --*=*) echo "$0: options to scripts must be of the form --name value, got '$1'"; exit 1 ;;
     --*) name=$(echo "$1" | sed s/^--// | sed s/-/_/g)
          eval '[ -z "${'"$name"'+xxx}" ]' && echo "$0: invalid option $1" 1>&2 && exit 1
@@ -186,9 +189,10 @@ def write_exe(path: Path, text: str) -> None:
 
 
 def kaldi_dir(tmp: Path) -> Path:
-    """A recipe directory as the steps script expects it: path.sh, utils/ (stand-ins)."""
+    """A recipe directory as the steps script expects it: path.sh, steps/, utils/ (stand-ins)."""
     d = tmp / "s5"
     (d / "utils").mkdir(parents=True)
+    (d / "steps").mkdir()
     (d / "path.sh").write_text("# stand-in for Kaldi's path.sh: PATH comes from the test\n")
     (d / "utils" / "parse_options.sh").write_text(PARSE_OPTIONS)
     write_exe(d / "utils" / "int2sym.pl", INT2SYM)
@@ -217,8 +221,8 @@ def inputs(tmp: Path, num_jobs=1, g="G.carpa", model="model.pt"):
     (lang / "words.txt").write_text("<eps> 0\nhello 1\n")
     if g:
         (lang / g).write_bytes(b"")
-    if model:
-        (mdl / model).write_bytes(b"")
+    if model:  # the checks read no more of it than that it is not empty
+        (mdl / model).write_bytes(b"PK\x03\x04 stand-in")
     (data / "utt2spk").write_text("u1 s1\n")
     (decode / "num_jobs").write_text(f"{num_jobs}\n")
     for n in range(1, num_jobs + 1):
@@ -298,6 +302,7 @@ def test_unknown_option_is_refused(tmp_path):
     d = kaldi_dir(tmp_path)
     r = run_step(d, ["--no-such-option", "1"] + inputs(tmp_path))
     assert r.returncode == 1 and "invalid option --no-such-option" in r.stderr
+    assert f"Usage: {STEP} [options]" in r.stderr and "\n  --weight 0.8 " in r.stderr  # then the help
 
 
 @pytest.mark.parametrize("case, expected", [
@@ -412,7 +417,7 @@ def tiny_checkpoint(tmp_path_factory):
     torch.manual_seed(0)
     # A small vocabulary keeps the test fast: the 300 commonest words of the fixture's
     # hypotheses (the rest are out of vocabulary, as rare words are in a real recipe).
-    sym = dict(l.split()[::-1] for l in (DEV / "lang" / "words.txt").read_text().splitlines())
+    sym = dict(ln.split()[::-1] for ln in (DEV / "lang" / "words.txt").read_text().splitlines())
     counts = Counter(sym[i] for line in (FIXTURE / "words").read_text().splitlines()
                      for i in line.split()[1:])
     vocab = Vocabulary(["<eos>", "<unk>"] + [w for w, _ in counts.most_common(300)])
@@ -424,6 +429,8 @@ def tiny_checkpoint(tmp_path_factory):
 
 # Stand-in rescore-nbest for the tests of the Kaldi stages alone: the old graph cost as the new one.
 RESCORE_NBEST_COPY = r'''#!/bin/sh
+# its --help is the real command's (the step checks --rescore-opts against it)
+[ "$1" = --help ] && PYTHONPATH="{repo}" exec "{python}" -m rescore.cli.nbest --help
 echo "rescore-nbest $*" >> "$CALLS"
 mkdir -p "$2" && cp "$1/lmwt.withlm" "$2/lmwt.interp" && : > "$2/text"
 '''
@@ -443,10 +450,15 @@ def run_on_fixture(tmp_path, g, checkpoint=None, weight=0.5, new_openfst=True, e
     shutil.rmtree(data)
     shutil.copytree(DEV / "data", data)  # the whole dev set's data dir, as a recipe passes it
     shutil.copytree(DEV / "data", Path(data) / "split1" / "1")  # as the 1-job decode split it
+    if checkpoint:  # --oov-penalty auto (the default) with the training words of a real LM text
+        train = tmp_path / "train.txt"
+        with open(SHARED / "wikitext2-asr" / "train.txt") as f:
+            train.write_text("".join(line for _, line in zip(range(2000), f)))
+        extra = ["--train-text", str(train), *extra]
     calls = tmp_path / "calls"
     bindir = make_bin(tmp_path, KALDI_PROGS, rescore_nbest=checkpoint is not None)
     if checkpoint is None:
-        write_exe(bindir / "rescore-nbest", RESCORE_NBEST_COPY)
+        write_exe(bindir / "rescore-nbest", RESCORE_NBEST_COPY.replace("{repo}", str(REPO)))
     r = run_step(d, ["--weight", str(weight), "--inv-acwt", "9.5", "--N", "100", "--device", "cpu",
                      "--skip-scoring", "true", *extra, lang, model_arg or mdl, data, decode, out], [bindir],
                  {"CALLS": str(calls), "FIXTURE": str(FIXTURE), "DROP_KEY": drop,
@@ -464,7 +476,7 @@ def test_old_lm_removal_with_g_fst(tmp_path, new_openfst):
     r, called, lang, out = run_on_fixture(tmp_path, "G.fst", new_openfst=new_openfst,
                                           extra=["--rescore-opts", "--precision bf16 --conv-batch 4"])
     # --rescore-opts reaches rescore-nbest as separate options
-    assert "--oov-penalty 0 --precision bf16 --conv-batch 4" in called
+    assert "--oov-penalty auto --precision bf16 --conv-batch 4" in called
     # fstproject's flag is the one this OpenFst accepts; the pipeline as run.pl hands it to bash
     flag = "--project_type=output" if new_openfst else "--project_output=true"
     first_line = (out / "log" / "remove_old.1.log").read_text().splitlines()[0]
@@ -483,7 +495,7 @@ def test_several_models_reach_rescore_nbest(tmp_path):
     if not FIXTURE.is_dir() or not DEV.is_dir():
         pytest.skip(f"shared data not found at {SHARED} (the Kaldi fixture and the dev N-best)")
     second = tmp_path / "other.pt"
-    second.write_bytes(b"")
+    second.write_bytes(b"PK\x03\x04 stand-in")
     r, called, lang, out = run_on_fixture(tmp_path, "G.carpa", extra=["--mix", "0.6,0.4"],
                                           model_arg=f"{tmp_path / 'nnlm'}:{second}")
     assert f"--model {tmp_path / 'nnlm' / 'model.pt'} --model {second} --mix 0.6,0.4" in called
@@ -532,7 +544,7 @@ def test_steps_script_end_to_end(tmp_path, tiny_checkpoint):
     assert list(read_table(adir / "lmwt.withlm")) == list(words)  # keys line up
     # words_text: the words of words.txt, key by key
     words_text = read_table(adir / "words_text")
-    sym = dict(l.split()[::-1] for l in (DEV / "lang" / "words.txt").read_text().splitlines())
+    sym = dict(ln.split()[::-1] for ln in (DEV / "lang" / "words.txt").read_text().splitlines())
     assert list(words_text) == list(words)
     assert all(words_text[k] == [sym[i] for i in ids] for k, ids in words.items())
 
@@ -575,6 +587,7 @@ def mini_kaldi(tmp: Path, corpus: str) -> tuple:
     utils.mkdir(parents=True)
     (root / "egs" / "wsj" / "s5" / "steps").mkdir()
     (utils / "parse_options.sh").write_text(PARSE_OPTIONS)
+    write_exe(utils / "best_wer.sh", "#!/bin/sh\nsort -n -k2,2 | head -n 1\n")  # Kaldi's picks the lowest
     egs = root / "egs" / ("swbd/s5c" if corpus == "swbd" else "wsj/s5")
     words = ["<eps>", "!sil", "hi", "okay", "sure", "um", "um-hum", "yeah", "first", "call",
              "#0", "<s>", "</s>"]
@@ -722,13 +735,17 @@ def test_swbd_recipe_wer_table(tmp_path):
 
 @pytest.mark.parametrize("corpus", ["swbd", "wsj"])
 def test_recipe_rescores_with_the_interpolation(tmp_path, corpus):
-    """Stage 4: every model, then --interpolate lstm:transformer_pointer as one more system, given to the N-best step as a colon list of model dirs with --mix; left
-    out when one of its parts is not among --models."""
+    """Stage 4: every model, then --interpolate lstm:transformer_pointer as one more system, given
+    to the N-best step as a colon list of model dirs with --mix; left out when one of its parts is
+    not among --models."""
     root, egs, recipe = mini_kaldi(tmp_path, corpus)
     step = tmp_path / "recipes" / "steps" / "lmrescore_nbest.sh"  # a stand-in that logs its call
     step.write_text('#!/usr/bin/env bash\necho "$*" >> "$CALLS.step"\n')
     step.chmod(0o755)
     models = "lstm transformer_pointer"
+    for m in models.split():  # stage 3's models: rescore_decode_dirs.sh checks them before any work
+        (recipe / "exp/rescore" / m).mkdir(parents=True)
+        (recipe / "exp/rescore" / m / "model.pt").write_bytes(b"PK stand-in")
     r = run_recipe(tmp_path, recipe, root, ["--stage", "4", "--stop-stage", "4", "--models", models,
                                             "--interpolate", "lstm:transformer_pointer",
                                             "--mix", "0.7,0.3"])
@@ -870,3 +887,229 @@ def test_pytorchnn_kaldi_call_runs_our_step(tmp_path, kaldi_lstm, carry):
     # a second run reuses the imported model
     r = run_pytorchnn(d, args, [bindir], env)
     assert r.returncode == 0 and f"using the imported model {model}.rescore/model.pt" in r.stdout
+
+
+# --- every step: where it runs, its help, its checks before any work -------------------------
+
+STEPS = sorted(p for p in (RECIPES / "steps").rglob("*.sh") if "libs" not in p.parts and p.name != "import_model.sh")
+
+
+def config_options(script: Path) -> list:
+    """The --options of a script's configuration section (what its help must list)."""
+    text = script.read_text()
+    section = text[text.index("# Begin configuration section."):text.index("# End configuration section.")]
+    import re
+
+    return ["--" + m.replace("_", "-") for m in re.findall(r"^([A-Za-z_][A-Za-z0-9_]*)=", section, re.M)]
+
+
+@pytest.mark.parametrize("step", STEPS, ids=lambda p: p.relative_to(RECIPES).as_posix())
+def test_step_outside_a_recipe_dir_says_what_is_missing(tmp_path, step):
+    """Run by the README's relative path from the checkout (no path.sh, steps/, utils/ there):
+    a message that names what is missing and where to run from, not bash's own error."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C"}
+    rel = step.relative_to(REPO)
+    r = subprocess.run(["bash", str(rel), "a", "b", "c", "d", "e"], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1
+    assert f"{rel}: must run in a Kaldi recipe directory, but {REPO} has no path.sh, steps/, utils/parse_options.sh" \
+        in r.stdout, r.stdout + r.stderr
+    assert f"run this script there by its path: {step} ..." in r.stdout
+    assert "No such file or directory" not in r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("where", ["checkout", "recipe-dir"])
+@pytest.mark.parametrize("step", STEPS, ids=lambda p: p.relative_to(RECIPES).as_posix())
+def test_step_help_lists_every_option_with_an_example(tmp_path, step, where):
+    cwd = REPO if where == "checkout" else kaldi_dir(tmp_path)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C"}
+    r = subprocess.run(["bash", str(step), "--help"], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = r.stdout
+    assert "No help found." not in out + r.stderr
+    assert f"Usage: {step} " in out and f" e.g.: {step} " in out
+    options = config_options(step)
+    assert options and all(f"\n  {opt} " in out for opt in options), out
+    # each with its default, as the configuration section has it
+    assert "Options (each with its default" in out
+
+
+def test_kaldi_parse_options_prints_the_same_help(tmp_path):
+    """Kaldi's parse_options.sh prints $help_message (a printf format) on --help: the step's
+    help_message is the same text, its % and \\ escaped."""
+    d = kaldi_dir(tmp_path)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C"}
+    ours = subprocess.run(["bash", str(STEP), "--help"], cwd=d, env=env, capture_output=True, text=True)
+    probe = tmp_path / "probe.sh"  # the step's preamble, then parse_options.sh's own --help
+    probe.write_text(STEP.read_text().split("[ $# -eq 5 ] || usage_exit")[0].replace(
+        '"$(dirname "$0")/libs/common.sh"', f'"{RECIPES}/steps/libs/common.sh"')
+        + 'set -- --help\n. utils/parse_options.sh\n')
+    kaldi = subprocess.run(["bash", str(probe)], cwd=d, env=env, capture_output=True, text=True)
+    assert kaldi.returncode == 0
+    help_text = ours.stdout.split("\n", 1)[1]  # (after the command line, for the logs)
+    assert kaldi.stderr == help_text.replace(str(STEP), str(probe))
+
+
+def nbest_case(tmp_path, opts=(), edit=None):
+    """The N-best step with every program present, opts and the inputs changed by edit(args)."""
+    d = kaldi_dir(tmp_path)
+    args = inputs(tmp_path, num_jobs=2)
+    if edit:
+        edit(args)
+    bindir = make_bin(tmp_path, KALDI_PROGS)
+    write_exe(bindir / "rescore-nbest", RESCORE_NBEST_COPY.replace("{repo}", str(REPO)))
+    return run_step(d, list(opts) + args, [bindir], {"CALLS": str(tmp_path / "calls")}), args
+
+
+BAD_NBEST_OPTIONS = [
+    (["--N", "0"], "--N must be a whole number >=1, got '0'"),
+    (["--N", "ten"], "--N must be a whole number >=1, got 'ten'"),
+    (["--stage", "x"], "--stage must be a whole number >=1, got 'x'"),
+    (["--inv-acwt", "0"], "--inv-acwt must be a number >0, got '0'"),
+    (["--weight", "1.5"], "--weight must be a number in [0, 1], got '1.5'"),
+    (["--wip", "a"], "--wip must be a number, got 'a'"),
+    (["--max-tokens", "-5"], "--max-tokens must be a whole number >=1, got '-5'"),
+    (["--oov-penalty", "-1"], "--oov-penalty must be a number >=0, got '-1'"),
+    (["--oov-penalty", "lots"], "--oov-penalty must be a number >=0, got 'lots'"),
+    (["--carry-scope", "file"], "--carry-scope must be data or job, got 'file'"),
+    (["--device", "gpu"], "--device must be auto, cpu, cuda or cuda:N, got 'gpu'"),
+    (["--mix", "0.5,0.6"], "--mix needs one share per model (1 in"),
+    (["--train-text", "/nonexistent/train.txt"], "expected file /nonexistent/train.txt to exist"),
+    (["--rescore-opts", "--precision bf16 --no-such-thing 3"],
+     "--rescore-opts: --no-such-thing is not an option of rescore-nbest (see rescore-nbest --help)"),
+]
+
+
+@pytest.mark.parametrize("opts, expected", BAD_NBEST_OPTIONS, ids=lambda x: x[0] if isinstance(x, list) else None)
+def test_bad_option_is_refused_before_any_work(tmp_path, opts, expected):
+    (Path(tmp_path) / "decode").mkdir()
+    r, args = nbest_case(tmp_path, opts, lambda a: (Path(a[3]) / "lat.2.gz").write_bytes(gzip.compress(b"")))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert expected in r.stdout, r.stdout + r.stderr
+    assert not Path(args[-1]).exists() and not (tmp_path / "calls").exists()  # no stage ran
+
+
+def test_bad_mix_shares_are_refused(tmp_path):
+    d = kaldi_dir(tmp_path)
+    lang, mdl, data, decode, out = inputs(tmp_path)
+    r = run_step(d, ["--mix", "0.5,0.6", lang, f"{mdl}:{mdl}", data, decode, out],
+                 [make_bin(tmp_path, KALDI_PROGS, rescore_nbest=True)])
+    assert r.returncode == 1 and "--mix must be shares >= 0 summing to 1, one per model, e.g. 0.6,0.4; got '0.5,0.6'" \
+        in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("words_txt", "{lang}/words.txt:2: expected <word> <integer id> (a Kaldi words.txt), got: hello one"),
+    ("empty_model", "expected {mdl}/model.pt to be a model (model.pt of rescore-train-lm), got an empty file"),
+    ("out_is_in", "expected an output dir other than the input dir {decode}"),
+    ("no_utt2spk", "expected file {data}/utt2spk to exist"),
+])
+def test_bad_input_is_refused_before_any_work(tmp_path, case, expected):
+    def edit(args):
+        lang, mdl, data, decode, out = args
+        (Path(decode) / "lat.2.gz").write_bytes(gzip.compress(b""))
+        if case == "words_txt":
+            (Path(lang) / "words.txt").write_text("<eps> 0\nhello one\n")
+        elif case == "empty_model":
+            (Path(mdl) / "model.pt").write_bytes(b"")
+        elif case == "out_is_in":
+            args[4] = decode + "/."
+        elif case == "no_utt2spk":
+            os.remove(Path(data) / "utt2spk")
+
+    r, args = nbest_case(tmp_path, (), edit)
+    lang, mdl, data, decode, out = args
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert expected.format(lang=lang, mdl=mdl, data=data, decode=decode) in r.stdout, r.stdout
+    assert not (tmp_path / "calls").exists()
+    if case != "out_is_in":
+        assert not Path(out).exists()
+
+
+def test_oov_penalty_is_auto_by_default(tmp_path):
+    """The step always has the lang dir's words.txt: --oov-penalty auto unless told otherwise."""
+    assert "\n  --oov-penalty auto " in subprocess.run(["bash", str(STEP), "--help"], capture_output=True,
+                                                       text=True).stdout
+    for opts, passed in [((), "--oov-penalty auto"), (("--oov-penalty", "2.5"), "--oov-penalty 2.5")]:
+        if FIXTURE.is_dir() and DEV.is_dir():
+            r, called, lang, out = run_on_fixture(tmp_path / passed.split()[-1], "G.carpa", extra=list(opts))
+            rescore_lines = [ln for ln in called.splitlines() if ln.startswith("rescore-nbest ")]
+            assert len(rescore_lines) == 1 and passed in rescore_lines[0], called
+
+
+@pytest.mark.parametrize("step, opts, expected", [
+    ("lmrescore_lattice.sh", ["--beam", "0"], "--beam must be a number >0, got '0'"),
+    ("lmrescore_lattice.sh", ["--epsilon", "2"], "--epsilon must be a number in [0, 1], got '2'"),
+    ("lmrescore_lattice.sh", ["--state-carry", "all"], "--state-carry must be none, first-pass or rescored"),
+    ("lmrescore_lattice.sh", ["--device", "tpu"], "--device must be auto, cpu, cuda or cuda:N, got 'tpu'"),
+    ("pytorchnn/lmrescore_nbest_pytorchnn.sh", ["--model-type", "RNN"],
+     "--model-type must be LSTM, GRU or Transformer, got 'RNN'"),
+    ("pytorchnn/lmrescore_nbest_pytorchnn.sh", ["--nlayers", "0"], "--nlayers must be a whole number >=1, got '0'"),
+    ("pytorchnn/lmrescore_nbest_pytorchnn.sh", ["--carry", "yes"], "--carry must be rescored, kaldi or none"),
+    ("pytorchnn/lmrescore_nbest_pytorchnn.sh", ["--oov-symbol", "<oov>"],
+     "expected the OOV symbol '<oov>' (--oov-symbol) in the vocabulary"),
+    ("pytorchnn/lmrescore_lattice_pytorchnn.sh", ["--weight", "-0.2"], "--weight must be a number in [0, 1]"),
+    ("pytorchnn/lmrescore_lattice_pytorchnn.sh", ["--hidden-dim", "big"], "--hidden-dim must be a whole number"),
+])
+def test_other_steps_refuse_bad_options_before_any_work(tmp_path, step, opts, expected):
+    d = kaldi_dir(tmp_path)
+    lang, mdl, data, decode, out = inputs(tmp_path)
+    (Path(lang) / "words.txt").write_text("<eps> 0\nhello 1\n<unk> 2\n")
+    args = [lang, mdl, data, decode, out]
+    if "pytorchnn" in step:
+        args = [lang, f"{mdl}/model.pt", f"{lang}/words.txt", data, decode, out]
+    bindir = make_bin(tmp_path, KALDI_PROGS, rescore_nbest=True)
+    for prog in ("rescore-import-kaldi-lm", "rescore-lattice", "lattice-prune", "lattice-expand", "lattice-copy",
+                 "lattice-best-path", "lattice-add-penalty"):
+        write_exe(bindir / prog, '#!/bin/sh\necho "$0 $*" >> "$CALLS"\n')
+    env = {"PATH": f"{bindir}:{system_bin()}", "HOME": str(tmp_path), "LC_ALL": "C", "CALLS": str(tmp_path / "calls")}
+    r = subprocess.run(["bash", str(RECIPES / "steps" / step), *opts, *args], cwd=d, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and expected in r.stdout, r.stdout + r.stderr
+    assert not Path(out).exists() and not (tmp_path / "calls").exists()  # nothing imported, no stage ran
+    assert not Path(f"{mdl}/model.pt.rescore").exists()
+
+
+@pytest.mark.parametrize("opts, expected", [
+    (["--models", "lstm gru"], "--models: unknown model 'gru'"),
+    (["--lstm-hidden", "0"], "--lstm-hidden must be a whole number >=1, got '0'"),
+    (["--output", "hsm"], "--output must be class or softmax, got 'hsm'"),
+    (["--classes", "many"], "--classes must be a whole number >=1, got 'many'"),
+    (["--device", "gpu0"], "--device must be auto, cpu, cuda or cuda:N, got 'gpu0'"),
+    (["--train-opts", "--lr 1e-3 --warp-speed 9"], "--train-opts: --warp-speed is not an option of rescore-train-lm"),
+    (["--weight", "7"], "--weight must be a number in [0, 1], got '7'"),
+    (["--state-carry", "both"], "--state-carry must be none, first-pass or rescored, got 'both'"),
+    (["--N", "-1"], "--N must be a whole number >=1, got '-1'"),
+])
+def test_recipe_refuses_a_bad_option_before_its_first_stage(tmp_path, opts, expected):
+    """A bad option of the training or the rescoring stage stops run.sh before stage 1, not hours later."""
+    root, egs, recipe = mini_kaldi(tmp_path, "swbd")
+    r = run_recipe(tmp_path, recipe, root, opts, real=["rescore-train-lm"])
+    assert r.returncode == 1 and expected in r.stdout, r.stdout + r.stderr
+    assert not (recipe / "data").exists() and not (tmp_path / "calls").exists()
+
+
+def test_recipe_help_lists_its_options(tmp_path):
+    root, egs, recipe = mini_kaldi(tmp_path, "wsj")
+    r = run_recipe(tmp_path, recipe, root, ["--help"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert all(f"\n  {opt} " in r.stdout for opt in config_options(recipe / "run.sh"))
+    assert "\n  --transformer-hidden 768 " in r.stdout and " e.g.: run.sh --stage 3" in r.stdout
+
+
+def test_rescore_decode_dirs_checks_its_models_and_specs(tmp_path):
+    d = kaldi_dir(tmp_path)
+    step = RECIPES / "steps" / "rescore_decode_dirs.sh"
+    env = {"PATH": f"{make_bin(tmp_path, [])}:/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C"}
+    (tmp_path / "exp" / "lstm").mkdir(parents=True)
+
+    def run(*args):
+        return subprocess.run(["bash", str(step), "--models", "lstm", *args], cwd=d, env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    r = run(str(d), "data/lang", str(tmp_path / "exp"), "data/dev")
+    assert r.returncode == 1 and "expected <data-dir>:<decode-dir>, got 'data/dev'" in r.stdout, r.stdout
+    r = run(str(d), "data/lang", str(tmp_path / "exp"), "data/dev:exp/decode_dev")
+    assert r.returncode == 1 and f"expected file {tmp_path}/exp/lstm/model.pt to exist" in r.stdout, r.stdout
+    r = run("--check-only", "true", str(d), "data/lang", str(tmp_path / "exp"), "data/dev:exp/decode_dev")
+    assert r.returncode == 0, r.stdout  # check-only: the options, not what stage 3 makes

@@ -12,11 +12,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from rescore.cli.train_lm import DEFAULT_LR, main as train_main
+from rescore.cli.train_lm import main as train_main
 from rescore.data import load_streams
 from rescore.models import ModelConfig, build_model, load_checkpoint
 from rescore.ppl import stream_loss
-from rescore.train import DEFAULT_LR as LIB_DEFAULT_LR, TrainOptions, train_lm
+from rescore.train import TrainOptions, train_lm
+from rescore.train_options import DEFAULT_LR
 from rescore.vocab import Vocabulary
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,7 +64,7 @@ def test_tiny_training_lowers_valid_loss(corpus, arch, head, mem, optim):
     before = initial_valid_loss(tiny_config(head, arch=arch, memory_aug=mem), corpus)
     opts = TrainOptions(train=corpus / "train.txt", valid=corpus / "valid.txt",
                         out_dir=corpus / "out", epochs=3, batch_size=4, bptt=8,
-                        optimizer=optim, lr=LIB_DEFAULT_LR[optim] * (5 if optim == "adam" else 1),
+                        optimizer=optim, lr=DEFAULT_LR[optim] * (5 if optim == "adam" else 1),
                         warmup=5 if optim == "adam" else 0, device="cpu", threads=1)
     summary = train_lm(config, opts)
     records = json.loads((corpus / "out" / "train.json").read_text())["records"]
@@ -96,7 +97,6 @@ def test_resume_continues(corpus):
 
 
 def test_cli_trains_and_rejects_unknown_head(corpus):
-    assert DEFAULT_LR == LIB_DEFAULT_LR
     args = ["--train", str(corpus / "train.txt"), "--valid", str(corpus / "valid.txt"),
             "--out-dir", str(corpus / "cli"), "--hidden", "16", "--layers", "1", "--bptt", "8",
             "--epochs", "1", "--batch-size", "4", "--device", "cpu", "--threads", "1"]
@@ -157,3 +157,11 @@ def test_vocabulary_from_kaldi_words_txt(corpus):
         "--out-dir", str(corpus / "out2"), "--words-txt", str(wt), "--max-vocab", "5",
         "--device", "cpu"])
     assert r.exit_code == 2 and "either --words-txt or --max-vocab" in r.output  # usage error
+
+
+def test_cli_module_imports_no_torch():
+    """--help stays instant: the command's module (and its defaults' home) import no torch."""
+    code = "import sys, rescore.cli.train_lm; assert 'torch' not in sys.modules, 'torch imported'"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
+    assert r.returncode == 0, r.stderr

@@ -77,7 +77,8 @@ def assert_same_run(a: Path, b: Path) -> None:
                 assert sa[k] == sb[k], k
     ra, rb = (json.loads((d / "train.json").read_text()) for d in (a, b))
     assert ra["status"] == rb["status"] == "done"
-    strip = lambda recs: [{k: v for k, v in r.items() if k not in TIME_FIELDS} for r in recs]
+    def strip(recs):
+        return [{k: v for k, v in r.items() if k not in TIME_FIELDS} for r in recs]
     assert strip(ra["records"]) == strip(rb["records"])
 
 
@@ -234,3 +235,19 @@ def test_max_minutes_stops_at_the_first_epoch_end_past_the_budget(corpus):
     r = CliRunner().invoke(train_main, cli_args(corpus, corpus / "bad", "lstm-pointer-sgd")
                            + ["--max-minutes", "-1"])
     assert r.exit_code in (1, 2) and "--max-minutes" in r.output, r.output
+
+
+def test_train_state_of_an_older_last_pt():
+    """A last.pt's train_state: what it holds is kept (lr included), what older versions lack is
+    filled in (the time budgets from the records), keys of other concerns are left out."""
+    from rescore.training_state import TrainState
+
+    saved = {"epoch": 2, "step": 30, "lr": 0.5, "records": [{"train_seconds": 2.0}, {"train_seconds": 3.0}],
+             "epoch_seconds": 1.5, "world_size": 1, "train_sha256": "ab", "options": {}}
+    ts = TrainState.from_saved(saved, lr=20.0)
+    assert (ts.epoch, ts.step, ts.lr, ts.train_seconds) == (2, 30, 0.5, 5.0)
+    assert (ts.cpu_seconds, ts.epoch_cpu_seconds) == (5.0, 1.5)  # wall time: an upper bound
+    assert list(ts.to_dict()) == ["epoch", "step", "epoch_start", "lr", "anneals", "best", "records", "epoch_loss",
+                                  "epoch_tokens", "epoch_seconds", "train_seconds", "epoch_cpu_seconds",
+                                  "cpu_seconds"]
+    assert TrainState.from_saved(ts.to_dict(), lr=20.0) == ts

@@ -1,4 +1,4 @@
-"""The ablation table of issue 16: every system tuned by two-fold cross-validation on the dev
+"""The ablation table: every system tuned by two-fold cross-validation on the dev
 N-best dir, compared by a paired bootstrap, a difference whose CI covers 0 marked as none.
 
     python tools/ablation.py --nbest-dir D/nbest --data-dir D/data --train-text T --out-dir OUT \\
@@ -7,7 +7,7 @@ N-best dir, compared by a paired bootstrap, a difference whose CI covers 0 marke
 
 Per system (``--system NAME=COSTS``; COSTS is ``first-pass`` for no NN LM, a lmwt.nn of the
 N-best dir, or ``A.nn+B.nn`` for two models interpolated, their shares swept over --mixes):
-rescore-tune --cross-validate (rescore.pipeline.TuneJob): tune on half 1 of the conversations,
+rescore-tune --cross-validate (rescore.tune_job.TuneJob): tune on half 1 of the conversations,
 decode half 2 with it, and the other way round; the pooled 1-best goes to OUT/NAME.txt. Then
 rescore.metrics.compare_systems: every system against the first (the baseline) and each
 ``--pair A:B`` (A against B), overall and, with --train-text, per rare-word bucket. The bootstrap
@@ -78,10 +78,10 @@ def tune_job(nbest_dir: str, data_dir: str, words_txt: Optional[str], costs: Lis
     """The cross-validating TuneJob of one system (checked when built, before any work); with
     several cost files, their shares are swept over grids["mixes"] as rescore-tune --mixes does."""
     from rescore.combine import mix_grid
-    from rescore.pipeline import TuneJob
+    from rescore.tune_job import TuneJob
 
     return TuneJob(nbest_dir=nbest_dir, data_dir=data_dir, words_txt=words_txt,
-                   nn_costs=tuple(costs) if len(costs) > 1 else (costs[0] if costs else None),
+                   nn_costs=tuple(costs),
                    weights=parse_grid(grids["weights"], "--weights"),
                    inv_acwts=parse_grid(grids["inv_acwts"], "--inv-acwts"),
                    wips=parse_grid(grids["wips"], "--wips"),
@@ -90,7 +90,7 @@ def tune_job(nbest_dir: str, data_dir: str, words_txt: Optional[str], costs: Lis
 
 
 def covers_zero(ci: Optional[Sequence[float]]) -> bool:
-    """A difference whose CI covers 0 is no difference (issue 16)."""
+    """A difference whose CI covers 0 is no difference."""
     return ci is not None and ci[0] <= 0.0 <= ci[1]
 
 
@@ -108,7 +108,7 @@ def run_ablation(*, nbest_dir: str, data_dir: str, systems: Sequence[Tuple[str, 
     -> words}, "bootstrap_unit"}."""
     from rescore.metrics import compare_systems
     from rescore.nbest import load_nbest_dir
-    from rescore.pipeline import tune_nbest_dir
+    from rescore.tune_job import tune_nbest_dir
     from rescore.vocab import count_words, read_sentences
 
     grids = {**TUNE, **(grids or {})}
@@ -153,8 +153,9 @@ def run_ablation(*, nbest_dir: str, data_dir: str, systems: Sequence[Tuple[str, 
         groups = {u.id: c.id for c in nbest.conversations for u in c.utterances}
     opts = dict(train_counts=train_counts, num_buckets=num_buckets, groups=groups, grouping=nbest.grouping,
                 draws=draws, seed=seed, confidence=confidence)
-    base = compare_systems(nbest.refs, hyps, **opts)
-    pair_rows = [{"a": a, "b": b, "comparison": compare_systems(nbest.refs, {b: hyps[b], a: hyps[a]}, **opts)}
+    base = compare_systems(nbest.refs, hyps, **opts).as_dict()
+    pair_rows = [{"a": a, "b": b,
+                  "comparison": compare_systems(nbest.refs, {b: hyps[b], a: hyps[a]}, **opts).as_dict()}
                  for a, b in pairs]
     return {"nbest_dir": nbest_dir, "data_dir": data_dir, "train_text": train_text, "grids": grids,
             "num_utts": nbest.num_utts, "num_conversations": len(nbest.conversations),
@@ -206,7 +207,7 @@ def format_tables(res: dict) -> str:
     """The markdown of the ablation: systems against the baseline, the pairs (overall and per
     rare-word bucket), the tuned settings, how the CIs were drawn."""
     from rescore.metrics import describe_bootstrap
-    from rescore.pipeline import format_setting
+    from rescore.tune_job import format_setting
 
     base = res["baseline"]
     boot = base["bootstrap"]
@@ -287,20 +288,29 @@ def write_outputs(out_dir: str, res: dict) -> str:
 
 @command()
 @click.option("--nbest-dir", required=True, type=click.Path(file_okay=False), help="The dev N-best dir.")
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Its data dir (text = references; segments/utt2spk = conversations).")
-@click.option("--words-txt", type=click.Path(dir_okay=False), help="Symbol table for 'words' ids (found beside the N-best dir when not given).")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+              help="Its data dir (text = references; segments/utt2spk = conversations).")
+@click.option("--words-txt", type=click.Path(dir_okay=False),
+              help="Symbol table for 'words' ids (found beside the N-best dir when not given).")
 @click.option("--train-text", type=click.Path(dir_okay=False), help="LM training text: the pairs per rare-word bucket.")
 @click.option("--buckets", "num_buckets", type=click.IntRange(min=1), default=10, help="Number of rare-word buckets.")
-@click.option("--system", "systems", multiple=True, required=True, metavar="NAME=COSTS", help="A system (repeat; the first is the baseline): COSTS is 'first-pass' (no NN LM), a lmwt.nn of the N-best dir, or A.nn+B.nn (two models, their mix tuned).")
-@click.option("--pair", "pairs", multiple=True, metavar="A:B", help="Also compare system A with system B (e.g. lstm-ptrmem:lstm), overall and per bucket.")
-@click.option("--out-dir", required=True, type=click.Path(file_okay=False), help="Where NAME.txt, ablation.md and ablation.json go.")
+@click.option("--system", "systems", multiple=True, required=True, metavar="NAME=COSTS",
+              help="A system (repeat; the first is the baseline): COSTS is 'first-pass' (no NN LM), a lmwt.nn of the "
+                   "N-best dir, or A.nn+B.nn (two models, their mix tuned).")
+@click.option("--pair", "pairs", multiple=True, metavar="A:B",
+              help="Also compare system A with system B (e.g. lstm-ptrmem:lstm), overall and per bucket.")
+@click.option("--out-dir", required=True, type=click.Path(file_okay=False),
+              help="Where NAME.txt, ablation.md and ablation.json go.")
 @click.option("--weights", default=TUNE["weights"], help="NN LM weights (as rescore-tune).")
 @click.option("--inv-acwts", default=TUNE["inv_acwts"], help="Inverse acoustic scales (as rescore-tune).")
 @click.option("--wips", default=TUNE["wips"], help="Word insertion penalties (as rescore-tune).")
-@click.option("--mixes", default=TUNE.get("mixes"), help="First model's share for A.nn+B.nn systems (as rescore-tune; default: its grid).")
-@click.option("--bootstrap", "draws", type=click.IntRange(min=0), default=1000, help="Paired bootstrap draws (0: none).")
+@click.option("--mixes", default=TUNE.get("mixes"),
+              help="First model's share for A.nn+B.nn systems (as rescore-tune; default: its grid).")
+@click.option("--bootstrap", "draws", type=click.IntRange(min=0), default=1000,
+              help="Paired bootstrap draws (0: none).")
 @click.option("--seed", type=int, default=0, help="Seed of the bootstrap.")
-@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, help="Level of the CIs.")
+@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+              help="Level of the CIs.")
 @click.option("--allow-missing", is_flag=True, help="References without an N-best are dropped with a warning.")
 @verbose_option
 def main(nbest_dir, data_dir, words_txt, train_text, num_buckets, systems, pairs, out_dir, weights, inv_acwts, wips,

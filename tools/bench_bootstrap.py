@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of issue 15: the paired bootstrap of rescore-wer / the rescore-nbest report.
+"""Benchmark of the paired bootstrap of rescore-wer / the rescore-nbest report.
 
 On the shared dev set (../shared/data/tts-wikitext2-dev: 627 utterances, 60 recordings),
 PocketSphinx's 1-best against rank 2 of the N-best (a worse system): seconds for --draws
@@ -42,7 +42,8 @@ def main() -> None:
         sys.exit(f"needs {DATA}")
     refs = read_text_table(DATA / "data" / "text", "tokens").as_dict()
     ps = read_text_table(DATA / "extra" / "ps_1best.txt", "tokens").as_dict()
-    rank2 = {k.rsplit("-", 1)[0]: w for k, w in read_text_table(DATA / "nbest" / "words_text", "tokens").as_dict().items()
+    table = read_text_table(DATA / "nbest" / "words_text", "tokens").as_dict()
+    rank2 = {k.rsplit("-", 1)[0]: w for k, w in table.items()
              if k.endswith("-2")}
     rank2 = {u: rank2.get(u, ps[u]) for u in refs}  # an utterance with one hypothesis keeps it
     utts = list(refs)

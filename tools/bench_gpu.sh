@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The engine benchmark of issue 4 on a GPU, as one prepared script (meant to finish inside the
+# The engine benchmark on a GPU, as one prepared script (meant to finish inside the
 # device tool's 10-minute limit; not yet run on a GPU): the card's measured fp32/bf16 GEMM rate
 # (the roofline), then the fast and padded
 # engines on the whole tts-wikitext2-dev N-best set with a random LSTM and Transformer

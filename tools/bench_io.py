@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Benchmark of issue 2: N-best I/O, interpolation and scoring.
+"""Benchmark of N-best I/O, interpolation and scoring.
 
 1. The shared dev set (../shared/data/tts-wikitext2-dev, 62,631 hypotheses): seconds to read
-   and check the N-best dir (load_nbest_dir), to combine (1-best by the design §3 cost + the new
+   and check the N-best dir (load_nbest_dir), to combine (1-best by the interpolated cost + the new
    graph costs), and to score (jiwer WER + rapidfuzz oracle); median of --repeats runs.
 2. A synthetic N-best dir of --hyps hypotheses (default 1M: 10,000 utterances x 100), written
    by this script into a temporary directory as Kaldi text archives (words, words_text, acwt,

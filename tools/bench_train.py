@@ -30,7 +30,7 @@ from rescore.vocab import Vocabulary  # noqa: E402
 
 VARIANTS = {"softmax": dict(head="softmax"), "pointer": dict(head="pointer"),
             "pointer+mem": dict(head="pointer", memory_aug=True),
-            # issue 5's baselines
+            # the pointer baselines
             "psmm": dict(head="psmm"), "pointer-generator": dict(head="pointer-generator"),
             "pg+coverage": dict(head="pointer-generator", coverage=True, coverage_weight=1.0)}
 

@@ -241,7 +241,7 @@ check_ours_fst() {
   run_ours ours_fst data/lang_fst && verify_output ours_fst exp/decode_dev_ours_fst data/lang_fst rescored data
 }
 
-# Two models interpolated (issue 16): a colon list and --mix, checked against rescore-nbest
+# Two models interpolated: a colon list and --mix, checked against rescore-nbest
 # --model A --model B --mix on the step's N-best (the models scored in lockstep in both).
 check_ours_two_models() {
   local out=exp/decode_dev_ours_two_models
@@ -291,7 +291,7 @@ check_pytorchnn_fst_reject() {
   verify_output pytorchnn_fst_reject "$out" data/lang_reject first-pass "$out/carry_data"
 }
 
-# The lattice step (issue 14): tools/kaldi_check_lattice.sh in WORK_DIR/lattice, with a decode
+# The lattice step: tools/kaldi_check_lattice.sh in WORK_DIR/lattice, with a decode
 # dir of its own (its lattices' old LM is exactly the G.carpa it removes; see its header).
 check_lattice() {
   if NJ=$nj WEIGHT=$weight INV_ACWT=$inv_acwt KALDI_UTILS=$kutils CHECKS="lattice_default lattice_is_nbest" \

@@ -170,7 +170,7 @@ EOF
   then echo "PASS lattice_is_nbest"; else echo "FAIL lattice_is_nbest"; return 1; fi
 }
 
-# compare: not a check but the measurement of docs/benchmarks.md (issue 14): the lattice step
+# compare: not a check but the measurement of docs/benchmarks.md: the lattice step
 # (beam 5 and beam 1000) against the N-best step at N=20 and N=100 with MODEL, each timed; the
 # WER tuned on the whole set and split-half over the same grid (rescore-tune for the N-best
 # runs; tools/tune_lattice.py for the lattice runs, whose NN weight needs a rerun of stage 4 per

@@ -1,5 +1,5 @@
 """One perplexity table for several models on one text, with per-bucket cross-entropy
-differences against the first model (design §7; Li et al. 2020 Figure 2).
+differences against the first model (Li et al. 2020 Figure 2).
 
 Each model is scored once (rescore.ppl.score_text, the convention of rescore-ppl), so a table of
 n models costs n passes instead of the 2(n-1) of n-1 ``rescore-ppl --compare`` runs.

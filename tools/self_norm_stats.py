@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Perplexity and log Z of a model on a text: how self-normalised it is (issue 13).
+"""Perplexity and log Z of a model on a text: how self-normalised it is.
 
 The text is scored as rescore-ppl scores it (``rescore.ppl``: cut into --batch-size streams,
 state carried over --bptt chunks, every word and sentence end a target). For every target it

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# WER of NN LM rescoring on the dev N-best with tuned weights, for docs/benchmarks.md (issue 4):
+# WER of NN LM rescoring on the dev N-best with tuned weights, for docs/benchmarks.md:
 # first pass; LSTM without state carry; first-pass carry; rescored carry; LSTM+pointer+memory.
 #
 # Usage: tools/wer_engine.sh LSTM_CKPT PTR_MEM_CKPT OUT_DIR

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Dev WER of one model scored with exact and with unnormalised costs (issue 13): rescore-nbest
+# Dev WER of one model scored with exact and with unnormalised costs: rescore-nbest
 # --normalize exact and --normalize none on the dev N-best (carry rescored, the same scoring
 # setting), each tuned on the whole dev set and, honestly, on one half (--split-half).
 #

@@ -29,125 +29,71 @@
 
 # Begin configuration section.
 cmd=run.pl            # how to run the Kaldi jobs: run.pl, queue.pl, slurm.pl [options]
-rescore_cmd=          # how to run the rescore-nbest jobs (e.g. "queue.pl --gpu 1"); empty: $cmd
-stage=1               # first stage to run, for partial reruns
-inv_acwt=10           # inverse acoustic scale (Kaldi's LMWT) for pruning, expansion, the path
+rescore_cmd=          # how to run the rescore-nbest jobs (e.g. "queue.pl --gpu 1"); empty: --cmd
+stage=1               # first stage to run (1-4), for partial reruns
+inv_acwt=10           # inverse acoustic scale (Kaldi's LMWT, > 0) for pruning, expansion, the path
                       # cover and picking each utterance's best path when carrying state
-weight=0.8            # NN LM weight w in the log-linear interpolation with the old LM
-mix=                  # with several models (a:b, as lmrescore_nbest.sh): their shares, e.g.
-                      # 0.6,0.4; empty: equal shares
-beam=5                # lattice-prune --beam (Kaldi's pytorchnn default)
-epsilon=0.5           # lattice-expand --epsilon: arcs of posterior above it get unique histories
+weight=0.8            # NN LM weight w in [0, 1] in the log-linear interpolation with the old LM
+mix=                  # with several models (a:b, as lmrescore_nbest.sh): their shares, >= 0 and
+                      # summing to 1, e.g. 0.6,0.4; empty: equal shares
+beam=5                # lattice-prune --beam (> 0; Kaldi's pytorchnn default)
+epsilon=0.5           # lattice-expand --epsilon (in [0, 1]): arcs of posterior above it get unique histories
 wip=0.0               # word insertion penalty for the carried best path and for 'text';
                       # not part of the lattices: local/score.sh sweeps its own
 state_carry=rescored  # none | first-pass | rescored: whose best path starts the next utterance
-device=auto           # auto | cpu | cuda, for rescore-nbest
+device=auto           # auto | cpu | cuda | cuda:N, for rescore-nbest
 max_tokens=           # tokens per batch of rescore-nbest; empty: its default
-rescore_opts=         # more rescore-nbest options, e.g. "--precision bf16"
-train_text=           # LM training text: adds rare-word bucket WERs to each job's report
-oov_penalty=0         # nats per word outside the LM vocabulary; auto: ln(OOV word types of --train-text and words.txt)
+rescore_opts=         # more rescore-nbest options (rescore-nbest --help), e.g. "--precision bf16"
+train_text=           # LM training text: rare-word bucket WERs in each job's report, and the
+                      # training words for --oov-penalty auto
+oov_penalty=auto      # nats per word outside the LM vocabulary (>= 0), or auto: ln(the number of
+                      # word types outside it, of the old lang dir's words.txt and --train-text);
+                      # auto by default: the step always knows words.txt
 keep_ali=true         # false: drop the alignments from the cover paths (smaller archives)
 skip_scoring=false    # true: do not run local/score.sh
 scoring_opts=         # extra options for local/score.sh
 # End configuration section.
 
-echo "$0 $*"  # the command line, for the logs
+help_message="Rescore the lattices of a Kaldi decode directory with a neural LM from rescore, by path cover.
+The NN LM is log-linearly interpolated with the old n-gram LM (weight --weight).
 
-# Kaldi's path.sh and parse_options.sh read unset variables, hence 'set -u' only after them.
-set -eo pipefail
-# shellcheck disable=SC1091
-[ -f ./path.sh ] && . ./path.sh
-# shellcheck disable=SC1091
-. utils/parse_options.sh
-set -u
+Usage: $0 [options] <old-lang-dir> <model-dir-or-checkpoint> <data-dir> <input-decode-dir> <output-decode-dir>
+ e.g.: $0 --cmd \"\$decode_cmd\" --weight 0.8 data/lang_sw1_fsh_fg exp/rescore/lstm_pointer \\
+         data/eval2000_hires exp/chain/tdnn7q_sp/decode_eval2000_sw1_fsh_fg exp/chain/tdnn7q_sp/decode_eval2000_lstm_pointer_lat
+Run it from the Kaldi recipe directory (path.sh, cmd.sh, steps/, utils/, local/score.sh), by
+its path in rescore (e.g. ~/rescore/recipes/steps/lmrescore_lattice.sh), with
+lmrescore_nbest.sh beside it.
+The old lang dir needs words.txt and G.carpa or G.fst (the LM used in decoding); a model dir
+needs model.pt (what rescore-train-lm writes); several models, interpolated with the shares of
+--mix: a colon-separated list, e.g. exp/rescore/lstm:exp/rescore/transformer.  The output dir
+gets lat.JOB.gz (scored by local/score.sh as before) and the 1-best in text."
+needs="utils/int2sym.pl utils/split_data.sh"
+# shellcheck source=libs/common.sh
+. "$(dirname "$0")/libs/common.sh"
 
-if [ $# != 5 ]; then
-  echo "Rescore the lattices of a Kaldi decode directory with a neural LM from rescore, by path cover."
-  echo "The NN LM is log-linearly interpolated with the old n-gram LM (weight --weight)."
-  echo ""
-  echo "Usage: $0 [options] <old-lang-dir> <model-dir-or-checkpoint> <data-dir> <input-decode-dir> <output-decode-dir>"
-  echo " e.g.: $0 --weight 0.8 data/lang_sw1_fsh_fg exp/rescore/lstm_pointer \\"
-  echo "         data/eval2000_hires exp/chain/tdnn/decode_eval2000_sw1_fsh_fg exp/chain/tdnn/decode_eval2000_lstm_pointer_lat"
-  echo "The old lang dir needs words.txt and G.carpa or G.fst (the LM used in decoding);"
-  echo "a model dir needs model.pt (what rescore-train-lm writes); several models, interpolated"
-  echo "with the shares of --mix: a colon-separated list, e.g. exp/rescore/lstm:exp/rescore/transformer."
-  echo "Main options (defaults in the configuration section of this script):"
-  echo "  --cmd <run.pl|queue.pl [opts]>        # how to run the Kaldi jobs"
-  echo "  --rescore-cmd <run.pl|queue.pl [opts]> # how to run the rescore-nbest jobs (default: --cmd)"
-  echo "  --inv-acwt <x>                        # inverse acoustic scale for pruning and the path cover"
-  echo "  --weight <w>                          # NN LM interpolation weight"
-  echo "  --mix <s1,s2,...>                     # shares of several models (a:b), default equal"
-  echo "  --beam <b>                            # lattice-prune beam"
-  echo "  --epsilon <e>                         # lattice-expand posterior threshold"
-  echo "  --state-carry <none|first-pass|rescored>"
-  echo "  --device <auto|cpu|cuda>"
-  echo "  --oov-penalty <nats|auto>             # cost per OOV word (auto needs --train-text)"
-  echo "  --rescore-opts <options>              # more rescore-nbest options (rescore-nbest --help)"
-  echo "  --stage <stage>                       # first stage to run"
-  echo "  --skip-scoring <true|false>"
-  exit 1
-fi
-
-oldlang=$1
-model=$2
-data=$3
-indir=$4
-dir=$5
+[ $# -eq 5 ] || usage_exit
+oldlang=$1 model=$2 data=$3 indir=$4 dir=$5
 
 nbest_step=$(dirname "$0")/lmrescore_nbest.sh
 
-# Input checks, before any work.
-if [ -f "$oldlang/G.carpa" ]; then
-  oldlm=$oldlang/G.carpa
-elif [ -f "$oldlang/G.fst" ]; then
-  oldlm=$oldlang/G.fst
-else
-  echo "$0: expected $oldlang/G.carpa or $oldlang/G.fst to exist (the LM used in decoding)"
-  exit 1
-fi
-# one model, or several as a colon-separated list (lmrescore_nbest.sh interpolates them)
-IFS=: read -r -a model_args <<< "$model"
-for m in "${model_args[@]}"; do
-  [ -z "$m" ] && echo "$0: expected a model dir or checkpoint between the colons of '$model'" && exit 1
-  [ -d "$m" ] && [ ! -f "$m/model.pt" ] && echo "$0: expected file $m/model.pt to exist" && exit 1
-  [ ! -e "$m" ] && echo "$0: expected file $m to exist" && exit 1
-done
-for f in "$oldlang/words.txt" "$data/utt2spk" "$indir/num_jobs" "$indir/lat.1.gz"; do
-  [ ! -f "$f" ] && echo "$0: expected file $f to exist" && exit 1
-done
-[ ! -x "$nbest_step" ] && echo "$0: expected $nbest_step (the N-best step it calls) to exist" && exit 1
-nj=$(< "$indir/num_jobs")
-case "$nj" in
-  ''|*[!0-9]*) echo "$0: expected a number of jobs in $indir/num_jobs, got '$nj'"; exit 1 ;;
-esac
-for n in $(seq "$nj"); do
-  [ ! -f "$indir/lat.$n.gz" ] && echo "$0: expected file $indir/lat.$n.gz to exist (num_jobs is $nj)" && exit 1
-done
-[ ! -x utils/int2sym.pl ] && echo "$0: expected utils/int2sym.pl (run from a Kaldi recipe directory)" && exit 1
-for x in "$weight" "$inv_acwt" "$beam" "$epsilon"; do
-  case "$x" in
-    ''|*[!0-9.eE+-]*) echo "$0: expected numbers for --weight, --inv-acwt, --beam, --epsilon, got '$x'"; exit 1 ;;
-  esac
-done
+# Every option and input, before any work (the N-best step checks its share again at stage 3).
+check_number beam '>0'
+check_number epsilon 0..1
+check_step_inputs "$oldlang" "$model" "$data" "$indir" "$dir"
+[ -x "$nbest_step" ] || fail "expected $nbest_step (the N-best step it calls) to exist"
 
+# Its own programs and those of the N-best step's stages 2-6 (which it runs at stage 3).
 if [ "$oldlm" == "$oldlang/G.carpa" ]; then
   old_bins="lattice-lmrescore-const-arpa"
 else
-  old_bins="lattice-lmrescore fstproject fstcompile"
+  old_bins="lattice-lmrescore lattice-scale lattice-compose lattice-1best fstproject fstcompile"
 fi
-missing=
 # $old_bins is a list of names: it must split.
 # shellcheck disable=SC2086
-for prog in "${cmd%% *}" lattice-prune lattice-expand lattice-copy lattice-best-path \
-            lattice-add-penalty $old_bins rescore-lattice rescore-nbest gzip; do
-  command -v "$prog" >/dev/null 2>&1 || missing="$missing $prog"
-done
-if [ -n "$missing" ]; then
-  echo "$0: not found on PATH:$missing"
-  echo "$0: Kaldi's binaries come from \$KALDI_ROOT through path.sh; rescore-lattice and"
-  echo "$0: rescore-nbest from the Python environment rescore is installed in (activate it in path.sh)."
-  exit 1
-fi
+check_programs "${cmd%% *}" ${rescore_cmd:+"${rescore_cmd%% *}"} lattice-prune lattice-expand lattice-copy \
+  lattice-best-path lattice-add-penalty $old_bins nbest-to-linear linear-to-nbest nbest-to-lattice \
+  rescore-lattice rescore-nbest gzip awk
+check_passed_options rescore-nbest rescore_opts
 
 acwt=$(awk -v x="$inv_acwt" 'BEGIN { printf "%.8g", 1.0 / x }')
 neg_weight=$(awk -v x="$weight" 'BEGIN { printf "%.8g", -x }')
@@ -192,12 +138,7 @@ if [ "$stage" -le 4 ]; then
       rescore-lattice apply --acoustic-scale="$acwt" --weight="$weight" - "$cover/archives.JOB" - \| \
       lattice-lmrescore-const-arpa --lm-scale="$neg_weight" ark:- "$oldlm" "ark:|gzip -c >$dir/lat.JOB.gz" || exit 1
   else
-    # OpenFst renamed fstproject's flag in 1.7.9: try the new one on a one-state FST.
-    if echo 0 | fstcompile | fstproject --project_type=output >/dev/null 2>&1; then
-      project_opt="--project_type=output"
-    else
-      project_opt="--project_output=true"
-    fi
+    project_opt=$(fstproject_output_flag)
     $cmd JOB=1:"$nj" "$dir/log/apply.JOB.log" \
       lattice-copy "ark:gunzip -c $exp_dir/lat.JOB.gz|" ark,t:- \| \
       rescore-lattice apply --acoustic-scale="$acwt" --weight="$weight" - "$cover/archives.JOB" - \| \
@@ -213,17 +154,7 @@ if [ "$stage" -le 4 ]; then
   done | sort > "$dir/text"
 fi
 
-if ! $skip_scoring; then
-  if [ ! -x local/score.sh ]; then
-    echo "$0: not scoring: local/score.sh does not exist or is not executable"
-  else
-    echo "$0: scoring"
-    # $scoring_opts holds options: it must split.
-    # shellcheck disable=SC2086
-    local/score.sh --cmd "$cmd" $scoring_opts "$data" "$oldlang" "$dir" ||
-      { echo "$0: scoring failed (skip it with --skip-scoring true)"; exit 1; }
-  fi
-fi
+score_decode_dir "$data" "$oldlang" "$dir"
 
 echo "$0: done, rescored lattices in $dir"
 exit 0

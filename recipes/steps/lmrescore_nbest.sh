@@ -26,7 +26,7 @@
 # same).  A hypothesis G.fst cannot accept at all is dropped with a warning and the others are
 # renumbered; an utterance that loses every hypothesis keeps its first-pass best path (stage 3).
 #
-# lmwt.interp is the new graph cost g0 + (1-w)*l_ng + w*l_nn (docs: design section 3),
+# lmwt.interp is the new graph cost g0 + (1-w)*l_ng + w*l_nn (the log-linear interpolation of rescore-nbest --help),
 # with g0 = lmwt.nolm and l_ng = lmwt.withlm - lmwt.nolm, so that local/score.sh can
 # sweep the LM weight and the word insertion penalty on the rescored lattices as usual.
 #
@@ -47,132 +47,59 @@
 
 # Begin configuration section.
 cmd=run.pl            # how to run the Kaldi jobs: run.pl, queue.pl, slurm.pl [options]
-rescore_cmd=          # how to run the rescore-nbest jobs (e.g. "queue.pl --gpu 1"); empty: $cmd
-stage=1               # first stage to run, for partial reruns
-N=100                 # hypotheses per utterance (lattice-to-nbest --n)
-inv_acwt=10           # inverse acoustic scale (Kaldi's LMWT) for the N-best lists and for
+rescore_cmd=          # how to run the rescore-nbest jobs (e.g. "queue.pl --gpu 1"); empty: --cmd
+stage=1               # first stage to run (1-6), for partial reruns
+N=100                 # hypotheses per utterance (lattice-to-nbest --n), a whole number >= 1
+inv_acwt=10           # inverse acoustic scale (Kaldi's LMWT, > 0) for the N-best lists and for
                       # picking each utterance's best hypothesis when carrying state
-weight=0.8            # NN LM weight w in the log-linear interpolation with the old LM
-mix=                  # with several models (a:b): their shares of the NN term, e.g. 0.6,0.4;
-                      # empty: equal shares
+weight=0.8            # NN LM weight w in [0, 1] in the log-linear interpolation with the old LM
+mix=                  # with several models (a:b): their shares of the NN term, >= 0 and summing
+                      # to 1, e.g. 0.6,0.4; empty: equal shares
 wip=0.0               # word insertion penalty for rescore-nbest's 1-best (state carry, text);
                       # not part of lmwt.interp: local/score.sh sweeps its own
 state_carry=rescored  # none | first-pass | rescored: whose best hypothesis starts the next utterance
 carry_scope=data      # data: carry along each recording (segments) or speaker (utt2spk) of the
                       # data dir, in time order; job: along all utterances of a lattice archive in
                       # archive order, as Kaldi's steps/pytorchnn scorer does
-device=auto           # auto | cpu | cuda, for rescore-nbest
+device=auto           # auto | cpu | cuda | cuda:N, for rescore-nbest
 max_tokens=           # tokens per batch of rescore-nbest; empty: its default
-rescore_opts=         # more rescore-nbest options, e.g. "--precision bf16" or
-                      # "--cache-window 1000 --cache-theta 0.6 --cache-lambda 0.3"
-train_text=           # LM training text: adds rare-word bucket WERs to each job's report
-oov_penalty=          # nats per word outside the LM vocabulary; auto: ln(OOV word types of
-                      # --train-text and words.txt); empty: auto with --train-text, else 0
+rescore_opts=         # more rescore-nbest options (rescore-nbest --help), e.g. "--precision bf16"
+                      # or "--cache-window 1000 --cache-theta 0.6 --cache-lambda 0.3"
+train_text=           # LM training text: rare-word bucket WERs in each job's report, and the
+                      # training words for --oov-penalty auto
+oov_penalty=auto      # nats per word outside the LM vocabulary (>= 0), or auto: ln(the number of
+                      # word types outside it, of the old lang dir's words.txt and --train-text);
+                      # auto by default: the step always knows words.txt
 keep_ali=true         # false: drop the alignments from the N-best (smaller archives)
 skip_scoring=false    # true: do not run local/score.sh
 scoring_opts=         # extra options for local/score.sh
 # End configuration section.
 
-echo "$0 $*"  # the command line, for the logs
+help_message="Rescore the N-best lists of a Kaldi decode directory with a neural LM from rescore.
+The NN LM is log-linearly interpolated with the old n-gram LM (weight --weight).
 
-# Kaldi's path.sh and parse_options.sh read unset variables, hence 'set -u' only after them.
-set -eo pipefail
-# shellcheck disable=SC1091
-[ -f ./path.sh ] && . ./path.sh
-# shellcheck disable=SC1091
-. utils/parse_options.sh
-set -u
+Usage: $0 [options] <old-lang-dir> <model-dir-or-checkpoint> <data-dir> <input-decode-dir> <output-decode-dir>
+ e.g.: $0 --cmd \"\$decode_cmd\" --N 100 --weight 0.8 data/lang_sw1_fsh_fg exp/rescore/lstm_pointer \\
+         data/eval2000_hires exp/chain/tdnn7q_sp/decode_eval2000_sw1_fsh_fg exp/chain/tdnn7q_sp/decode_eval2000_lstm_pointer
+Run it from the Kaldi recipe directory (path.sh, cmd.sh, steps/, utils/, local/score.sh), by
+its path in rescore (e.g. ~/rescore/recipes/steps/lmrescore_nbest.sh).
+The old lang dir needs words.txt and G.carpa or G.fst (the LM used in decoding); a model dir
+needs model.pt (what rescore-train-lm writes).  Several models, interpolated with the shares of
+--mix: a colon-separated list, e.g. exp/rescore/lstm:exp/rescore/transformer.  The output dir
+gets lat.JOB.gz (scored by local/score.sh as before), archives.JOB/ and the 1-best in text."
+needs="utils/int2sym.pl utils/split_data.sh"
+# shellcheck source=libs/common.sh
+. "$(dirname "$0")/libs/common.sh"
 
-if [ $# != 5 ]; then
-  echo "Rescore the N-best lists of a Kaldi decode directory with a neural LM from rescore."
-  echo "The NN LM is log-linearly interpolated with the old n-gram LM (weight --weight)."
-  echo ""
-  echo "Usage: $0 [options] <old-lang-dir> <model-dir-or-checkpoint> <data-dir> <input-decode-dir> <output-decode-dir>"
-  echo " e.g.: $0 --N 100 --weight 0.8 data/lang_sw1_fsh_fg exp/rescore/lstm_pointer \\"
-  echo "         data/eval2000_hires exp/chain/tdnn/decode_eval2000_sw1_fsh_fg exp/chain/tdnn/decode_eval2000_lstm_pointer"
-  echo "The old lang dir needs words.txt and G.carpa or G.fst (the LM used in decoding);"
-  echo "a model dir needs model.pt (what rescore-train-lm writes).  Several models, interpolated"
-  echo "with the shares of --mix: a colon-separated list, e.g. exp/rescore/lstm:exp/rescore/transformer."
-  echo "Main options (defaults in the configuration section of this script):"
-  echo "  --cmd <run.pl|queue.pl [opts]>        # how to run the Kaldi jobs"
-  echo "  --rescore-cmd <run.pl|queue.pl [opts]> # how to run the rescore-nbest jobs (default: --cmd)"
-  echo "  --N <n>                               # hypotheses per utterance"
-  echo "  --inv-acwt <x>                        # inverse acoustic scale for the N-best lists"
-  echo "  --weight <w>                          # NN LM interpolation weight"
-  echo "  --mix <s1,s2,...>                     # shares of several models (a:b), default equal"
-  echo "  --state-carry <none|first-pass|rescored>"
-  echo "  --device <auto|cpu|cuda>"
-  echo "  --train-text <file>                   # LM training text: rare-word buckets in the reports"
-  echo "  --oov-penalty <nats|auto>             # cost per OOV word (auto needs --train-text;"
-  echo "                                        # default: auto with --train-text, else 0)"
-  echo "  --carry-scope <data|job>              # carry along the data dir's recordings or a job's archive"
-  echo "  --rescore-opts <options>              # more rescore-nbest options (rescore-nbest --help)"
-  echo "  --stage <stage>                       # first stage to run"
-  echo "  --skip-scoring <true|false>"
-  exit 1
-fi
+[ $# -eq 5 ] || usage_exit
+oldlang=$1 model=$2 data=$3 indir=$4 dir=$5
 
-oldlang=$1
-model=$2
-data=$3
-indir=$4
-dir=$5
-
-# One model, or several as a colon-separated list (each a dir with model.pt or a checkpoint).
-IFS=: read -r -a model_args <<< "$model"
-[ ${#model_args[@]} -eq 0 ] && echo "$0: expected a model dir or checkpoint, got '$model'" && exit 1
-models=()
-model_opts=()
-for m in "${model_args[@]}"; do
-  [ -z "$m" ] && echo "$0: expected a model dir or checkpoint between the colons of '$model'" && exit 1
-  [ -d "$m" ] && m=$m/model.pt
-  models+=("$m")
-  model_opts+=(--model "$m")
-done
-model=$(IFS=:; echo "${models[*]}")
-if [ -n "$mix" ]; then
-  n_shares=$(awk -F, '{ print NF }' <<< "$mix")
-  if [ "$n_shares" -ne ${#models[@]} ]; then
-    echo "$0: --mix needs one share per model (${#models[@]} in '$model'), got '$mix'"
-    exit 1
-  fi
-  model_opts+=(--mix "$mix")
-fi
+# Every option and input, before any work.
+check_number N 'int>=1'
+check_choice carry_scope data job
+check_step_inputs "$oldlang" "$model" "$data" "$indir" "$dir"
+model=$(IFS=:; echo "${model_files[*]}")
 [ -z "$rescore_cmd" ] && rescore_cmd=$cmd
-
-# Input checks, before any work.
-if [ -f "$oldlang/G.carpa" ]; then
-  oldlm=$oldlang/G.carpa
-elif [ -f "$oldlang/G.fst" ]; then
-  oldlm=$oldlang/G.fst
-else
-  echo "$0: expected $oldlang/G.carpa or $oldlang/G.fst to exist (the LM used in decoding)"
-  exit 1
-fi
-for f in "$oldlang/words.txt" "${models[@]}" "$data/utt2spk" "$indir/num_jobs" "$indir/lat.1.gz"; do
-  [ ! -f "$f" ] && echo "$0: expected file $f to exist" && exit 1
-done
-nj=$(< "$indir/num_jobs")
-case "$nj" in
-  ''|*[!0-9]*) echo "$0: expected a number of jobs in $indir/num_jobs, got '$nj'"; exit 1 ;;
-esac
-for n in $(seq "$nj"); do
-  [ ! -f "$indir/lat.$n.gz" ] && echo "$0: expected file $indir/lat.$n.gz to exist (num_jobs is $nj)" && exit 1
-done
-for f in utils/int2sym.pl utils/split_data.sh; do
-  [ ! -x "$f" ] && echo "$0: expected $f (run from a Kaldi recipe directory)" && exit 1
-done
-[ -n "$train_text" ] && [ ! -f "$train_text" ] && echo "$0: expected file $train_text to exist" && exit 1
-if [ -z "$oov_penalty" ]; then
-  if [ -n "$train_text" ]; then oov_penalty=auto; else oov_penalty=0; fi
-fi
-[ "$oov_penalty" = auto ] && [ -z "$train_text" ] && echo "$0: --oov-penalty auto needs --train-text" && exit 1
-case "$state_carry" in none|first-pass|rescored) ;;
-  *) echo "$0: --state-carry must be none, first-pass or rescored, got '$state_carry'"; exit 1 ;;
-esac
-case "$carry_scope" in data|job) ;;
-  *) echo "$0: --carry-scope must be data or job, got '$carry_scope'"; exit 1 ;;
-esac
 
 # The programs the stages call; path.sh puts Kaldi's on PATH, rescore-nbest comes from
 # 'pip install rescore' (activate that environment in path.sh).
@@ -181,20 +108,12 @@ if [ "$oldlm" == "$oldlang/G.carpa" ]; then
 else
   remove_bins="lattice-scale lattice-compose lattice-1best fstproject fstcompile"
 fi
-missing=
 $keep_ali || remove_bins="lattice-rmali $remove_bins"
 # $remove_bins is a list of names: it must split.
 # shellcheck disable=SC2086
-for prog in "${cmd%% *}" "${rescore_cmd%% *}" lattice-to-nbest $remove_bins \
-            nbest-to-linear linear-to-nbest nbest-to-lattice rescore-nbest gzip awk; do
-  command -v "$prog" >/dev/null 2>&1 || missing="$missing $prog"
-done
-if [ -n "$missing" ]; then
-  echo "$0: not found on PATH:$missing"
-  echo "$0: Kaldi's binaries come from \$KALDI_ROOT through path.sh; rescore-nbest from the"
-  echo "$0: Python environment rescore is installed in (activate it in path.sh)."
-  exit 1
-fi
+check_programs "${cmd%% *}" "${rescore_cmd%% *}" lattice-to-nbest $remove_bins \
+  nbest-to-linear linear-to-nbest nbest-to-lattice rescore-nbest gzip awk
+check_passed_options rescore-nbest rescore_opts
 
 acwt=$(awk -v x="$inv_acwt" 'BEGIN { printf "%.8g", 1.0 / x }')
 adir=$dir/archives
@@ -224,12 +143,7 @@ if [ "$stage" -le 2 ]; then
       lattice-lmrescore-const-arpa --lm-scale=-1.0 \
         "ark:gunzip -c $dir/nbest1.JOB.gz|" "$oldlm" "ark:|gzip -c >$dir/nbest2.JOB.gz" || exit 1
   else
-    # OpenFst renamed fstproject's flag in 1.7.9: try the new one on a one-state FST.
-    if echo 0 | fstcompile | fstproject --project_type=output >/dev/null 2>&1; then
-      project_opt="--project_type=output"
-    else
-      project_opt="--project_output=true"
-    fi
+    project_opt=$(fstproject_output_flag)
     # Each N-best entry is a linear FST: negate, compose with the old LM's acceptor, take the
     # best path through G (backoff or not), negate again = graph cost minus the old LM cost.
     $cmd JOB=1:"$nj" "$dir/log/remove_old.JOB.log" \
@@ -240,7 +154,7 @@ if [ "$stage" -le 2 ]; then
   fi
 fi
 
-# Stage 3.  Split the N-best lists into text archives (design section 2).
+# Stage 3.  Split the N-best lists into text archives (Kaldi's linear form, key <utt>-<rank>).
 if [ "$stage" -le 3 ]; then
   echo "$0: writing the N-best lists as text archives in $adir.*"
   for n in $(seq "$nj"); do mkdir -p "$adir.$n"; done
@@ -345,17 +259,7 @@ if [ "$stage" -le 6 ]; then
     nbest-to-lattice ark:- "ark:|gzip -c >$dir/lat.JOB.gz" || exit 1
 fi
 
-if ! $skip_scoring; then
-  if [ ! -x local/score.sh ]; then
-    echo "$0: not scoring: local/score.sh does not exist or is not executable"
-  else
-    echo "$0: scoring"
-    # $scoring_opts holds options: it must split.
-    # shellcheck disable=SC2086
-    local/score.sh --cmd "$cmd" $scoring_opts "$data" "$oldlang" "$dir" ||
-      { echo "$0: scoring failed (skip it with --skip-scoring true)"; exit 1; }
-  fi
-fi
+score_decode_dir "$data" "$oldlang" "$dir"
 
 echo "$0: done, rescored lattices in $dir"
 exit 0

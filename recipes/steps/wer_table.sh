@@ -3,45 +3,46 @@
 #
 # The final table of the recipe: for each decode set, the WER of the first-pass 1-best and of
 # each rescored 1-best, overall and per rare-word bucket (buckets from the LM training text's
-# word counts, rarest first: design section 7), with rescore-wer; then Kaldi's own best WER
+# word counts, rarest first), with rescore-wer; then Kaldi's own best WER
 # of each rescored decode dir (local/score.sh's sweep over LMWT and the insertion penalty).
 #
 # The first-pass 1-best is rank 1 of the N-best lists (lattice-to-nbest ranks at the
 # --inv-acwt of the rescoring step), read from the first model's archives.
 
 # Begin configuration section.
-models="lstm lstm_pointer transformer transformer_pointer"
+models="lstm lstm_pointer transformer transformer_pointer"  # the rescored systems
+interpolate=       # also this interpolation of two or more of them, e.g. lstm:transformer (its
+                   # decode dirs end in <suffix>lstm+transformer), when every part is in --models
 suffix=_rescore_   # rescored decode dir = <decode-dir><suffix><model>
 drop_words=        # awk regex of tokens left out of references and hypotheses (noise marks)
 # End configuration section.
 
-set -eo pipefail
-# shellcheck disable=SC1091
-. utils/parse_options.sh
-set -u
+help_message="The WER table of a recipe: first-pass and rescored 1-best of each decode set, overall
+and per rare-word bucket (rescore-wer), then Kaldi's best WER of each rescored decode dir.
 
-if [ $# -lt 3 ]; then
-  echo "Usage: $0 [options] <lm-train-text> <out-dir> <set>:<ref-text>:<decode-dir> [<set>:<ref-text>:<decode-dir> ...]"
-  echo " e.g.: $0 data/rescore/train.txt exp/rescore/wer \\"
-  echo "         eval2000:../s5c/data/eval2000/text:../s5c/exp/chain/tdnn7q_sp/decode_eval2000_sw1_fsh_fg"
-  echo "  (run from a recipe directory: recipes/swbd/s5 or recipes/wsj/s5; shared by both)"
-  echo "Options: --models '<model> ...', --suffix <suffix>, --drop-words <awk-regex>"
-  exit 1
-fi
+Usage: $0 [options] <lm-train-text> <out-dir> <set>:<ref-text>:<decode-dir> [<set>:<ref-text>:<decode-dir> ...]
+ e.g.: $0 --models 'lstm lstm_pointer' data/rescore/train.txt exp/rescore/wer \\
+         eval2000:../s5c/data/eval2000/text:../s5c/exp/chain/tdnn7q_sp/decode_eval2000_sw1_fsh_fg
+Run it from the recipe directory (recipes/swbd/s5 or recipes/wsj/s5: path.sh, steps/, utils/).
+Writes <out-dir>/summary.txt and, per set and system, the rescore-wer report (.txt, .json, .png)."
+needs="utils/best_wer.sh"
+# shellcheck source=libs/common.sh
+. "$(dirname "$0")/libs/common.sh"
+
+[ $# -ge 3 ] || usage_exit
 train_text=$1
 out=$2
 shift 2
 
-[ ! -f "$train_text" ] && echo "$0: expected file $train_text to exist" && exit 1
+models=$(lm_systems "$models" "$interpolate")
+check_files "$train_text"
+check_programs rescore-wer python3
 for spec in "$@"; do
   IFS=: read -r set ref decode <<< "$spec"
   first_model=${models%% *}
-  for f in "$ref" "$decode${suffix}$first_model/archives.1/words_text"; do
-    [ ! -f "$f" ] && echo "$0: expected file $f to exist ($set)" && exit 1
-  done
-  for model in $models; do
-    [ ! -f "$decode$suffix$model/text" ] && echo "$0: expected file $decode$suffix$model/text to exist" && exit 1
-  done
+  [ -n "$set" ] && [ -n "$decode" ] || fail "expected <set>:<ref-text>:<decode-dir>, got '$spec'"
+  check_files "$ref" "$decode${suffix}$first_model/archives.1/words_text"
+  for model in $models; do check_files "$decode$suffix$model/text"; done
 done
 mkdir -p "$out"
 

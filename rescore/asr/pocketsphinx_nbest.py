@@ -4,43 +4,16 @@ PocketSphinx (``pip install pocketsphinx``) ships an English acoustic model, a p
 dictionary and a 3-gram LM, so it gives real first-pass N-best lists on any machine.  Its Python
 API exposes no N-best with separate acoustic and LM scores, so we take its word lattice
 (``Decoder.get_lattice().write()``, Sphinx text format, exact integer link scores) and run our
-own search over it, scoring every path exactly as PocketSphinx's ``ps_lattice_bestpath`` does:
-
-* a path's score, in PocketSphinx's integer units (log base 1.0001, shifted right by
-  ``SENSCR_SHIFT`` = 10 bits, so one unit is ``1024 * ln(1.0001)`` nats), is the sum over its
-  links of the link's acoustic score ``ascr`` (links entering a filler node carry the filler
-  penalty: ``silpen`` for ``<sil>``, ``fillpen`` for noise words) plus, for every link entering a
-  real word (or the final node, scored as ``</s>``), the LM term
-  ``trunc(((int)(lw * raw + log(wip)) >> 10) * lwf)``, ``raw`` the 3-gram log-probability of the
-  word given the previous two real words (fillers are transparent), ``lwf = bestpathlw / lw``;
-* the final node's own acoustic score is the same for every path and left out.
-
-An A* search over word prefixes with an exact heuristic (the best completion of every
-(lattice node, previous word) state, computed backwards) pops complete hypotheses in score
-order and never emits a word sequence twice, so the first N pops are the N best distinct
-decoder word sequences.  Where PocketSphinx's own bestpath is exact (always, except where it
-takes the LM history across a filler word from a Viterbi back-pointer), our first entry is its
-``hyp()``; the command counts and logs any difference.
-
-Costs written (natural log, negated; Kaldi's convention ``cost = acwt / inv_acwt + lmwt.withlm``
-with ``inv_acwt = bestpathlw`` ranks exactly as PocketSphinx does, with word penalty 0):
-
-* ``acwt``: ``-(sum of ascr - filler penalties) * 1024 * ln(1.0001)``, the acoustic cost;
-* ``lmwt.withlm``: ``-(sum of LM terms + filler penalties) * 1024 * ln(1.0001) / bestpathlw``;
-* ``lmwt.nolm``: the part of ``lmwt.withlm`` that is not the n-gram LM:
-  ``(filler penalties + n_terms * lwf * -ln(wip)) / bestpathlw`` (in nats), ``n_terms`` = decoder
-  words + 1 (the end of sentence), so ``lmwt.withlm - lmwt.nolm = -ln P_3gram(words </s>)`` up
-  to PocketSphinx's integer rounding (under 0.016 nats a word: one score unit, ``lwf`` times,
-  over ``bestpathlw``).
-
-Two entries with equal integer scores are an exact tie (PocketSphinx's own pick among them is
-an accident of its traversal order); the archives' 4-decimal rounding can then order their
-costs either way, by at most 1e-4.  One integer unit is ``1024 * ln(1.0001) / 9.5 = 0.0108``
-in cost, so no other order is affected.
+own search over it, scoring every path exactly as PocketSphinx's ``ps_lattice_bestpath`` does
+(``rescore.asr.sphinx_lattice``: the scores, the search and the costs written).
 
 Each utterance is decoded with a fresh front end (``reinit_feat``): PocketSphinx otherwise
 carries noise and cepstral-mean estimates from one utterance to the next, and results would
 depend on which process decoded what before.
+
+The N-best dir's ``words.txt`` holds every word the decoder can say (its dictionary's words that
+its LM knows, as the hypotheses write them), not only those of the N-best, so that a rescoring
+LM's out-of-vocabulary penalty can count the recognizer's words it never saw.
 
 This is the convention of ``../shared/data/tts-wikitext2-dev`` (its README): ``inv_acwt`` 9.5,
 ``wip`` 0 with PocketSphinx's default weights.
@@ -48,303 +21,25 @@ This is the convention of ``../shared/data/tts-wikitext2-dev`` (its README): ``i
 
 from __future__ import annotations
 
-import heapq
 import logging
 import math
 import os
-import re
 import subprocess
 import tempfile
 import wave
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
-import numpy as np
-
-from rescore.errors import OptionError, RescoreError
+from rescore.asr.sphinx_lattice import (DecoderSettings, LatticeScorer, NbestEntry, base_word, costs, lattice_nbest,
+                                        normalize_decoder_words, read_sphinx_lattice)
+from rescore.errors import RescoreError, check
 from rescore.io.files import write_json
 
 log = logging.getLogger(__name__)
 
-SENSCR_SHIFT = 10
-LOG_BASE = 1.0001
-#: nats per PocketSphinx score unit (shifted log base 1.0001).
-NATS_PER_UNIT = (1 << SENSCR_SHIFT) * math.log(LOG_BASE)
 SAMPLE_RATE = 16000
-
-
-@dataclass
-class DecoderSettings:
-    """PocketSphinx search settings; defaults are PocketSphinx 5's, except the two noted."""
-
-    lw: float = 6.5  # fwdtree LM weight (the LM's scores carry lw and wip)
-    fwdflatlw: float = 8.5  # LM weight of the fwdflat pass (the lattice comes from it)
-    bestpathlw: float = 9.5  # LM weight of the lattice search: inv_acwt in Kaldi terms
-    wip: float = 0.65  # word insertion probability
-    pip: float = 1.0  # phone insertion probability
-    silprob: float = 0.005  # silence word probability
-    fillprob: float = 1e-8  # noise word probability
-    beam: float = 1e-48
-    wbeam: float = 7e-29
-    maxhmmpf: int = 10000  # PocketSphinx's default is 30000; 10000 caps the time per frame
-    cmn: str = "batch"  # whole-utterance cepstral mean (PocketSphinx's default is "live")
-    hmm: Optional[str] = None  # acoustic model dir; None = PocketSphinx's en-us
-    dict: Optional[str] = None  # pronunciation dictionary; None = cmudict-en-us.dict
-    lm: Optional[str] = None  # n-gram LM; None = en-us.lm.bin
-
-
-@dataclass
-class Lattice:
-    """A PocketSphinx word lattice as ``Lattice.write`` leaves it (Sphinx text format).
-
-    ``words[i]`` is node i's dictionary word (alternate pronunciations keep their ``(2)``),
-    ``sf[i]`` its start frame; ``exits[i]`` lists ``(to_node, ascr)`` with ``ascr`` the link's
-    acoustic score in shifted units (int, <= 0).
-    """
-
-    words: List[str]
-    sf: List[int]
-    start: int
-    end: int
-    exits: List[List[Tuple[int, int]]]
-
-
-def read_sphinx_lattice(path: Path) -> Lattice:
-    """Parse the Sphinx lattice format written by ``ps_lattice_write``."""
-    lines = Path(path).read_text().splitlines()
-    words: List[str] = []
-    sf: List[int] = []
-    start = end = -1
-    exits: List[List[Tuple[int, int]]] = []
-    i = 0
-    try:
-        while i < len(lines):
-            line = lines[i]
-            if line.startswith("Nodes "):
-                n = int(line.split()[1])
-                for k in range(n):
-                    f = lines[i + 1 + k].split()
-                    if int(f[0]) != k:
-                        raise RescoreError(f"node {k}", path=path, line=i + 2 + k, got=lines[i + 1 + k])
-                    words.append(f[1])
-                    sf.append(int(f[2]))
-                exits = [[] for _ in range(n)]
-                i += n + 1
-                continue
-            if line.startswith("Initial "):
-                start = int(line.split()[1])
-            elif line.startswith("Final "):
-                end = int(line.split()[1])
-            elif line.startswith("Edges "):
-                i += 1
-                while i < len(lines) and lines[i] != "End":
-                    a, b, s = lines[i].split()
-                    # The file holds ascr << SENSCR_SHIFT: exact, so this shift is lossless.
-                    exits[int(a)].append((int(b), int(s) >> SENSCR_SHIFT))
-                    i += 1
-            i += 1
-    except (ValueError, IndexError) as e:
-        raise RescoreError("a PocketSphinx lattice", path=path, line=i + 1, got=str(e)) from None
-    if start < 0 or end < 0 or not words:
-        raise RescoreError("Nodes, Initial and Final sections", path=path)
-    return Lattice(words, sf, start, end, exits)
-
-
-_ALT_PRON = re.compile(r"\(\d+\)$")
-
-
-def base_word(word: str) -> str:
-    """Dictionary word without its alternate-pronunciation marker: ``read(2)`` -> ``read``."""
-    return _ALT_PRON.sub("", word)
-
-
-def normalize_decoder_words(words: Sequence[str]) -> List[str]:
-    """Map decoder words to the reference normalization (lowercase ``[a-z']`` tokens).
-
-    cmudict has ``a.m.``, ``able-bodied``, ``m.``: split them at ``.``, ``-``, ``_``.
-    """
-    out: List[str] = []
-    for w in words:
-        out.extend(t for t in re.split(r"[.\-_]+", w.lower()) if t)
-    return out
-
-
-@dataclass
-class PathScore:
-    """Integer score parts of a path (PocketSphinx shifted units; higher is better)."""
-
-    total: int
-    ascr: int  # sum of link acoustic scores, filler penalties included
-    fillpen: int  # the filler penalties inside ascr
-    lm: int  # sum of LM terms
-    n_terms: int  # LM terms: words + final node
-
-
-@dataclass
-class NbestEntry:
-    """One distinct decoder word sequence with its score parts."""
-
-    words: List[str]  # decoder base words (fillers, <s>, </s> removed)
-    score: PathScore
-
-
-class LatticeScorer:
-    """PocketSphinx's bestpath scoring: LM terms and filler penalties, in shifted units."""
-
-    def __init__(self, lm, logmath, settings: DecoderSettings, fillers: Iterable[str]):
-        self._lm = lm
-        self.fillers = set(fillers)
-        self._lw = np.float32(settings.lw)
-        self._log_wip = logmath.log(settings.wip)  # unshifted int, as ngram_model_apply_weights
-        # float32, as ngram_search_calc_beams stores the ratio.
-        self._lwf = np.float32(settings.bestpathlw / settings.lw)
-        pip = logmath.log(settings.pip) >> SENSCR_SHIFT
-        self.silpen = pip + (logmath.log(settings.silprob) >> SENSCR_SHIFT)
-        self.fillpen = pip + (logmath.log(settings.fillprob) >> SENSCR_SHIFT)
-        self._cache: Dict[Tuple[str, ...], int] = {}
-
-    def lm_term(self, word: str, hist: Tuple[str, ...]) -> int:
-        """LM term for ``word`` after ``hist`` (most recent first, 1 or 2 words)."""
-        key = (word,) + hist
-        t = self._cache.get(key)
-        if t is None:
-            raw = self._lm.prob(list(key))  # ngram_prob: unweighted log prob, base 1.0001
-            # ngram_model_trie's weight_score: (int32)(raw * lw + log_wip) in float32.
-            scr = int(np.float32(raw) * self._lw + np.float32(self._log_wip))
-            t = int(np.float32(scr >> SENSCR_SHIFT) * self._lwf)  # C truncates toward zero
-            self._cache[key] = t
-        return t
-
-    def penalty(self, word: str) -> int:
-        return self.silpen if base_word(word) == "<sil>" else self.fillpen
-
-
-def lattice_nbest(lat: Lattice, scorer: LatticeScorer, n: int, max_pops: int = 20000) -> List[NbestEntry]:
-    """The ``n`` best distinct word sequences of ``lat`` under PocketSphinx's bestpath score."""
-    fillers = scorer.fillers
-    nn = len(lat.words)
-    base = [base_word(w) for w in lat.words]
-    is_fil = [base[i] in fillers and i not in (lat.start, lat.end) for i in range(nn)]
-    # The final node is scored as </s> when it is a filler (ngram_search_lattice's "minor hack").
-    lm_word = list(base)
-    if base[lat.end] in fillers:
-        lm_word[lat.end] = "</s>"
-    out_word: List[Optional[str]] = [None if (b in fillers or b in ("<s>", "</s>")) else b for b in base]
-    if lat.end != lat.start and base[lat.end] in fillers:
-        out_word[lat.end] = None
-
-    # Filler closure: from node i, the best (ascr, fillpen) to each non-filler node reachable
-    # through zero or more filler nodes.  Fillers leave the LM history unchanged, so only the
-    # best filler chain per target can be on a best path.
-    order = sorted(range(nn), key=lambda i: lat.sf[i])
-    closure: Dict[int, Dict[int, Tuple[int, int]]] = {}
-
-    def reach(i: int) -> Dict[int, Tuple[int, int]]:
-        if i in closure:
-            return closure[i]
-        best: Dict[int, Tuple[int, int]] = {}
-        for j, a in lat.exits[i]:
-            if is_fil[j]:
-                pen = scorer.penalty(lat.words[j])  # already inside a: ascr carries it
-                for k, (a2, p2) in reach(j).items():
-                    cand = (a + a2, pen + p2)
-                    if k not in best or cand[0] > best[k][0]:
-                        best[k] = cand
-            else:
-                if j not in best or a > best[j][0]:
-                    best[j] = (a, 0)
-        closure[i] = best
-        return best
-
-    for i in reversed(order):  # fill bottom-up so recursion stays shallow
-        reach(i)
-
-    # States: (node, previous real word); the LM history at node i is (lm_word[i], prev).
-    def hist(state: Tuple[int, Optional[str]]) -> Tuple[str, ...]:
-        node, prev = state
-        return ("<s>",) if node == lat.start else (lm_word[node], prev)  # type: ignore[return-value]
-
-    # Forward: reachable states.
-    states_at: Dict[int, set] = {lat.start: {None}}
-    for i in order:
-        if i not in states_at or i == lat.end:
-            continue
-        for j in closure[i]:
-            states_at.setdefault(j, set()).update({lm_word[i]})
-    # Backward: exact best completion h(state).
-    h: Dict[Tuple[int, Optional[str]], int] = {}
-    for i in reversed(order):
-        if i not in states_at:
-            continue
-        for prev in states_at[i]:
-            s = (i, prev)
-            if i == lat.end:
-                h[s] = 0
-                continue
-            hs = hist(s)
-            best = None
-            for j, (a, _p) in closure[i].items():
-                hj = h.get((j, lm_word[i]))
-                if hj is None:  # a dead end (links with positive ascr are not written)
-                    continue
-                v = a + scorer.lm_term(lm_word[j], hs) + hj
-                if best is None or v > best:
-                    best = v
-            if best is not None:
-                h[s] = best
-    start_state = (lat.start, None)
-    if start_state not in h:
-        return []
-
-    # A* over word prefixes.  An item's map holds, per state, the best parts of any path that
-    # spells the prefix; its priority is the exact best completion, so complete items pop in
-    # score order and each word sequence is produced once.
-    zero = PathScore(0, 0, 0, 0, 0)
-    heap: List[tuple] = []
-    counter = 0
-    heapq.heappush(heap, (-h[start_state], counter, (), {start_state: zero}, False))
-    results: List[NbestEntry] = []
-    pops = 0
-    while heap and len(results) < n and pops < max_pops:
-        negp, _, prefix, smap, complete = heapq.heappop(heap)
-        pops += 1
-        if complete:
-            results.append(NbestEntry(list(prefix), smap))
-            continue
-        groups: Dict[Optional[str], Dict[Tuple[int, Optional[str]], PathScore]] = {}
-        finals: Dict[Tuple[str, ...], PathScore] = {}
-        for s, g in smap.items():
-            node = s[0]
-            hs = hist(s)
-            for j, (a, p) in closure[node].items():
-                t = scorer.lm_term(lm_word[j], hs)
-                ps_ = PathScore(g.total + a + t, g.ascr + a, g.fillpen + p, g.lm + t, g.n_terms + 1)
-                if j == lat.end:
-                    words = prefix + ((out_word[j],) if out_word[j] else ())
-                    if words not in finals or ps_.total > finals[words].total:
-                        finals[words] = ps_
-                    continue
-                ns = (j, lm_word[node] if node != lat.start else "<s>")
-                label = out_word[j]
-                grp = groups.setdefault(label, {})
-                if ns not in grp or ps_.total > grp[ns].total:
-                    grp[ns] = ps_
-        for words, ps_ in finals.items():
-            counter += 1
-            heapq.heappush(heap, (-ps_.total, counter, words, ps_, True))
-        for label, nmap in groups.items():
-            nmap = {s: g for s, g in nmap.items() if s in h}
-            if not nmap:
-                continue
-            pri = max(g.total + h[s] for s, g in nmap.items())
-            counter += 1
-            heapq.heappush(heap, (-pri, counter, prefix + ((label,) if label else ()), nmap, False))
-    return results
-
-
-# ----------------------------------------------------------------------------------------
-# Decoding
+PathLike = Union[str, Path]
 
 
 @dataclass
@@ -357,15 +52,6 @@ class UttResult:
     ps_raw_hyp: List[str]  # PocketSphinx hyp(), decoder words
     rank1_raw: List[str]  # our rank-1 decoder words
     n_frames: int = 0
-
-
-def costs(ps_: PathScore, settings: DecoderSettings) -> Tuple[float, float, float]:
-    """(acwt, lmwt.withlm, lmwt.nolm) in nats from a path's integer parts (module docstring)."""
-    acwt = -(ps_.ascr - ps_.fillpen) * NATS_PER_UNIT
-    withlm = -(ps_.lm + ps_.fillpen) * NATS_PER_UNIT / settings.bestpathlw
-    lwf = settings.bestpathlw / settings.lw
-    nolm = (-ps_.fillpen * NATS_PER_UNIT + ps_.n_terms * lwf * -math.log(settings.wip)) / settings.bestpathlw
-    return acwt, withlm, nolm
 
 
 def default_model_paths() -> Dict[str, str]:
@@ -385,6 +71,54 @@ def _filler_words(hmm_dir: str) -> List[str]:
     if nd.exists():
         words += [ln.split()[0] for ln in nd.read_text().splitlines() if ln.strip()]
     return sorted(set(words))
+
+
+_NO_SUCH_WORD = "no such word"  # (no LM word holds a space)
+
+
+def dictionary_words(path: PathLike, fillers: Iterable[str] = (),
+                     known: Optional[Callable[[str], bool]] = None) -> Set[str]:
+    """The words a PocketSphinx pronunciation dictionary (``word phone phone ...`` a line) lets
+    the decoder say, as the N-best writes them: alternative pronunciations folded (``read(2)``
+    is ``read``), then normalized (normalize_decoder_words: ``a.m.`` gives ``a`` and ``m``).
+    Comment lines (``##``, ``;;``), lines without a pronunciation (PocketSphinx skips them too),
+    the ``fillers`` (``<s>``, ``<sil>``, noise words: never words of a hypothesis) and, with
+    ``known``, the dictionary words for which it is false are left out."""
+    from rescore.io.lines import iter_lines  # UTF-8 and gzip errors name the file and line
+
+    skip = set(fillers)
+    words: Set[str] = set()
+    for _, line in iter_lines(path):
+        fields = line.split()
+        if len(fields) < 2 or fields[0].startswith(("##", ";;")):
+            continue
+        word = base_word(fields[0])
+        if word not in skip and (known is None or known(word)):
+            words.update(normalize_decoder_words([word]))
+    if not words:
+        raise RescoreError("a pronunciation dictionary ('word phone phone ...' lines) with words the LM knows",
+                           path=path, got="none")
+    return words
+
+
+def recognizer_words(settings: DecoderSettings) -> Set[str]:
+    """The words PocketSphinx can recognize, as the N-best writes them: those of its dictionary
+    (--dict, else cmudict-en-us.dict) that its n-gram LM (--lm, else en-us.lm.bin) knows (the
+    search leaves the others out: 72,266 of cmudict's 124,991 with en-us.lm.bin), without the
+    acoustic model's fillers."""
+    import pocketsphinx
+
+    paths = default_model_paths()
+    cfg = pocketsphinx.Config()
+    cfg["logfn"] = os.devnull
+    lm_path = settings.lm or paths["lm"]
+    try:
+        lm = pocketsphinx.NGramModel(cfg, pocketsphinx.LogMath(), lm_path)
+    except (RuntimeError, ValueError) as e:
+        raise RescoreError("an n-gram LM PocketSphinx reads (ARPA, DMP or binary)", path=lm_path, got=str(e)) from None
+    unknown = lm.prob([_NO_SUCH_WORD])  # the score of a word the LM does not know
+    return dictionary_words(settings.dict or paths["dict"], _filler_words(settings.hmm or paths["hmm"]),
+                            known=lambda w: lm.prob([w]) != unknown)
 
 
 class NbestDecoder:
@@ -462,7 +196,7 @@ class NbestDecoder:
 
 
 def _read_table(path: Path, min_fields: int) -> List[List[str]]:
-    from rescore.io.kaldi import iter_lines  # UTF-8 and gzip errors name the file and line
+    from rescore.io.lines import iter_lines  # UTF-8 and gzip errors name the file and line
 
     rows = []
     for ln, line in iter_lines(path):
@@ -575,20 +309,16 @@ NBEST_OUTPUTS = ("words.txt", "words_text", "words", "acwt", "lmwt.withlm", "lmw
 
 
 def check_settings(settings: DecoderSettings, nbest: int, nj: int) -> None:
-    """A RescoreError naming the option for a value PocketSphinx would misuse, before any work."""
-    def need(option, value, ok, expected):
-        if not ok:
-            raise OptionError(expected, option=option, got=str(value))
-
+    """An OptionError naming the option for a value PocketSphinx would misuse, before any work."""
     for option, v in (("--lw", settings.lw), ("--fwdflatlw", settings.fwdflatlw),
                       ("--bestpathlw", settings.bestpathlw)):
-        need(option, v, math.isfinite(v) and v > 0, "a finite LM weight > 0")
-    need("--wip", settings.wip, math.isfinite(settings.wip) and 0 < settings.wip <= 1,
-         "a word insertion probability in (0, 1]")
-    need("--maxhmmpf", settings.maxhmmpf, settings.maxhmmpf >= 1 or settings.maxhmmpf == -1,
-         "an integer >= 1 (-1: no limit)")
-    need("--nbest", nbest, isinstance(nbest, int) and nbest >= 1, "an integer >= 1")
-    need("--nj", nj, isinstance(nj, int) and nj >= 1, "an integer >= 1")
+        check(math.isfinite(v) and v > 0, "a finite LM weight > 0", option, v)
+    check(math.isfinite(settings.wip) and 0 < settings.wip <= 1, "a word insertion probability in (0, 1]",
+          "--wip", settings.wip)
+    check(settings.maxhmmpf >= 1 or settings.maxhmmpf == -1, "an integer >= 1 (-1: no limit)",
+          "--maxhmmpf", settings.maxhmmpf)
+    check(isinstance(nbest, int) and nbest >= 1, "an integer >= 1", "--nbest", nbest)
+    check(isinstance(nj, int) and nj >= 1, "an integer >= 1", "--nj", nj)
 
 
 def decode_data_dir(
@@ -602,7 +332,8 @@ def decode_data_dir(
     """Decode every utterance of ``data_dir`` and write a Kaldi-style N-best dir to ``out_dir``.
 
     Writes ``words_text``, ``words`` (ids of ``words.txt``), ``acwt``, ``lmwt.withlm``,
-    ``lmwt.nolm`` (keys ``<utt>-<rank>``, rank 1..n in PocketSphinx score order), ``words.txt``,
+    ``lmwt.nolm`` (keys ``<utt>-<rank>``, rank 1..n in PocketSphinx score order), ``words.txt``
+    (symbol_table: recognizer_words, with ``extra_words``, e.g. the references'),
     ``ps_1best.txt`` (PocketSphinx's own ``hyp()``, normalized) and ``decode.json`` (settings,
     ``inv_acwt``, ``wip`` and the rank-1 agreement).  Returns the decode.json dict.
     """
@@ -620,6 +351,7 @@ def decode_data_dir(
         raise RescoreError("at least one utterance", path=Path(data_dir) / "wav.scp")
     for spec in sorted({u.spec for u in utts}):
         check_wav(spec)
+    lexicon = recognizer_words(settings)  # (a bad dictionary or LM fails before the decoding)
     log.info("decoding %d utterances of %s with %d jobs", len(utts), data_dir, nj)
     results: List[UttResult] = []
     if nj <= 1:
@@ -636,7 +368,7 @@ def decode_data_dir(
                 results.append(r)
         order = {u.utt: k for k, u in enumerate(utts)}
         results.sort(key=lambda r: order[r.utt])
-    return write_nbest_dir(results, Path(out_dir), settings, extra_words)
+    return write_nbest_dir(results, Path(out_dir), settings, extra_words, lexicon)
 
 
 def _atomic_write(path: Path, lines: Iterable[str]) -> None:
@@ -647,18 +379,31 @@ def _atomic_write(path: Path, lines: Iterable[str]) -> None:
             f.write(line + "\n")
 
 
+NON_WORDS = ("<eps>", "<s>", "</s>", "#0")  # words.txt's symbols that are no words of a sentence
+
+
+def symbol_table(*word_sets: Iterable[str]) -> List[str]:
+    """words.txt's symbols in id order: ``<eps>`` (0), the words of every set sorted (by code
+    point, as ``LC_ALL=C sort``), then ``<s>``, ``</s>``, ``#0``, as Kaldi's lang dirs and the dev
+    benchmark's lang/words.txt have them. A ``<unk>`` of the words (a reference's) sorts in
+    with them; none is added."""
+    vocab = {w for words in word_sets for w in words if w} - set(NON_WORDS)
+    return [NON_WORDS[0]] + sorted(vocab) + list(NON_WORDS[1:])
+
+
 def write_nbest_dir(
     results: Sequence[UttResult],
     out_dir: Path,
     settings: DecoderSettings,
     extra_words: Optional[Iterable[str]] = None,
+    lexicon: Iterable[str] = (),
 ) -> Dict[str, object]:
-    """Write decoded N-best lists in the Kaldi text layout (see :func:`decode_data_dir`)."""
+    """Write decoded N-best lists in the Kaldi text layout (see :func:`decode_data_dir`);
+    words.txt holds the words of the hypotheses, ``extra_words`` and ``lexicon`` (the
+    recognizer's words: recognizer_words), so that a rescoring LM can count the recognizer's
+    words it does not know (rescore-nbest --oov-penalty auto)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    vocab = {w for r in results for h in r.hyps for w in h[0]}
-    vocab.update(w for w in (extra_words or ()) if w)
-    vocab -= {"<eps>", "<s>", "</s>", "#0"}
-    symbols = ["<eps>"] + sorted(vocab) + ["<s>", "</s>", "#0"]
+    symbols = symbol_table((w for r in results for h in r.hyps for w in h[0]), extra_words or (), lexicon)
     ids = {w: i for i, w in enumerate(symbols)}
     keys = [(f"{r.utt}-{k}", h) for r in results for k, h in enumerate(r.hyps, 1)]
     _atomic_write(out_dir / "words.txt", (f"{w} {i}" for i, w in enumerate(symbols)))

@@ -47,7 +47,7 @@ def read_documents(text: Path, docids: Optional[Path] = None) -> List[Document]:
     With ``docids`` (one document id a line, as ``wikitext2-asr/*.docids``) lines with equal
     ids form a document; without it, blank lines separate documents.
     """
-    from rescore.io.kaldi import iter_lines  # UTF-8 and gzip errors name the file and line
+    from rescore.io.lines import iter_lines  # UTF-8 and gzip errors name the file and line
 
     lines = [line for _, line in iter_lines(text)]
     docs: List[Document] = []

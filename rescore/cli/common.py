@@ -6,7 +6,8 @@ Exit statuses, the same in every command:
 * 0   done;
 * 1   bad input data (a RescoreError: it names the file, the line and what was expected);
 * 2   a bad option or combination of options (click's own checks, or an OptionError of the
-      library's validation), before any work.
+      library's validation), before any work;
+* 130 interrupted (Ctrl-C, SIGINT): the progress lines say ``interrupted``, outputs are whole or absent.
 """
 
 from __future__ import annotations
@@ -49,7 +50,14 @@ class _Errors:
         except click.ClickException as e:
             click.echo(f"error: {e.format_message()}", err=True)
             sys.exit(e.exit_code)
-        except click.exceptions.Abort:
+        except (click.exceptions.Abort, SystemExit) as e:
+            if isinstance(e.__context__, KeyboardInterrupt):  # Ctrl-C, here or in the command's own handler
+                from rescore.progress import close_interrupted
+                close_interrupted()
+                click.echo("error: interrupted", err=True)
+                sys.exit(130)  # 128 + SIGINT, as a shell reports it
+            if isinstance(e, SystemExit):
+                raise
             click.echo("error: aborted", err=True)
             sys.exit(1)
         except RescoreError as e:

@@ -57,3 +57,4 @@ def main(model, vocab, out_dir, model_type, embedding_dim, hidden_dim, nlayers, 
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-import-kaldi-lm")

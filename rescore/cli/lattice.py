@@ -100,3 +100,4 @@ def apply(lats, archives, lats_out, acoustic_scale, lm_scale, weight, verbose):
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-lattice")

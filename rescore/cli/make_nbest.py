@@ -14,23 +14,30 @@ log = logging.getLogger("rescore-make-nbest")
 @command()
 @click.argument("data_dir", type=click.Path(file_okay=False, exists=True))
 @click.argument("out_dir", type=click.Path(file_okay=False))
-@click.option("--nbest", "-n", type=click.IntRange(1, 10000), default=100, help="Distinct word sequences per utterance (at most).")
+@click.option("--nbest", "-n", type=click.IntRange(1, 10000), default=100,
+              help="Distinct word sequences per utterance (at most).")
 @click.option("--nj", type=click.IntRange(1), default=2, help="Decoding processes.")
 @click.option("--lw", type=float, default=6.5, help="PocketSphinx fwdtree LM weight.")
 @click.option("--fwdflatlw", type=float, default=8.5, help="PocketSphinx fwdflat LM weight.")
 @click.option("--bestpathlw", type=float, default=9.5, help="LM weight of the lattice search; the N-best's inv_acwt.")
 @click.option("--wip", type=float, default=0.65, help="PocketSphinx word insertion probability.")
 @click.option("--maxhmmpf", type=int, default=10000, help="PocketSphinx's cap on active HMMs per frame (speed).")
-@click.option("--hmm", type=click.Path(file_okay=False, exists=True), help="Acoustic model dir (default: PocketSphinx's en-us).")
-@click.option("--dict", "dict_", type=click.Path(dir_okay=False, exists=True), help="Pronunciation dictionary (default: cmudict-en-us.dict).")
-@click.option("--lm", type=click.Path(dir_okay=False, exists=True), help="First-pass n-gram LM (default: en-us.lm.bin).")
+@click.option("--hmm", type=click.Path(file_okay=False, exists=True),
+              help="Acoustic model dir (default: PocketSphinx's en-us).")
+@click.option("--dict", "dict_", type=click.Path(dir_okay=False, exists=True),
+              help="Pronunciation dictionary (default: cmudict-en-us.dict).")
+@click.option("--lm", type=click.Path(dir_okay=False, exists=True),
+              help="First-pass n-gram LM (default: en-us.lm.bin).")
 @verbose_option
 def main(data_dir, out_dir, nbest, nj, lw, fwdflatlw, bestpathlw, wip, maxhmmpf, hmm, dict_, lm, verbose):
     """Decode DATA_DIR (wav.scp of 16 kHz 16-bit mono WAVs, + segments) with PocketSphinx and
     write OUT_DIR: words_text, words, acwt, lmwt.withlm, lmwt.nolm, words.txt (Kaldi text
     archives, keys <utt>-<rank>), ps_1best.txt and decode.json.  Costs are natural-log
     costs; cost = acwt / bestpathlw + lmwt.withlm ranks the entries as PocketSphinx does
-    (so rescore with --inv-acwt BESTPATHLW --wip 0).  Words of DATA_DIR/text join words.txt."""
+    (so rescore with --inv-acwt BESTPATHLW --wip 0).  words.txt holds the words PocketSphinx can
+    recognize (those of --dict that --lm knows, alternative pronunciations like word(2)
+    folded, written as the hypotheses are) and the words of DATA_DIR/text: rescore-nbest
+    --oov-penalty auto counts those outside the NN LM's vocabulary."""
     setup_logging(verbose)
     from pathlib import Path
 
@@ -51,3 +58,4 @@ def main(data_dir, out_dir, nbest, nj, lw, fwdflatlw, bestpathlw, wip, maxhmmpf,
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-make-nbest")

@@ -8,7 +8,9 @@ import logging
 import click
 
 from rescore.cli.common import command, setup_logging, verbose_option
-from rescore.cli.engine_options import engine_options, scoring_options
+from rescore.cli.engine_options import engine_options, engine_settings
+from rescore.cli.interchange import interchange_options, pop_other_format, run_other_format
+from rescore.sanity import OOV_ERROR_RATE, OOV_WARN_RATE
 
 log = logging.getLogger("rescore-nbest")
 
@@ -46,47 +48,73 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
 
 
 @command()
-@click.argument("nbest_dir", type=click.Path(file_okay=False))
+@click.argument("nbest_dir", type=click.Path())
 @click.argument("out_dir", type=click.Path(file_okay=False))
-@click.option("--data-dir", type=click.Path(file_okay=False), help="Kaldi data dir: text (references), segments/utt2spk (conversations).")
-@click.option("--words-txt", type=click.Path(dir_okay=False), help="Symbol table for 'words' ids; when not given, NBEST_DIR/words.txt, NBEST_DIR/lang/words.txt and NBEST_DIR/../lang/words.txt are tried.")
-@click.option("--nn-costs", type=click.Path(dir_okay=False), multiple=True, help="NN LM costs per hypothesis, lmwt.nn format (key c1 ... c_{n+1}, or key total). Repeat it (one file per model, e.g. an earlier run's lmwt.nn.1 and lmwt.nn.2) to interpolate them with --mix; OUT_DIR/lmwt.nn then gets the mixed costs.")
-@click.option("--params", "params_file", type=click.Path(dir_okay=False), help="JSON with weight, inv_acwt, wip and, for several models, mix (as rescore-tune writes); options given on the command line win.")
-@click.option("--weight", type=float, default=None, show_default="0.8 with --model or --nn-costs (Kaldi's default), else 0", help="NN LM weight w in [0, 1]: cost = ac/inv_acwt + nolm + (1-w)(withlm-nolm) + w*nn + wip*|h|.")
-@click.option("--mix", "mix_spec", metavar="S1,S2,...", default=None, show_default="equal shares", help="With several --model (or --nn-costs): each model's share of the NN term, >= 0 and summing to 1, in the order given: nn = S1*nn_1 + S2*nn_2 + ... (log-linear interpolation; w stays the total NN weight).")
-@click.option("--inv-acwt", type=float, default=None, show_default="10", help="Inverse acoustic scale (Kaldi's LMWT), > 0.")
+@click.option("--data-dir", type=click.Path(file_okay=False),
+              help="Kaldi data dir: text (references), segments/utt2spk (conversations).")
+@click.option("--words-txt", type=click.Path(dir_okay=False),
+              help="Symbol table for 'words' ids; when not given, NBEST_DIR/words.txt, NBEST_DIR/lang/words.txt and "
+                   "NBEST_DIR/../lang/words.txt are tried.")
+@click.option("--nn-costs", type=click.Path(dir_okay=False), multiple=True,
+              help="NN LM costs per hypothesis, lmwt.nn format (key c1 ... c_{n+1}, or key total). Repeat it (one "
+                   "file per model, e.g. an earlier run's lmwt.nn.1 and lmwt.nn.2) to interpolate them with --mix; "
+                   "OUT_DIR/lmwt.nn then gets the mixed costs.")
+@click.option("--params", "params_file", type=click.Path(dir_okay=False),
+              help="JSON with weight, inv_acwt, wip and, for several models, mix (as rescore-tune writes); options "
+                   "given on the command line win.")
+@click.option("--weight",
+              type=float, default=None, show_default="0.8 with --model or --nn-costs (Kaldi's default), else 0",
+              help="NN LM weight w in [0, 1]: cost = ac/inv_acwt + nolm + (1-w)(withlm-nolm) + w*nn + wip*|h|.")
+@click.option("--mix", "mix_spec", metavar="S1,S2,...", default=None, show_default="equal shares",
+              help="With several --model (or --nn-costs): each model's share of the NN term, >= 0 and summing to 1, "
+                   "in the order given: nn = S1*nn_1 + S2*nn_2 + ... (log-linear interpolation; w stays the total NN "
+                   "weight).")
+@click.option("--inv-acwt", type=float, default=None, show_default="10",
+              help="Inverse acoustic scale (Kaldi's LMWT), > 0.")
 @click.option("--wip", type=float, default=None, show_default="0", help="Word insertion penalty (cost per word).")
-@click.option("--train-text", type=click.Path(dir_okay=False), help="LM training text: adds the per rare-word bucket table and buckets.png.")
+@click.option("--train-text", type=click.Path(dir_okay=False),
+              help="LM training text: adds the per rare-word bucket table and buckets.png.")
 @click.option("--buckets", "num_buckets", type=int, default=10, help="Number of rare-word buckets (>= 1).")
-@click.option("--allow-missing", is_flag=True, help="References without an N-best are dropped with a warning instead of an error.")
+@click.option("--allow-missing", is_flag=True,
+              help="References without an N-best are dropped with a warning instead of an error.")
+@click.option("--allow-oov-rate", is_flag=True,
+              help=f"Score with an LM whose vocabulary lacks more than {OOV_ERROR_RATE:g} % of the hypothesis tokens "
+                   f"(otherwise an error, exit 1; above {OOV_WARN_RATE:g} % a warning, as for hypotheses in another "
+                   "letter case or Unicode normalisation than the LM's words).")
 @engine_options
+@interchange_options
 @verbose_option
 def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix_spec, inv_acwt, wip, train_text,
-         num_buckets, allow_missing, verbose, split_spec, **engine_kw):
+         num_buckets, allow_missing, allow_oov_rate, verbose, model, split_spec, **settings):
     """Rescore NBEST_DIR (Kaldi layout: words/words_text, acwt, lmwt.withlm, lmwt.nolm) into
     OUT_DIR: lmwt.interp (new graph costs, Kaldi text archive for linear-to-nbest), text
     (1-best words), lmwt.nn with --model (the mixed costs with several --model, each model's own
     in lmwt.nn.1 ... lmwt.nn.K) and, with references, report.json and report.txt
     (printed). OUT_DIR is written as one set: one run at a time, the outputs of an older run
     removed first, and manifest.json marked complete at the end. No output may replace an input
-    (OUT_DIR may be NBEST_DIR, as in Kaldi's archives.JOB, but not the data dir)."""
+    (OUT_DIR may be NBEST_DIR, as in Kaldi's archives.JOB, but not the data dir). NBEST_DIR may
+    also be an N-best interchange file or another recognizer's output (--format): OUT_DIR then
+    gets text and scores.tsv (docs/ecosystems.md)."""
     setup_logging(verbose)
-    from rescore.errors import OptionError
+    from rescore.errors import check
     from rescore.metrics import format_report
     from rescore.pipeline import NbestJob, parse_split, rescore_nbest_dir
 
-    scoring = scoring_options(**engine_kw)
+    other = pop_other_format(nbest_dir, settings)  # None for a Kaldi dir
+    scoring = engine_settings(settings)
     mix = parse_mix(mix_spec)
-    k = len(scoring.models) or len(nn_costs)
-    if mix is not None and len(mix) != k:  # (one share alone would read as "no mix" in the job)
-        raise OptionError(f"one share per model ({k} given by --model or --nn-costs)", option="--mix", got=mix_spec)
+    k = len(model) or len(nn_costs)
+    # (one share alone would read as "no mix" in the job)
+    check(mix is None or len(mix) == k, f"one share per model ({k} given by --model or --nn-costs)", "--mix", mix_spec)
     params = resolve_params(params_file, weight, inv_acwt, wip, mix,
-                            has_nn_costs=bool(scoring.models or nn_costs))
-    job = NbestJob(nbest_dir=nbest_dir, out_dir=out_dir, params=params, data_dir=data_dir, words_txt=words_txt,
-                   nn_costs=tuple(nn_costs) or None, scoring=scoring, train_text=train_text, num_buckets=num_buckets,
-                   allow_missing=allow_missing, split=parse_split(split_spec) if split_spec else None,
-                   params_file=params_file)
-    report = rescore_nbest_dir(job)
+                            has_nn_costs=bool(model or nn_costs))
+    job = dict(nbest_dir=nbest_dir, out_dir=out_dir, params=params, data_dir=data_dir, words_txt=words_txt,
+               nn_costs=tuple(nn_costs), models=tuple(model), scoring=scoring, train_text=train_text,
+               num_buckets=num_buckets, allow_missing=allow_missing,
+               split=parse_split(split_spec) if split_spec else None, params_file=params_file,
+               allow_oov_rate=allow_oov_rate)
+    # an interchange file or another recognizer's output (--format): rescore.interchange_job
+    report = rescore_nbest_dir(NbestJob(**job)) if other is None else run_other_format(other, job)
     if report is not None:
         click.echo(format_report(report))
     log.info("outputs in %s", out_dir)
@@ -94,3 +122,4 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-nbest")

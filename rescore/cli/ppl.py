@@ -67,3 +67,4 @@ def main(ckpt, text, train_text, compare, report, plot, name, compare_name, titl
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-ppl")

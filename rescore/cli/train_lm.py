@@ -9,10 +9,7 @@ import sys
 import click
 
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
-
-# Kept in sync with rescore.train.DEFAULT_LR (the test of the CLI checks it); here so --help
-# needs no torch import.
-DEFAULT_LR = {"sgd": 20.0, "adam": 1e-3}
+from rescore.train_options import DEFAULT_LR  # torch-free: --help stays instant
 
 
 @command()
@@ -106,7 +103,8 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
     setup_logging(verbose)
     _refuse_unused_options(click.get_current_context(), arch, head)
     from rescore.models import ModelConfig
-    from rescore.train import TrainOptions, parse_save_every, train_lm
+    from rescore.train import train_lm
+    from rescore.train_options import TrainOptions, parse_save_every
 
     config = ModelConfig(arch=arch, head=head, hidden=hidden, layers=layers, dropout=dropout,
                          history=bptt if history is None else history,
@@ -156,3 +154,4 @@ def _refuse_unused_options(ctx: click.Context, arch: str, head: str) -> None:
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-train-lm")

@@ -14,7 +14,8 @@ log = logging.getLogger("rescore-tts-data")
 @command()
 @click.argument("text", type=click.Path(dir_okay=False, exists=True))
 @click.argument("out_dir", type=click.Path(file_okay=False))
-@click.option("--docids", type=click.Path(dir_okay=False, exists=True), help="Document id per line of TEXT; without it blank lines separate documents.")
+@click.option("--docids", type=click.Path(dir_okay=False, exists=True),
+              help="Document id per line of TEXT; without it blank lines separate documents.")
 @click.option("--voices", default="rms,awb,slt,kal16", help="flite voices, cycled over documents.")
 @click.option("--gap", type=float, default=0.3, help="Seconds of silence between sentences of a recording.")
 @click.option("--prefix", default="", help="Prefix of recording, speaker and utterance ids.")
@@ -36,3 +37,4 @@ def main(text, out_dir, docids, voices, gap, prefix, nj, verbose):
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-tts-data")

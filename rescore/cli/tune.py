@@ -8,54 +8,102 @@ import logging
 import click
 
 from rescore.cli.common import command, parse_grid, setup_logging, verbose_option
+from rescore.cli.engine_options import engine_option
+from rescore.refine import DEFAULT_ROUNDS, MAX_ROUNDS
 
 log = logging.getLogger("rescore-tune")
 
 
 @command()
 @click.argument("nbest_dir", type=click.Path(file_okay=False))
-@click.option("--data-dir", type=click.Path(file_okay=False), required=True, help="Data dir of NBEST_DIR (text = references).")
-@click.option("--words-txt", type=click.Path(dir_okay=False), help="Symbol table for 'words' ids (found beside NBEST_DIR when not given).")
-@click.option("--nn-costs", type=click.Path(dir_okay=False), multiple=True, help="NN LM costs of NBEST_DIR (lmwt.nn); without them only weight 0 is swept. Repeat it (one file per model, e.g. rescore-nbest's lmwt.nn.1 and lmwt.nn.2) to tune the models' shares (--mixes) too.")
+@click.option("--data-dir", type=click.Path(file_okay=False), required=True,
+              help="Data dir of NBEST_DIR (text = references).")
+@click.option("--words-txt", type=click.Path(dir_okay=False),
+              help="Symbol table for 'words' ids (found beside NBEST_DIR when not given).")
+@click.option("--nn-costs", type=click.Path(dir_okay=False), multiple=True,
+              help="NN LM costs of NBEST_DIR (lmwt.nn); without them only weight 0 is swept. Repeat it (one file per "
+                   "model, e.g. rescore-nbest's lmwt.nn.1 and lmwt.nn.2) to tune the models' shares (--mixes) too.")
 @click.option("--weights", default="0:1:0.1", help="NN LM weights: 'a,b,c' or 'start:stop:step'.")
 @click.option("--inv-acwts", default="6:16:0.5", help="Inverse acoustic scales (LMWT): 'a,b,c' or 'start:stop:step'.")
 @click.option("--wips", default="-1:1:0.5", help="Word insertion penalties: 'a,b,c' or 'start:stop:step'.")
-@click.option("--mixes", default="0:1:0.1", show_default=True, help="With several --nn-costs: the first model's share for two models ('a,b,c' or 'start:stop:step'; the second gets the rest); for K > 2, every mix whose K shares all lie in this grid.")
-@click.option("--split-half", is_flag=True, help="Tune on the first half of the conversations, report on the second half.")
-@click.option("--dev-utts", type=click.Path(dir_okay=False), help="Tune on these utterances only (first field per line).")
-@click.option("--eval-utts", type=click.Path(dir_okay=False), help="Report the tuned setting on these utterances (first field per line).")
-@click.option("--cross-validate", is_flag=True, help="Two folds by conversation (the halves of --split-half): tune on each half, report it on the other, and the pooled WER of all utterances, each under the setting tuned on the other half.")
-@click.option("--params-out", type=click.Path(dir_okay=False), help="Write the best setting as JSON (rescore-nbest --params reads it). Not with --cross-validate (two settings: see --report).")
-@click.option("--report", type=click.Path(dir_okay=False), help="Write the whole sweep and the result as JSON (with --cross-validate: both folds' sweeps and settings).")
-@click.option("--hyp-out", type=click.Path(dir_okay=False), help="Write the 1-best text (utt-id w1 w2 ...) of the reported set: pooled under --cross-validate, the held-out set with --split-half/--eval-utts, else the tuned-on set; rescore-wer compares such files.")
-@click.option("--apply-to", nargs=2, type=click.Path(file_okay=False), metavar="TEST_NBEST_DIR OUT_DIR", help="Rescore another N-best dir with the best setting (as rescore-nbest does).")
+@click.option("--mixes", default="0:1:0.1", show_default=True,
+              help="With several --nn-costs: the first model's share for two models ('a,b,c' or 'start:stop:step'; "
+                   "the second gets the rest); for K > 2, every mix whose K shares all lie in this grid.")
+@click.option("--split-half", is_flag=True,
+              help="Tune on the first half of the conversations, report on the second half.")
+@click.option("--dev-utts", type=click.Path(dir_okay=False),
+              help="Tune on these utterances only (first field per line).")
+@click.option("--eval-utts", type=click.Path(dir_okay=False),
+              help="Report the tuned setting on these utterances (first field per line).")
+@click.option("--cross-validate", is_flag=True,
+              help="Two folds by conversation (the halves of --split-half): tune on each half, report it on the "
+                   "other, and the pooled WER of all utterances, each under the setting tuned on the other half.")
+@click.option("--params-out", type=click.Path(dir_okay=False),
+              help="Write the best setting as JSON (rescore-nbest --params reads it). Not with --cross-validate (two "
+                   "settings: see --report).")
+@click.option("--report", type=click.Path(dir_okay=False),
+              help="Write the whole sweep and the result as JSON (with --cross-validate: both folds' sweeps and "
+                   "settings).")
+@click.option("--hyp-out", type=click.Path(dir_okay=False),
+              help="Write the 1-best text (utt-id w1 w2 ...) of the reported set: pooled under --cross-validate, the "
+                   "held-out set with --split-half/--eval-utts, else the tuned-on set; rescore-wer compares such "
+                   "files.")
+@click.option("--apply-to", nargs=2, type=click.Path(file_okay=False), metavar="TEST_NBEST_DIR OUT_DIR",
+              help="Rescore another N-best dir with the best setting (as rescore-nbest does).")
 @click.option("--apply-data-dir", type=click.Path(file_okay=False), help="Data dir of TEST_NBEST_DIR.")
-@click.option("--apply-nn-costs", type=click.Path(dir_okay=False), multiple=True, help="NN LM costs of TEST_NBEST_DIR (repeated: one per model, in the order of --nn-costs).")
+@click.option("--apply-nn-costs", type=click.Path(dir_okay=False), multiple=True,
+              help="NN LM costs of TEST_NBEST_DIR (repeated: one per model, in the order of --nn-costs).")
 @click.option("--apply-words-txt", type=click.Path(dir_okay=False), help="Symbol table of TEST_NBEST_DIR.")
-@click.option("--allow-missing", is_flag=True, help="References without an N-best are dropped with a warning instead of an error.")
+@click.option("--allow-missing", is_flag=True,
+              help="References without an N-best are dropped with a warning instead of an error.")
+@click.option("--refine-model", type=click.Path(dir_okay=False),
+              help="LM checkpoint: a refining tune instead of --nn-costs. With --state-carry rescored the NN LM "
+                   "costs depend on the setting they were scored at, so a setting tuned on costs scored at another "
+                   "predicts a WER that rescore-nbest --model --params does not give. This scores NBEST_DIR with "
+                   "the model, tunes, scores again at the tuned setting and retunes until the setting is stable "
+                   "(its WER is then rescore-nbest's), each round logged; with --cross-validate each fold is "
+                   "refined on its half and reported on the other half scored at its setting, beside plain "
+                   "tuning and a paired bootstrap of the two.")
+@click.option("--refine-rounds", type=click.IntRange(1, MAX_ROUNDS), default=DEFAULT_ROUNDS, show_default=True,
+              help="--refine-model: most scorings per tuning set (the best scored setting is kept when the "
+                   "tuned one is not yet stable).")
+@click.option("--refine-start", type=click.Path(dir_okay=False),
+              show_default="rescore-nbest's: weight 0.8, inv_acwt 10, wip 0",
+              help="--refine-model: JSON setting (as --params-out writes) to score at first.")
+@engine_option("state_carry", "--refine-model: as rescore-nbest's.")
+@engine_option("oov_penalty", "--refine-model: as rescore-nbest's.")
+@click.option("--train-text", type=click.Path(dir_okay=False),
+              help="--refine-model: LM training text, for --oov-penalty auto.")
+@click.option("--allow-oov-rate", is_flag=True, help="--refine-model: as rescore-nbest's.")
+@engine_option("device", "--refine-model: as rescore-nbest's (auto: CUDA when present; cpu, cuda or cuda:N).")
 @verbose_option
 def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mixes, split_half, dev_utts, eval_utts,
          cross_validate, params_out, report, hyp_out, apply_to, apply_data_dir, apply_nn_costs, apply_words_txt,
-         allow_missing, verbose):
+         allow_missing, verbose, **refine_kw):
     """Tune weight, inv-acwt and wip (with several --nn-costs, the models' shares too) by WER on
     NBEST_DIR and print the best setting. Kaldi's
     score.sh reports the WER of the set it tuned on; to report honestly, tune on one part and
     report another (--split-half, --dev-utts/--eval-utts), cross-validate (--cross-validate:
     its pooled WER is the honest figure for all of NBEST_DIR) or apply the setting to a test
-    dir."""
+    dir.
+
+    With --state-carry rescored the costs of a lmwt.nn depend on the setting they were scored
+    at: --refine-model MODEL.pt tunes with the model itself (the tuned setting rescored until it
+    is stable), e.g. rescore-tune NBEST --data-dir DATA --cross-validate --refine-model model.pt"""
     setup_logging(verbose)
     from rescore.combine import mix_grid
     from rescore.metrics import format_report
-    from rescore.pipeline import NbestJob, TuneJob, format_cross_validation, format_setting, tune_nbest_dir
+    from rescore.pipeline import NbestJob
+    from rescore.tune_job import TuneJob, format_cross_validation, format_setting, tune_nbest_dir
 
-    nn_costs, apply_nn_costs = tuple(nn_costs) or None, tuple(apply_nn_costs) or None
+    nn_costs, apply_nn_costs = tuple(nn_costs), tuple(apply_nn_costs)
     given = click.get_current_context().get_parameter_source("mixes") != click.core.ParameterSource.DEFAULT
-    if given and len(nn_costs or ()) < 2:
+    if given and len(nn_costs) < 2:
         raise click.UsageError("--mixes needs two or more --nn-costs (one per model)")
     if not apply_to:
         for name, v in (("--apply-data-dir", apply_data_dir), ("--apply-nn-costs", apply_nn_costs),
                         ("--apply-words-txt", apply_words_txt)):
-            if v is not None:
+            if v not in (None, ()):
                 raise click.UsageError(f"{name} goes with --apply-to (it would do nothing)")
     apply = None
     if apply_to:
@@ -67,7 +115,16 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
                   wips=parse_grid(wips, "--wips"), split_half=split_half, dev_utts=dev_utts, eval_utts=eval_utts,
                   params_out=params_out, report=report, apply=apply, allow_missing=allow_missing,
                   cross_validate=cross_validate, hyp_out=hyp_out,
-                  mixes=mix_grid(parse_grid(mixes, "--mixes"), len(nn_costs)) if len(nn_costs or ()) > 1 else None)
+                  mixes=mix_grid(parse_grid(mixes, "--mixes"), len(nn_costs)) if len(nn_costs) > 1 else None)
+    from rescore.refine import format_refine, refine_job, run_refine, warn_carried_costs
+
+    ctx = click.get_current_context()
+    refine_given = [n for n in refine_kw if ctx.get_parameter_source(n) != click.core.ParameterSource.DEFAULT]
+    refine = refine_job(job, **refine_kw, given=refine_given)
+    if refine is not None:
+        click.echo(format_refine(run_refine(refine)))
+        return
+    warn_carried_costs(nn_costs)
     result = tune_nbest_dir(job)
     if cross_validate:
         click.echo(format_cross_validation(result))
@@ -84,3 +141,4 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-tune")

@@ -8,6 +8,7 @@ import os
 import click
 
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
+from rescore.metrics.compare import MIN_BOOTSTRAP_UNITS
 
 
 def _systems(hyp_texts, names):
@@ -32,17 +33,27 @@ def _systems(hyp_texts, names):
 @command()
 @click.argument("ref_text", type=click.Path(dir_okay=False))
 @click.argument("hyp_texts", nargs=-1, required=True, metavar="HYP_TEXT [HYP_TEXT ...]")
-@click.option("--name", "names", multiple=True, help="Name of each HYP_TEXT in order (repeat it); or write a HYP_TEXT as NAME=PATH. Default: the path.")
-@click.option("--train-text", type=click.Path(dir_okay=False), help="LM training text: adds the per rare-word bucket table (design §7).")
+@click.option("--name", "names", multiple=True,
+              help="Name of each HYP_TEXT in order (repeat it); or write a HYP_TEXT as NAME=PATH. Default: the path.")
+@click.option("--train-text", type=click.Path(dir_okay=False),
+              help="LM training text: adds the per rare-word bucket table.")
 @click.option("--buckets", "num_buckets", type=click.IntRange(min=1), default=10, help="Number of rare-word buckets.")
-@click.option("--groups", type=click.Path(dir_okay=False), help="segments or utt2spk of the data: the bootstrap resamples whole recordings (speakers) instead of utterances.")
-@click.option("--bootstrap", "draws", type=click.IntRange(min=0), default=1000, help="Paired bootstrap draws for the CIs and p-values (0: none); with two or more HYP_TEXTs.")
+@click.option("--groups", type=click.Path(dir_okay=False),
+              help="segments or utt2spk of the data: the bootstrap resamples whole recordings (speakers) instead of "
+                   f"utterances. With fewer than {MIN_BOOTSTRAP_UNITS} its figures are marked unreliable; with one "
+                   "there is no CI, p-value or P(better).")
+@click.option("--bootstrap", "draws", type=click.IntRange(min=0), default=1000,
+              help="Paired bootstrap draws for the CIs and p-values (0: none); with two or more HYP_TEXTs.")
 @click.option("--seed", type=int, default=0, help="Seed of the bootstrap's resampling.")
-@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95, help="Level of the confidence intervals.")
+@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+              help="Level of the confidence intervals.")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write the report as JSON.")
-@click.option("--plot", type=click.Path(dir_okay=False), help="Chart of the per-bucket WER of every system (and the differences with their CIs) as PNG; needs --train-text.")
+@click.option("--plot", type=click.Path(dir_okay=False),
+              help="Chart of the per-bucket WER of every system (and the differences with their CIs) as PNG; needs "
+                   "--train-text.")
 @click.option("--title", help="Title of the chart. Default: the reference file and the system names.")
-@click.option("--allow-missing", is_flag=True, help="Score a missing hypothesis as empty and ignore extra ones instead of failing.")
+@click.option("--allow-missing", is_flag=True,
+              help="Score a missing hypothesis as empty and ignore extra ones instead of failing.")
 @verbose_option
 def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, seed, confidence, report, plot,
          title, allow_missing, verbose):
@@ -96,9 +107,10 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
                 plot_comparison(cmp, plot, title or f"WER per rare-word bucket on {ref_text}: "
                                 + " vs ".join(n for n, _ in systems))
         if report:
-            write_json(report, rep)
+            write_json(report, rep.as_dict())
     click.echo(text)
 
 
 if __name__ == "__main__":
     main()
+__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-wer")

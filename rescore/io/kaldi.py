@@ -11,7 +11,7 @@ not: both are accepted. Containers:
 
 * text archives (``ark,t``), optionally gzipped -- read by our strict reader, because kaldiio's
   text mode guesses types from the first token (``1e-05`` fails, empty int vectors swallow the
-  next line; see ../shared/style.md);
+  next line);
 * binary archives (``ark``), optionally gzipped -- int vectors through kaldiio; float scalars
   (``\\0B`` ``\\4`` + little-endian float32) by a few lines of our own, since kaldiio misreads
   them as int vectors;
@@ -28,6 +28,9 @@ found everywhere, errors of values only in kept entries, each with the message a
 read gives. A text archive is then read in bulk (keys split off all lines at once, only kept
 lines decoded); one with a key that is not printable ASCII is read line by line, every line
 decoded. ``rescore-nbest --split`` reads its share of an N-best dir this way.
+
+Symbol tables (``words.txt``) are read by :mod:`rescore.io.symbols`, lines opened and decoded
+by :mod:`rescore.io.lines`; both are re-exported here.
 
 Outputs go through :func:`rescore.io.files.atomic_output`: a temporary file in the target
 directory renamed into place, so nothing is left half-written.
@@ -46,18 +49,19 @@ import struct
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from rescore.errors import RescoreError
 from rescore.io.files import atomic_output  # noqa: F401  (the one atomic write; re-exported)
+from rescore.io.lines import GZIP_MAGIC, decode_line, iter_lines, open_bytes  # noqa: F401  (re-exported)
+from rescore.io.symbols import invert_symbol_table, read_symbol_table  # noqa: F401  (re-exported)
 
 PathLike = Union[str, Path]
 Kind = str  # "float" | "ints" | "tokens"
 Keep = Callable[[str], bool]  # a reader's test on keys: parse this entry's value?
 
-_GZIP_MAGIC = b"\x1f\x8b"
 _KINDS = ("float", "ints", "tokens")
 _EXPECTED = {
     "float": "'key cost' (one finite float)",
@@ -104,19 +108,6 @@ class Table:
 # Reading
 
 
-def open_bytes(path: PathLike) -> IO[bytes]:
-    """Open a file for binary reading, transparently gunzipping; unreadable -> RescoreError."""
-    try:
-        f = open(path, "rb")
-        magic = f.read(2)
-        f.seek(0)
-    except OSError as e:
-        raise RescoreError("a readable file", path=path, got=e.strerror or str(e)) from None
-    if magic == _GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=f, mode="rb")  # type: ignore[return-value]
-    return f
-
-
 def _parse_float(tok: str) -> float:
     # float() also takes '1_0', 'nan', 'inf' and unicode digits: Kaldi writes none of those.
     if "_" in tok or not tok.isascii():
@@ -149,30 +140,6 @@ _PARSERS = {"float": _parse_one_float, "ints": _parse_ints, "tokens": lambda fie
 def _parse_value(kind: Kind, fields: List[str]):
     """Parse the fields after the key; ValueError on a bad field."""
     return _PARSERS[kind](fields)
-
-
-def iter_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
-    """(1-based line number, decoded line without newline); gzip and decode errors name the line."""
-    f = open_bytes(path)
-    lineno = 0
-    with f:
-        try:
-            for raw in f:
-                lineno += 1
-                yield lineno, _decode_line(raw, path, lineno)
-        except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-            raise RescoreError("a complete gzip stream", path=path, line=lineno + 1,
-                               got=f"truncated or corrupt: {e}") from None
-        except OSError as e:
-            raise RescoreError("a readable file", path=path, got=e.strerror or str(e)) from None
-
-
-def _decode_line(raw: bytes, path: PathLike, lineno: int) -> str:
-    try:
-        line = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RescoreError("UTF-8 text", path=path, line=lineno, got=repr(raw[:40])) from None
-    return line.rstrip("\r\n")
 
 
 def _is_binary_archive(path: PathLike) -> bool:
@@ -257,7 +224,7 @@ def _read_text_share(path: PathLike, kind: Kind, allow_empty_value: bool, keep: 
     t = Table(path=str(path), kind=kind, keys=keys, values=[None] * len(keys))
     parse = _PARSERS[kind]
     for i in itertools.compress(range(len(keys)), map(keep, keys)):
-        line = _decode_line(lines[i] + b"\n" if i < ended else lines[i], path, i + 1)  # (as iter_lines)
+        line = decode_line(lines[i] + b"\n" if i < ended else lines[i], path, i + 1)  # (as iter_lines)
         t.values[i] = _parse_fields(kind, parse, line.split(), line, path, i + 1, allow_empty_value)
     _check_unique(t)
     return t
@@ -392,7 +359,7 @@ def _map_archive(path: Path, stack: contextlib.ExitStack):
     one read whole, a plain one mapped (only the pages of the entries read are touched)."""
     try:
         with open(path, "rb") as f:
-            if f.read(2) != _GZIP_MAGIC and os.fstat(f.fileno()).st_size > 0:
+            if f.read(2) != GZIP_MAGIC and os.fstat(f.fileno()).st_size > 0:
                 m = stack.enter_context(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
                 return m, m  # (an mmap is a file object of its own: seek, read, tell)
     except OSError as e:
@@ -467,59 +434,6 @@ def read_table(path: PathLike, kind: Kind, keep: Optional[Keep] = None) -> Table
     if _is_binary_archive(path):
         return read_binary_table(path, kind, keep)
     return read_text_table(path, kind, keep=keep)
-
-
-def read_symbol_table(path: PathLike) -> Dict[str, int]:
-    """Read ``words.txt`` (``word id`` per line) into word -> id; duplicates are errors."""
-    words = _symbol_table_in_bulk(path)
-    if words is not None:
-        return words
-    words = {}  # a fault somewhere: line by line, to name it
-    ids: Dict[int, int] = {}
-    for lineno, line in iter_lines(path):
-        fields = line.split()
-        if len(fields) != 2 or not (fields[1].isascii() and fields[1].isdigit()):
-            raise RescoreError("'word id' (two fields, id a non-negative integer)", path=path, line=lineno, got=line)
-        w, i = fields[0], int(fields[1])
-        if w in words:
-            raise RescoreError(f"a unique word ('{w}' is already id {words[w]})", path=path, line=lineno, got=line)
-        if i in ids:
-            raise RescoreError(f"a unique id ({i} is already at line {ids[i]})", path=path, line=lineno, got=line)
-        words[w] = i
-        ids[i] = lineno
-    if not words:
-        raise RescoreError("at least one 'word id' line", path=path, got="an empty file")
-    return words
-
-
-def _symbol_table_in_bulk(path: PathLike) -> Optional[Dict[str, int]]:
-    """read_symbol_table of a well-formed file, all lines at once; None at any irregularity
-    (the line-by-line reader then names it)."""
-    try:
-        with contextlib.closing(open_bytes(path)) as f:
-            text = f.read().decode("utf-8")
-    except (RescoreError, EOFError, OSError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError):
-        return None
-    lines = text.split("\n")  # (as iterating over the file splits it)
-    if lines[-1] == "":
-        lines.pop()
-    rows = [ln.split() for ln in lines]
-    if not rows or any(len(r) != 2 for r in rows):
-        return None
-    ids = [r[1] for r in rows]
-    digits = "".join(ids)
-    if not (digits.isascii() and digits.isdigit()):
-        return None
-    nums = list(map(int, ids))
-    words = dict(zip((r[0] for r in rows), nums))
-    if len(words) != len(rows) or len(set(nums)) != len(nums):  # a word or an id twice
-        return None
-    return words
-
-
-def invert_symbol_table(words: Mapping[str, int]) -> Dict[int, str]:
-    """id -> word."""
-    return {i: w for w, i in words.items()}
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,7 +22,8 @@ from rescore.models.config import ModelConfig
 from rescore.models.heads import HEADS, register_head
 from rescore.models.lm import NeuralLM
 
-# Heads of issue 5 register themselves in HEADS when their module is imported; import them here.
+# The baseline heads (PSMM, pointer-generator) register themselves in HEADS when their module is
+# imported; import them here.
 from rescore.models import baselines  # noqa: E402,F401  (psmm, pointer-generator)
 
 FORMAT = "rescore-lm"

@@ -55,7 +55,7 @@ class LSTMBody(nn.Module):
         """``forward(embedding[ids])`` for one token per row ((B, 1) int64 ids; inference: no
         dropout, no autograd) with layer 0's input projection read from a (V, 4H) table
         ``embedding @ W_ih0^T + b_ih0 + b_hh0`` instead of computed: a quarter of the body's
-        multiply-adds per row (the rescoring engine's one-token rows, issue 13)."""
+        multiply-adds per row (the rescoring engine's one-token rows)."""
         table, upper = self._step_weights(embedding)
         x = None
         hs, cs = [], []

@@ -142,7 +142,7 @@ class JointLogSoftmax(torch.autograd.Function):
 
 @register_head("pointer")
 class PointerHead(nn.Module):
-    """The implicit cache pointer of Li, Povey and Khudanpur (Interspeech 2020), design §4.2.
+    """The implicit cache pointer of Li, Povey and Khudanpur (Interspeech 2020).
 
     z_t = [W h_t + b ; W_p h_t + m_hist] over V + L, y_t = softmax(z_t); slot i of position t holds
     x_{t-L+1+i}. With memory augmentation, m_k = v . h_k is computed at every position k, carried

@@ -32,21 +32,17 @@ from typing import Dict, List, Sequence, Tuple
 
 import torch
 
-from rescore.errors import RescoreError
+from rescore.errors import OptionError, RescoreError
+from rescore.settings import HF_PREFIX as PREFIX
+from rescore.settings import OOV_AUTO, EngineSettings, is_hf_spec
 
 log = logging.getLogger(__name__)
 
-PREFIX = "hf:"
-DEFAULT_CONTEXT = 512  # tokens of carried context (rescore-nbest --hf-context)
+DEFAULT_CONTEXT = EngineSettings.hf_context  # tokens of carried context (rescore-nbest --hf-context)
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model",
                     "spiece.model", "vocab.txt")
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                  "pytorch_model.bin.index.json")
-
-
-def is_hf_spec(spec) -> bool:
-    """Whether a ``--model`` value names a Hugging Face model directory (``hf:DIR``)."""
-    return isinstance(spec, str) and spec.startswith(PREFIX)
 
 
 def _transformers():
@@ -124,11 +120,11 @@ class HfLM:
             lens.append(len(p))
         return ids, lens
 
-    def score_nbest(self, conversations, **options):
+    def score_nbest(self, conversations, weight, settings, device, stats=None, progress=True):
         """rescore.engine.score_nbest for this model (rescore.hf_engine.score_hf)."""
         from rescore.hf_engine import score_hf
 
-        return score_hf(self, conversations, **options)
+        return score_hf(self, conversations, weight, settings, device, stats, progress)
 
 
 def load_hf(spec: str, device: torch.device, context: int = DEFAULT_CONTEXT) -> HfLM:
@@ -160,18 +156,26 @@ def load_hf(spec: str, device: torch.device, context: int = DEFAULT_CONTEXT) -> 
     return lm
 
 
-def load_for_scoring(spec: str, device: torch.device, options) -> HfLM:
-    """rescore.pipeline.ScoringOptions.load_model for ``hf:DIR``: the options that do not apply to
-    a subword LM are refused rather than ignored."""
-    from rescore.errors import OptionError
-
-    if options.cache_window > 0:
+def check_settings(settings: EngineSettings, num_models: int = 1) -> None:
+    """The engine settings of a job with an hf: model among ``num_models``: those that do not apply
+    to a subword LM are refused (OptionError) rather than ignored. The OOV penalty: a number other
+    than 0 is refused, 'auto' (rescore-nbest's default with a words.txt or a training text) is 0
+    for an hf: model, a tokenizer having no out-of-vocabulary word."""
+    if settings.cache_window > 0:
         raise OptionError("no neural cache on an hf: model (it wraps rescore's own LMs)",
-                          option="--cache-window", got=str(options.cache_window))
-    if options.oov_penalty not in (0, 0.0):
+                          option="--cache-window", got=str(settings.cache_window))
+    if settings.oov_penalty not in (None, OOV_AUTO) and settings.oov_penalty != 0:
         raise OptionError("no OOV penalty on an hf: model (its subword tokenizer has no "
-                          "out-of-vocabulary word)", option="--oov-penalty", got=str(options.oov_penalty))
-    if options.lockstep:
+                          "out-of-vocabulary word)", option="--oov-penalty", got=str(settings.oov_penalty))
+    if num_models > 1 and settings.state_carry == "rescored" and settings.mix_carry == "mixed":
         raise OptionError("--mix-carry own with an hf: model among several (each carries from its "
                           "own best)", option="--mix-carry", got="mixed")
-    return load_hf(spec, device, options.hf_context)
+
+
+def load_for_scoring(spec: str, device: torch.device, settings: EngineSettings):
+    """rescore.scoring.load_model for ``hf:DIR``: (model, device, OOV penalty 0), the settings
+    checked (check_settings) and its context ``settings.hf_context``."""
+    check_settings(settings)
+    if settings.oov_penalty == OOV_AUTO:
+        log.info("OOV penalty (auto): 0 for %s, a subword LM without out-of-vocabulary words", spec)
+    return load_hf(spec, device, settings.hf_context), device, 0.0

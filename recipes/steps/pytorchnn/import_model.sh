@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Copyright 2026  the rescore authors.  Apache 2.0.
 #
-# Sourced by lmrescore_nbest_pytorchnn.sh and lmrescore_lattice_pytorchnn.sh: the one cache of
+# Sourced by lmrescore_nbest_pytorchnn.sh and lmrescore_lattice_pytorchnn.sh (after
+# ../libs/common.sh): the checks of Kaldi's options and inputs they share, and the one cache of
 # the imported model, so that both scripts share it.
+#
+#   import_checked <step> <old-lang-dir> <nn-model> <vocab> <data-dir> <input-decode-dir> <output-decode-dir>
+#
+# checks, before the import, that the step the script runs and rescore-import-kaldi-lm exist,
+# the model options (--model-type, its sizes, --oov-symbol in the vocabulary), --inv-acwt,
+# --weight, --stage, --device and the input files (the step checks its own again); then imports
+# the model (import_kaldi_model below, which sets cache), --oov-symbol without the shell quotes
+# of Kaldi's default ("'<unk>'": the symbol is inside).
 #
 #   import_kaldi_model <nn-model> <vocab> <output-decode-dir> <model-type> <embedding-dim> \
 #                      <hidden-dim> <nlayers> <nhead> <oov-symbol>
@@ -12,6 +21,32 @@
 # model, whose import.opts records the options it was made with (a newer model or vocabulary,
 # or other options, make a new one), or <output-decode-dir>/nnlm where the model's directory is
 # not writable.  The import's log goes to <output-decode-dir>/log/import.log.
+# (The option variables come from the script that sources this.)
+# shellcheck disable=SC2154
+
+import_checked() {
+  local var oov
+  [ -x "$1" ] || fail "expected $1 (the step it runs) to exist"
+  check_programs rescore-import-kaldi-lm
+  check_choice model_type LSTM GRU Transformer
+  for var in embedding_dim hidden_dim nlayers nhead; do check_number "$var" 'int>=1'; done
+  check_number inv_acwt '>0'
+  check_number weight 0..1
+  check_number stage 'int>=0'
+  check_device device
+  check_old_lm "$2"
+  check_words_txt "$2/words.txt"
+  check_files "$3"
+  [ -s "$3" ] || fail "expected $3 to be a model (what steps/pytorchnn/train.py saved), got an empty file"
+  check_words_txt "$4"
+  oov=${oov_symbol#\'}
+  oov=${oov%\'}
+  awk -v w="$oov" '$1 == w { found = 1 } END { exit !found }' "$4" ||
+    fail "expected the OOV symbol '$oov' (--oov-symbol) in the vocabulary $4"
+  check_files "$5/utt2spk"
+  check_decode_dir "$6"
+  import_kaldi_model "$3" "$4" "$7" "$model_type" "$embedding_dim" "$hidden_dim" "$nlayers" "$nhead" "$oov"
+}
 
 import_kaldi_model() {
   local nn_model=$1 vocab=$2 dir=$3 model_type=$4 embedding_dim=$5 hidden_dim=$6 nlayers=$7 \

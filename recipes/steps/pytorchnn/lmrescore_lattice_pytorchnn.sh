@@ -20,91 +20,63 @@
 
 # Begin configuration section.
 model_type=Transformer # LSTM, GRU or Transformer
-embedding_dim=768
+embedding_dim=768      # the model's sizes, as steps/pytorchnn/train.py was given them
 hidden_dim=768
 nlayers=6
 nhead=8
 
-inv_acwt=10
+inv_acwt=10            # inverse acoustic scale (Kaldi's LMWT) for pruning and the path cover
 weight=0.8 # interpolation weight of a neural network LM with a N-gram LM
-beam=5
-epsilon=0.5
-oov_symbol="'<unk>'"
+beam=5                 # lattice-prune beam
+epsilon=0.5            # lattice-expand posterior threshold
+oov_symbol="'<unk>'"   # the vocabulary's symbol for words outside it
 
-cmd=run.pl
-stage=0
-skip_scoring=false
+cmd=run.pl             # how to run the jobs: run.pl, queue.pl, slurm.pl [options]
+stage=0                # Stage of this script (Kaldi's numbering, 0-4), for partial reruns.
+skip_scoring=false     # true: do not run local/score.sh
 # rescore's own (not in Kaldi's script):
 state_carry=rescored  # none (Kaldi's: every path from an empty history) | first-pass | rescored
-rescore_opts=         # more options of lmrescore_lattice.sh, e.g. "--device cuda --oov-penalty 9.9"
+device=auto           # auto | cpu | cuda | cuda:N, for rescore-nbest
+rescore_opts=         # more options of ../lmrescore_lattice.sh, e.g. "--oov-penalty auto --max-tokens 4096"
 # End configuration section.
 
-echo "$0 $*" # Print the command line for logging
+help_message="Perform lattice rescoring with a PyTorch-trained neural language model (Kaldi's
+steps/pytorchnn models), with rescore's engine, by Kaldi's path-cover method.  The neural LM is
+interpolated with an N-gram LM during rescoring.  No OOV penalty unless --rescore-opts gives one
+(--oov-penalty 0, as Kaldi's scorer).
 
-set -eo pipefail
-# shellcheck disable=SC1091
-[ -f ./path.sh ] && . ./path.sh
-# shellcheck disable=SC1091
-. utils/parse_options.sh
-set -u
+Usage: $0 [options] <old-lang-dir> <nn-model> <vocab> <data-dir> <input-decode-dir> <output-decode-dir>
+ e.g.: $0 --model-type LSTM --embedding-dim 650 --hidden-dim 650 --nlayers 2 \\
+         data/lang_sw1_fsh_fg exp/pytorch_lstm/model.pt data/pytorchnn/words.txt \\
+         data/eval2000_hires exp/chain/tdnn7q_sp/decode_eval2000_sw1_fsh_fg exp/chain/tdnn7q_sp/decode_eval2000_sw1_fsh_fg_pytorch_lstm_lat
+Run it from the Kaldi recipe directory, as Kaldi's script of this name, by its path in rescore."
+needs="utils/int2sym.pl utils/split_data.sh"
+# shellcheck source=../libs/common.sh
+. "$(dirname "$0")/../libs/common.sh"
 
-if [ $# != 6 ]; then
-   echo "Perform lattice rescoring with a PyTorch-trained neural language model."
-   echo "The neural LM is interpolated with an N-gram LM during rescoring."
-   echo ""
-   echo "Usage: $0 [options] <old-lang-dir> <nn-model-dir> vocab <data-dir> <input-decode-dir> <output-decode-dir>"
-   echo "Main options:"
-   echo "  --inv-acwt <inv-acwt>          # default $inv_acwt.  e.g. --inv-acwt 17.  Equivalent to LM scale to use."
-   echo "  --cmd <run.pl|queue.pl [opts]> # how to run jobs."
-   echo "  --model-type <LSTM|GRU|Transformer>, --embedding-dim, --hidden-dim, --nlayers, --nhead"
-   echo "                                 # the model as Kaldi's train.py made it"
-   echo "  --weight, --beam, --epsilon, --oov-symbol, --stage, --skip-scoring: as Kaldi's script"
-   echo "  --state-carry <none|first-pass|rescored>  # default $state_carry (Kaldi's script: none)"
-   echo "  --rescore-opts <options>       # options of lmrescore_lattice.sh"
-   exit 1;
-fi
+[ $# -eq 6 ] || usage_exit
+oldlang=$1 nn_model=$2 vocab=$3 data=$4 indir=$5 dir=$6
 
-oldlang=$1
-nn_model=$2
-vocab=$3
-data=$4
-indir=$5
-dir=$6
-
-here=$(dirname "$0")
-step=$here/../lmrescore_lattice.sh
-for f in "$nn_model" "$vocab" "$indir/lat.1.gz"; do
-  [ ! -f "$f" ] && echo "$0: expected file $f to exist." && exit 1
-done
-[ ! -x "$step" ] && echo "$0: expected $step (the lattice step it calls) to exist" && exit 1
-[ ! -f "$here/import_model.sh" ] && echo "$0: expected $here/import_model.sh beside this script" && exit 1
-case "$model_type" in LSTM|GRU|Transformer) ;;
-  *) echo "$0: --model-type must be LSTM, GRU or Transformer, got '$model_type'"; exit 1 ;;
-esac
-case "$stage" in
-  ''|*[!0-9]*) echo "$0: --stage must be 0 to 4, got '$stage'"; exit 1 ;;
-esac
-command -v rescore-import-kaldi-lm >/dev/null 2>&1 ||
-  { echo "$0: rescore-import-kaldi-lm not found on PATH (activate rescore's environment in path.sh)"; exit 1; }
-
-# Kaldi's default oov_symbol carries shell quotes ("'<unk>'"): the symbol is what is inside.
-oov=${oov_symbol#\'}
-oov=${oov%\'}
+check_number beam '>0'
+check_number epsilon 0..1
+check_choice state_carry none first-pass rescored
+check_bool skip_scoring
 
 # The imported model, cached beside the Kaldi one as the N-best script caches it (one cache,
-# in <nn-model>.rescore/, for both: import_model.sh).
-# shellcheck disable=SC1091
-. "$here/import_model.sh"
-cache=  # set by import_kaldi_model
-import_kaldi_model "$nn_model" "$vocab" "$dir" "$model_type" "$embedding_dim" "$hidden_dim" \
-  "$nlayers" "$nhead" "$oov" || exit 1
+# in <nn-model>.rescore/, for both: import_model.sh), after the checks of Kaldi's options and
+# of the inputs.
+step=$(dirname "$0")/../lmrescore_lattice.sh
+# shellcheck source=import_model.sh
+. "$(dirname "$0")/import_model.sh"
+cache=  # set by import_checked
+import_checked "$step" "$oldlang" "$nn_model" "$vocab" "$data" "$indir" "$dir" || exit 1
 
 our_stage=$((stage + 1))
 [ "$our_stage" -gt 4 ] && our_stage=4
 # $rescore_opts holds options: it must split.
 # shellcheck disable=SC2086
 "$step" --cmd "$cmd" --stage "$our_stage" --inv-acwt "$inv_acwt" --weight "$weight" \
-  --beam "$beam" --epsilon "$epsilon" --state-carry "$state_carry" \
+  --beam "$beam" --epsilon "$epsilon" --state-carry "$state_carry" --device "$device" --oov-penalty 0 \
   --skip-scoring "$skip_scoring" $rescore_opts \
   "$oldlang" "$cache/model.pt" "$data" "$indir" "$dir" || exit 1
 exit 0

@@ -20,6 +20,11 @@
 # Models (--models): lstm, lstm_pointer, transformer, transformer_pointer: an LSTM or a
 # Transformer body with a softmax or the implicit cache pointer head; the paper's sizes are
 # the defaults below.  Run: ./run.sh [--stage N] [--kaldi-dir DIR] [--device cuda] ...
+# (./run.sh --help lists every option.)  The stages: 1 local/prepare_lm_text.sh (LM text),
+# then rescore's recipes/steps (Kaldi's steps/ is linked here as ./steps): 2 make_vocab.sh,
+# 3 train_lms.sh, 4 rescore_decode_dirs.sh (lmrescore_nbest.sh per decode dir), 5 wer_table.sh.
+# The configuration section's options reach those steps by name (step_options):
+# shellcheck disable=SC2034
 
 # Begin configuration section.
 stage=0                           # first stage to run
@@ -33,10 +38,10 @@ valid_every=500                   # one LM text line in this many held out for v
 test_set=test_eval92              # perplexity text only
 decode_sets="dev93 eval92"        # decode dirs to rescore (data/test_<set>_hires for scoring)
 models="lstm lstm_pointer transformer transformer_pointer"
-interpolate=                       # also rescore with these models interpolated, e.g.
-                                  # lstm_pointer:transformer_pointer (NN term sum_k mix_k l_k), into
-                                  # <decode-dir>_rescore_a+b when every part is in $models; empty: none
-                                  # (in issue 16's ablation it did not beat lstm_pointer alone)
+interpolate=                      # also rescore with these models interpolated, e.g.
+                                  # lstm_pointer:transformer_pointer, into <decode-dir>_rescore_a+b
+                                  # when every part is in $models; empty: none (in the ablation,
+                                  # docs/benchmarks.md, it did not beat lstm_pointer alone)
 mix=                              # shares of the interpolated models, e.g. 0.6,0.4; empty: equal
 lstm_hidden=650                   # LSTM: 2 layers of 650
 lstm_layers=2
@@ -45,12 +50,8 @@ transformer_layers=6
 transformer_heads=8
 bptt=100                          # BPTT length T
 history=100                       # pointer history L
-memory_aug=true                   # the pointer models get memory augmentation (false: plain pointer);
-                                  # (with a 10k softmax the pointer + memory won issue 16's ablation;
-                                  # with the full vocabulary and classes it made no difference)
-output=class                      # output layer: class (class-factored, exact; ~(C + V/C) x H per token
-                                  # instead of V x H: 7.9x softmax's training speed at 30k words; the
-                                  # class LSTM with carry won issue 16's ablation) | softmax
+memory_aug=true                   # the pointer models get memory augmentation (false: plain pointer)
+output=class                      # output layer: class (class-factored, exact, 7.9x faster) | softmax
 classes=                          # word classes of output=class; empty: round(sqrt(V)), V of words.txt
 epochs=                           # empty: rescore-train-lm's default
 train_opts=                       # more rescore-train-lm options, e.g. "--optimizer adam --lr 5e-4"
@@ -59,141 +60,53 @@ N=100                             # hypotheses per utterance
 inv_acwt=10                       # inverse acoustic scale of the N-best lists
 weight=0.8                        # NN LM interpolation weight
 state_carry=rescored              # none | first-pass | rescored
-device=auto                       # auto | cpu | cuda
+device=auto                       # auto | cpu | cuda | cuda:N
 # End configuration section.
 
-set -eo pipefail
-# shellcheck disable=SC1091
+help_message="WSJ: neural LM N-best rescoring of a finished Kaldi system (the top of $0 says what
+it reads and writes; steps/train_lms.sh --help and steps/rescore_decode_dirs.sh --help say more
+of the options they share with it).
+
+Usage: $0 [options]
+ e.g.: $0 --stage 3 --stop-stage 4 --device cuda --models 'lstm lstm_pointer'"
+# shellcheck source=path.sh
+. ./path.sh  # KALDI_ROOT, rescore's environment; links steps/ and utils/ to Kaldi's
+# shellcheck source=cmd.sh
 . ./cmd.sh
-# shellcheck disable=SC1091
-. ./path.sh
-if [ ! -f utils/parse_options.sh ]; then
-  # Kaldi recipes link steps/ and utils/ from egs/wsj/s5; do the same, once.
-  ln -sfn "$KALDI_ROOT/egs/wsj/s5/steps" steps
-  ln -sfn "$KALDI_ROOT/egs/wsj/s5/utils" utils
-fi
-# shellcheck disable=SC1091
-. utils/parse_options.sh
-set -u
+# shellcheck source=../../steps/libs/common.sh
+. ../../steps/libs/common.sh
+[ $# -eq 0 ] || usage_exit
 
-if [ $# != 0 ]; then
-  echo "Usage: $0 [options]   (options: the configuration section at the top of $0)"
-  echo " e.g.: $0 --stage 3 --stop-stage 4 --device cuda --models 'lstm lstm_pointer'"
-  exit 1
-fi
+recipe_dirs "$KALDI_ROOT/egs/wsj/s5"  # kaldi_dir, steps (rescore's), lmdata
+lang=data/lang_test_$lm  # in kaldi_dir
 
-[ -z "$kaldi_dir" ] && kaldi_dir=$KALDI_ROOT/egs/wsj/s5
-kaldi_dir=$(cd "$kaldi_dir" && pwd)
-recipe_dir=$PWD
-rescore_steps=$(cd ../../steps && pwd)
-lmdata=data/rescore
-lang=$kaldi_dir/data/lang_test_$lm
-
-# The finished Kaldi system this recipe builds on.
-for f in "$kaldi_dir/$lm_text" "$kaldi_dir/data/$test_set/text" "$lang/words.txt"; do
+# The finished Kaldi system this recipe builds on; the decode dirs and references of the sets.
+for f in "$kaldi_dir/$lm_text" "$kaldi_dir/data/$test_set/text" "$kaldi_dir/$lang/words.txt"; do
   [ ! -f "$f" ] && echo "$0: expected file $f to exist (a finished Kaldi WSJ system)" && exit 1
 done
+decodes=() refs=()
 for set in $decode_sets; do
-  for f in "$kaldi_dir/$ac_model_dir/${decode_dir_pattern/SET/$set}/num_jobs" \
-           "$kaldi_dir/data/test_${set}_hires/utt2spk" "$kaldi_dir/data/test_$set/text"; do
+  decode=$ac_model_dir/${decode_dir_pattern/SET/$set}
+  for f in "$kaldi_dir/$decode/num_jobs" "$kaldi_dir/data/test_${set}_hires/utt2spk" "$kaldi_dir/data/test_$set/text"; do
     [ ! -f "$f" ] && echo "$0: expected file $f to exist (a finished Kaldi WSJ system)" && exit 1
   done
+  decodes+=("data/test_${set}_hires:$decode")
+  refs+=("$set:$kaldi_dir/data/test_$set/text:$kaldi_dir/$decode")
 done
-for prog in rescore-train-lm rescore-nbest rescore-wer; do
-  command -v "$prog" >/dev/null 2>&1 ||
-    { echo "$0: $prog not on PATH: install rescore and set RESCORE_VENV in path.sh"; exit 1; }
-done
+# Stages 3 and 4 with this script's options of the same names, checked before stage 1.
+step_options "$steps/train_lms.sh"
+train=("$steps/train_lms.sh" --cmd "$cuda_cmd" "${opts[@]}")
+check_stage "${train[@]}" "$lmdata" exp/rescore
+step_options "$steps/rescore_decode_dirs.sh"
+rescore=("$steps/rescore_decode_dirs.sh" --cmd "$decode_cmd" --rescore-cmd "$cuda_cmd" "${opts[@]}")
+check_stage "${rescore[@]}" "$kaldi_dir" "$lang" exp/rescore "${decodes[@]}"
+check_programs rescore-nbest rescore-wer
 
-if [ "$stage" -le 1 ] && [ "$stop_stage" -ge 1 ]; then
-  echo "$0: stage 1: LM text"
-  local/prepare_lm_text.sh --valid-every "$valid_every" --test-data "$kaldi_dir/data/$test_set" \
-    "$kaldi_dir/$lm_text" "$lmdata"
-fi
-
-if [ "$stage" -le 2 ] && [ "$stop_stage" -ge 2 ]; then
-  echo "$0: stage 2: vocabulary from $lang/words.txt"
-  cp "$lang/words.txt" "$lmdata/words.txt"
-  if ! awk '$1 == "<unk>" { found = 1 } END { exit !found }' "$lmdata/words.txt"; then
-    awk '$2 >= next_id { next_id = $2 + 1 } END { print "<unk>", next_id }' \
-      "$lang/words.txt" >> "$lmdata/words.txt"
-  fi
-fi
-
-if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
-  for model in $models; do
-    case $model in
-      lstm|lstm_pointer)
-        opts=(--arch lstm --hidden "$lstm_hidden" --layers "$lstm_layers") ;;
-      transformer|transformer_pointer)
-        opts=(--arch transformer --hidden "$transformer_hidden" --layers "$transformer_layers"
-              --n-heads "$transformer_heads") ;;
-      *) echo "$0: unknown model $model (lstm, lstm_pointer, transformer, transformer_pointer)"; exit 1 ;;
-    esac
-    case $model in
-      *_pointer) opts+=(--head pointer --history "$history")
-                 if $memory_aug; then opts+=(--memory-aug); fi ;;
-      *) opts+=(--head softmax) ;;
-    esac
-    case $output in
-      class) opts+=(--output class --classes "${classes:-$(awk '$1 != "<eps>" && $1 != "<s>" &&
-               $1 != "</s>" && $1 !~ /^#/ { n++ } END { printf "%d", sqrt(n + 1) + 0.5 }' "$lmdata/words.txt")}") ;;
-      softmax) opts+=(--output softmax) ;;
-      *) echo "$0: --output class or softmax, not $output"; exit 1 ;;
-    esac
-    [ -n "$epochs" ] && opts+=(--epochs "$epochs")
-    # the vocabulary is words.txt's; training words outside it are <unk> (rescore-train-lm)
-    text_opts=(--train "$lmdata/train.txt" --valid "$lmdata/valid.txt" --words-txt "$lmdata/words.txt")
-    echo "$0: stage 3: training $model (log: exp/rescore/$model/log/train.log)"
-    mkdir -p "exp/rescore/$model/log"
-    # cuda_cmd comes from cmd.sh; $train_opts is a list of options: it must split.
-    # shellcheck disable=SC2154,SC2086
-    $cuda_cmd "exp/rescore/$model/log/train.log" \
-      rescore-train-lm "${text_opts[@]}" --out-dir "exp/rescore/$model" \
-        --bptt "$bptt" --seed "$seed" --device "$device" "${opts[@]}" $train_opts
-  done
-fi
-
-systems=$models
-if [ -n "$interpolate" ]; then
-  interp_name=${interpolate//:/+}
-  for part in ${interpolate//:/ }; do
-    case " $models " in *" $part "*) ;; *) interp_name=; break ;; esac
-  done
-  if [ -n "$interp_name" ]; then systems="$models $interp_name"; fi
-fi
-
-if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
-  for model in $systems; do
-    model_path=$recipe_dir/exp/rescore/$model
-    mix_opts=()
-    if [[ $model == *+* ]]; then  # the interpolation: a colon list of the model dirs, --mix
-      model_path=$(for part in ${model//+/ }; do printf "%s:" "$recipe_dir/exp/rescore/$part"; done)
-      model_path=${model_path%:}
-      if [ -n "$mix" ]; then mix_opts=(--mix "$mix"); fi
-    fi
-    for set in $decode_sets; do
-      indir=$kaldi_dir/$ac_model_dir/${decode_dir_pattern/SET/$set}
-      echo "$0: stage 4: rescoring $indir with $model"
-      # From the Kaldi system's directory, as a Kaldi step: its path.sh, local/score.sh.
-      # shellcheck disable=SC2154  # decode_cmd comes from cmd.sh
-      (cd "$kaldi_dir" &&
-        "$rescore_steps/lmrescore_nbest.sh" --cmd "$decode_cmd" --rescore-cmd "$cuda_cmd" \
-          --N "$N" --inv-acwt "$inv_acwt" --weight "$weight" \
-          --state-carry "$state_carry" --device "$device" "${mix_opts[@]}" \
-          "data/lang_test_$lm" "$model_path" "data/test_${set}_hires" \
-          "$indir" "${indir}_rescore_$model")
-    done
-  done
-fi
-
-if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
-  echo "$0: stage 5: WER tables"
-  sets=()
-  for set in $decode_sets; do
-    sets+=("$set:$kaldi_dir/data/test_$set/text:$kaldi_dir/$ac_model_dir/${decode_dir_pattern/SET/$set}")
-  done
-  "$rescore_steps/wer_table.sh" --models "$systems" \
-    "$lmdata/train.txt" exp/rescore/wer "${sets[@]}"
-fi
-
+in_stage 1 "LM text" && local/prepare_lm_text.sh --valid-every "$valid_every" \
+  --test-data "$kaldi_dir/data/$test_set" "$kaldi_dir/$lm_text" "$lmdata"
+in_stage 2 "vocabulary from $lang/words.txt" && "$steps/make_vocab.sh" "$kaldi_dir/$lang" "$lmdata"
+in_stage 3 "training $models" && "${train[@]}" "$lmdata" exp/rescore
+in_stage 4 "rescoring the decode dirs of $decode_sets" && "${rescore[@]}" "$kaldi_dir" "$lang" exp/rescore "${decodes[@]}"
+in_stage 5 "WER tables" && "$steps/wer_table.sh" --models "$models" --interpolate "$interpolate" \
+  "$lmdata/train.txt" exp/rescore/wer "${refs[@]}"
 echo "$0: done"

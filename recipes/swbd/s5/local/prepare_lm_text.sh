@@ -16,18 +16,14 @@ swbd_copies=3    # Switchboard repeated against Fisher, as Kaldi's pytorchnn rec
 test_data=       # a data dir whose text becomes test.txt (e.g. data/eval2000)
 # End configuration section.
 
-set -eo pipefail
-# shellcheck disable=SC1091
-. utils/parse_options.sh
-set -u
+help_message="The Switchboard (+ Fisher) LM text: train.txt, valid.txt, test.txt in <out-dir>.
 
-if [ $# != 3 ]; then
-  echo "Usage: $0 [options] <train-data-dir> <valid-data-dir> <out-dir>"
-  echo " e.g.: $0 --fisher-text data/local/lm/fisher/text1.gz --test-data data/eval2000 \\"
-  echo "         data/train_nodev data/train_dev data/rescore"
-  echo "Options: --fisher-text <gz>, --swbd-copies <n>, --test-data <data-dir>"
-  exit 1
-fi
+Usage: $0 [options] <train-data-dir> <valid-data-dir> <out-dir>
+ e.g.: $0 --fisher-text data/local/lm/fisher/text1.gz --test-data data/eval2000 \\
+         data/train_nodev data/train_dev data/rescore"
+# shellcheck source=../../../steps/libs/common.sh
+. "$(dirname "$0")/../../../steps/libs/common.sh"
+[ $# -eq 3 ] || usage_exit
 train=$1
 valid=$2
 dir=$3

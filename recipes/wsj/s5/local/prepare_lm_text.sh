@@ -14,17 +14,13 @@ valid_every=500   # hold out one line in this many
 test_data=        # a data dir whose text becomes test.txt (e.g. data/test_eval92)
 # End configuration section.
 
-set -eo pipefail
-# shellcheck disable=SC1091
-. utils/parse_options.sh
-set -u
+help_message="The WSJ LM text: train.txt, valid.txt, test.txt in <out-dir>.
 
-if [ $# != 2 ]; then
-  echo "Usage: $0 [options] <lm-text-gz> <out-dir>"
-  echo " e.g.: $0 --test-data data/test_eval92 data/local/dict_nosp_larger/cleaned.gz data/rescore"
-  echo "Options: --valid-every <n>, --test-data <data-dir>"
-  exit 1
-fi
+Usage: $0 [options] <lm-text-gz> <out-dir>
+ e.g.: $0 --test-data data/test_eval92 data/local/dict_nosp_larger/cleaned.gz data/rescore"
+# shellcheck source=../../../steps/libs/common.sh
+. "$(dirname "$0")/../../../steps/libs/common.sh"
+[ $# -eq 2 ] || usage_exit
 text=$1
 dir=$2
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue 16's ablation (docs/benchmarks.md, "Stronger LMs at one CPU budget"): train 2x256 LMs at
+# The ablation of LMs trained at one CPU budget (docs/benchmarks.md): train 2x256 LMs at
 # one CPU budget, score the dev N-best set with each (no carry, rescored carry, neural cache),
 # then the two-fold cross-validated ablation with bootstrap CIs (tools/ablation.py).
 #
-# Usage: tools/ablation_issue16.sh OUT_DIR
+# Usage: tools/ablation_cpu_budget.sh OUT_DIR
 # Environment:
 #   SET     10k:   four models (LSTM, Transformer, each with softmax or pointer + memory), 10k-word
 #                  softmax, dropout 0.1, epochs of 200 batches (the first table of the section);

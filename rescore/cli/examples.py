@@ -1,0 +1,56 @@
+"""The example that ends every command's --help, as Kaldi's steps print one (`e.g.: ...`).
+
+One home for them, by command name; each command module attaches its own with its last line,
+``attach(main, "rescore-nbest")``. A group's subcommands get theirs under "NAME SUBCOMMAND".
+"""
+
+from __future__ import annotations
+
+import click
+
+EXAMPLES = {
+    "rescore-nbest": """\
+rescore-nbest exp/tri4/decode_dev_nbest exp/tri4/decode_dev_rescored --data-dir data/dev \\
+    --model exp/lm/lstm/model.pt --params params.json --oov-penalty auto --train-text lm_train.txt""",
+    "rescore-tune": """\
+rescore-tune exp/tri4/decode_dev_nbest --data-dir data/dev \\
+    --nn-costs exp/tri4/decode_dev_rescored/lmwt.nn --cross-validate --hyp-out dev_cv.txt""",
+    "rescore-wer": """\
+rescore-wer data/test/text first-pass=first_pass/text rescored=rescored/text \\
+    --train-text lm_train.txt --groups data/test/segments --plot compare.png --report compare.json""",
+    "rescore-train-lm": """\
+rescore-train-lm --train lm_train.txt --valid lm_valid.txt --out-dir exp/lm/lstm \\
+    --hidden 256 --layers 2 --output class --classes 174 --max-minutes 80""",
+    "rescore-ppl": """\
+rescore-ppl exp/lm/lstm/model.pt lm_test.txt --train-text lm_train.txt --plot ce.png""",
+    "rescore-make-nbest": """\
+rescore-make-nbest data/dev exp/ps/nbest_dev --nbest 100 --nj 2""",
+    "rescore-tts-data": """\
+rescore-tts-data sentences.txt data/tts_dev --voices rms,slt --nj 2""",
+    "rescore-lattice": """\
+rescore-lattice cover --acoustic-scale 0.1 lat.1.txt cover/nbest1.1.gz
+rescore-lattice apply --acoustic-scale 0.1 --weight 0.8 lat.1.txt cover/archives.1 rescored.1.txt""",
+    "rescore-lattice cover": """\
+rescore-lattice cover --acoustic-scale 0.1 lat.1.txt cover/nbest1.1.gz""",
+    "rescore-lattice apply": """\
+rescore-lattice apply --acoustic-scale 0.1 --weight 0.8 lat.1.txt cover/archives.1 rescored.1.txt""",
+    "rescore-convert-nbest": """\
+rescore-convert-nbest exp/tri4/decode_dev_nbest exp/tri4/decode_dev_nbest.tsv
+rescore-convert-nbest --from espnet exp/asr/decode_asr_nbest10/test_clean nbest.tsv""",
+    "rescore-import-kaldi-lm": """\
+rescore-import-kaldi-lm exp/pytorch_lstm/model.pt data/pytorchnn/words.txt exp/lm/kaldi_lstm \\
+    --model-type LSTM --embedding-dim 650 --hidden-dim 650 --nlayers 2""",
+}
+
+
+def epilog(name: str) -> str:
+    """The --help epilog of command NAME: 'e.g.:' and the example, kept as written (click's \\b)."""
+    lines = EXAMPLES[name].splitlines()
+    return "\b\ne.g.:\n" + "\n".join("  " + line for line in lines)
+
+
+def attach(command: click.Command, name: str) -> None:
+    """Give COMMAND (and, for a group, each of its subcommands) its example."""
+    command.epilog = epilog(name)
+    for sub_name, sub in getattr(command, "commands", {}).items():
+        sub.epilog = epilog(f"{name} {sub_name}")

@@ -1,0 +1,103 @@
+"""The reference engines of rescore.engine, beside the fast one that the tests compare with them.
+
+* ``naive``   one hypothesis at a time from its utterance's start state, explicit state passing.
+* ``padded``  one padded batch per utterance, no prefix sharing, one conversation at a time (the
+              way of Kaldi's pytorchnn scorer); the carried state is recomputed from the best
+              hypothesis alone, so padding never enters it.
+
+Each run is a generator driven by ``rescore.engine._lockstep``: at each carry point it yields
+[(costs, fixed)] of its conversation and is sent the index of the carried hypothesis.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import torch
+from torch import Tensor
+
+from rescore.forward import Costs, RunContext, progress_bar, target_log_prob
+
+
+# naive: the reference
+
+
+def run_naive(ctx: RunContext, encoded, fixed) -> List[List[List[Costs]]]:
+    result = []
+    bar = progress_bar(ctx, sum(len(u) for c in encoded for u in c), "naive")
+    for conv, conv_fixed in zip(encoded, fixed):
+        start = ctx.model.initial_state(1, ctx.device)
+        conv_costs = []
+        for hyps, fx in zip(conv, conv_fixed):
+            costs, ends = [], []
+            for h in hyps:
+                inp, inp_ident, tgt, tgt_ident = ctx.io(h)
+                T = len(inp)
+                got: List[Tensor] = []
+
+                def reduce(out, s, e, tgt=tgt, tgt_ident=tgt_ident, T=T):
+                    z = ctx.tensor([0] * T)
+                    got.append(target_log_prob(
+                        out, z, ctx.tensor(range(T)), ctx.tensor(tgt), ctx.tensor(tgt_ident),
+                        ctx.tensor(tgt_ident) >= ctx.n_vocab, ctx.oov_penalty))
+
+                ends.append(ctx.forward(ctx.tensor([inp]), ctx.tensor([inp_ident]), start,
+                                        ctx.tensor([0]), reduce))
+                costs.append((-got[0]).double().tolist())
+                bar.update()
+            ctx.count(hyps)
+            conv_costs.append(costs)
+            if ctx.settings.state_carry == "none":
+                start = ctx.model.initial_state(1, ctx.device)
+            elif hyps:
+                start = ends[(yield [(costs, fx)])[0]]  # the carried best (see _lockstep)
+        result.append(conv_costs)
+    bar.close()
+    return result
+
+
+# padded: one padded batch per utterance (Kaldi pytorchnn's way, with a correct carry)
+
+
+def run_padded(ctx: RunContext, encoded, fixed) -> List[List[List[Costs]]]:
+    result = []
+    bar = progress_bar(ctx, sum(len(u) for c in encoded for u in c), "padded")
+    for conv, conv_fixed in zip(encoded, fixed):
+        start = ctx.model.initial_state(1, ctx.device)
+        conv_costs = []
+        for hyps, fx in zip(conv, conv_fixed):
+            if not hyps:
+                conv_costs.append([])
+                continue
+            T = max(len(h.ids) for h in hyps) + 1
+            pad = lambda seq: seq + [ctx.eos] * (T - len(seq))  # noqa: E731
+            ios = [ctx.io(h) for h in hyps]
+            ids = ctx.tensor([pad(x[0]) for x in ios])
+            ident = ctx.tensor([pad(x[1]) for x in ios])
+            tid = ctx.tensor([pad(x[2]) for x in ios])
+            tident = ctx.tensor([pad(x[3]) for x in ios])
+            lp = torch.empty(len(hyps), T, device=ctx.device)
+
+            def reduce(out, s, e):
+                B = e - s
+                b = torch.arange(B, device=ctx.device).repeat_interleave(T)
+                t = torch.arange(T, device=ctx.device).repeat(B)
+                ti, tn = tid[s:e].reshape(-1), tident[s:e].reshape(-1)
+                lp[s:e] = target_log_prob(out, b, t, ti, tn, tn >= ctx.n_vocab,
+                                          ctx.oov_penalty).view(B, T)
+
+            ctx.forward(ids, ident, start, ctx.tensor([0] * len(hyps)), reduce)
+            lp_rows = (-lp).double().tolist()
+            costs = [row[: len(h.ids) + 1] for row, h in zip(lp_rows, hyps)]
+            ctx.count(hyps)
+            bar.update(len(hyps))
+            conv_costs.append(costs)
+            if ctx.settings.state_carry == "none":
+                continue
+            # The batch's end state of a shorter hypothesis has consumed padding: recompute the
+            # carried state from the best hypothesis alone.
+            best = (yield [(costs, fx)])[0]  # the carried best (see _lockstep)
+            start = ctx.end_states(start, [0], [hyps[best]])
+        result.append(conv_costs)
+    bar.close()
+    return result

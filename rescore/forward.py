@@ -1,0 +1,234 @@
+"""What the engines (rescore.engine) share: one model's forward over rows of tokens (device,
+precision, normaliser, a row budget with its out-of-memory back-off), the log-probability of
+targets with the OOV penalty, and the context of one model's run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from rescore.errors import RescoreError, check, check_device
+from rescore.models.base import HeadOutput, LanguageModel, LMState
+from rescore.settings import NORMALIZE, EngineSettings
+
+log = logging.getLogger("rescore.engine")
+
+Costs = List[float]  # per-token costs of one hypothesis, end of sentence last
+
+
+@dataclass
+class EngineStats:
+    """What an engine run computed (for logs and benchmarks)."""
+
+    hyps: int = 0            # hypotheses scored
+    tokens: int = 0          # scored tokens (words + end of sentence), the useful work
+    rows: int = 0            # token positions the model computed (padding and trie included)
+    calls: int = 0           # forward calls
+    oom_backoffs: int = 0    # times the rows per call were halved after an out-of-memory error
+
+
+# --------------------------------------------------------------------------------------------
+# Device and precision
+
+
+def resolve_device(spec: Union[str, torch.device] = "auto") -> torch.device:
+    """The one place a device is opened: ``auto`` -> cuda when available, else cpu; ``cpu``;
+    ``cuda`` or ``cuda:N`` (fails clearly without CUDA). A torch.device is returned as it is."""
+    if isinstance(spec, torch.device):
+        return spec
+    check_device(spec)
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if spec != "cpu" and not torch.cuda.is_available():
+        raise RescoreError(f"a CUDA device (--device {spec})", got="torch.cuda.is_available() False")
+    return torch.device(spec)
+
+
+def autocast_for(device: torch.device, precision: str = "auto"):
+    """The forward's autocast. ``auto``: on CUDA bf16 where the GPU has it, else fp16; on the
+    CPU none (fp32: the engines agree to 1e-4). ``fp32``: none. ``bf16``: bf16 matrix products
+    on either device (on a CPU with AVX512-BF16 or AMX about 3x the fp32 GEMM rate; costs move
+    by a median ~0.05 nat per hypothesis, docs/benchmarks.md). Normalisers and costs stay fp32."""
+    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
+        return contextlib.nullcontext()
+    if device.type == "cuda":
+        bf16 = precision == "bf16" or torch.cuda.is_bf16_supported()
+        return torch.autocast("cuda", dtype=torch.bfloat16 if bf16 else torch.float16)
+    return torch.autocast(device.type, dtype=torch.bfloat16)
+
+
+def resolve_normalize(model: LanguageModel, normalize: str) -> str:
+    """``exact`` or ``none`` for ``--normalize``: ``auto`` is ``none`` for a self-normalised
+    model (``config.self_norm > 0``: trained with alpha (log Z)^2), else ``exact``. A
+    class-factored model (``config.output == "class"``) refuses ``none``: it scores exactly at
+    (C + |c(w)|) x H per edge (``HeadOutput.vocab_score``, the same per-edge path)."""
+    check(normalize in NORMALIZE, f"one of {', '.join(NORMALIZE)}", "--normalize", normalize)
+    if normalize == "auto":
+        normalize = "none" if getattr(model.config, "self_norm", 0.0) > 0 else "exact"
+    if normalize == "none" and getattr(getattr(model, "config", None), "output", "") == "class":
+        raise RescoreError("normalize 'exact' (or auto) for a class-factored model (--output "
+                           "class): its normalisers are exact at (C + class size) x H per edge "
+                           "already, there is no unnormalised score to skip to", got="none")
+    if normalize == "none" and not getattr(model, "supports_unnormalized", False):
+        raise RescoreError("a model that can score without its normaliser (rescore.models) for "
+                           "normalize 'none'", got=type(model).__name__)
+    return normalize
+
+
+def _is_oom(err: BaseException) -> bool:
+    return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err)
+
+
+class Forward:
+    """Calls the model on row chunks of at most ``max_tokens`` token positions (at least one
+    row); halves the budget and retries on an out-of-memory error.
+
+    Rows are independent, so chunking changes nothing but memory and speed.
+    """
+
+    def __init__(self, model: LanguageModel, device: torch.device, max_tokens: int,
+                 stats: EngineStats, precision: str = "auto", normalize: bool = True):
+        self.model = model
+        self.device = device
+        self.precision = precision
+        self.max_tokens = max(1, max_tokens)
+        self.stats = stats
+        self.normalize = normalize
+        self.can_skip = getattr(model, "supports_unnormalized", False)
+
+    def __call__(self, ids: Tensor, ident: Tensor, state: LMState, rows: Tensor,
+                 reduce: Callable[[HeadOutput, int, int], None],
+                 tree: Optional[Tuple[Tensor, Tensor]] = None,
+                 outputs: bool = True) -> Optional[LMState]:
+        """Consume ``ids``/``ident`` ((B, T) int64) from ``state.select(rows)`` ((B,) int64).
+
+        ``reduce(out, start, stop)`` consumes each chunk's HeadOutput (rows start..stop-1), which
+        is freed afterwards: the (B, T, V) output never exists at once. Returns the (B,) states
+        after the last position; with ``tree`` = (depth (B, T), ancestor (B, T, T)) each row is
+        a prefix tree (``model.forward_tree``) and nothing is returned. ``outputs=False``: only
+        the states are wanted, so a model that can skips its normaliser.
+        """
+        B, T = ids.shape
+        kw = {} if (self.normalize and outputs) or not self.can_skip else {"normalize": False}
+        states: List[LMState] = []
+        start = 0
+        while start < B:
+            n = max(1, self.max_tokens // T)
+            stop = min(B, start + n)
+            try:
+                with autocast_for(self.device, self.precision):
+                    if tree is None:
+                        out, st = self.model(ids[start:stop], ident[start:stop],
+                                             state.select(rows[start:stop]), **kw)
+                    else:
+                        st = None
+                        out = self.model.forward_tree(
+                            ids[start:stop], ident[start:stop], tree[0][start:stop],
+                            tree[1][start:stop], state.select(rows[start:stop]), **kw)
+                reduce(out, start, stop)
+            except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError
+                if not _is_oom(err) or n == 1:
+                    raise
+                del err
+                self.max_tokens = max(1, (n // 2) * T)
+                self.stats.oom_backoffs += 1
+                log.warning("out of memory on %d x %d tokens; going on with %d tokens per call",
+                            stop - start, T, self.max_tokens)
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+                continue
+            self.stats.calls += 1
+            self.stats.rows += (stop - start) * T
+            states.append(st)
+            start = stop
+        if tree is not None:
+            return None
+        return states[0] if len(states) == 1 else LMState.cat(states)
+
+
+def target_log_prob(out: HeadOutput, b: Tensor, t: Tensor, tid: Tensor, tident: Tensor,
+                    oov: Tensor, oov_penalty: float) -> Tensor:
+    """log P of targets at chosen positions, with the OOV penalty on the vocabulary part.
+
+    b, t: (E,) int64 row and position in ``out``; tid, tident: (E,) target ids / identities;
+    oov: (E,) bool, target outside the vocabulary. Returns (E,) float32.
+    An OOV target scores as ``P(<unk>) * exp(-oov_penalty)`` plus the copy mass of the history
+    slots holding the same identity: the mixture of ``HeadOutput.log_prob``.
+    """
+    lv = out.vocab_at(b, t, tid).float()  # (E,)
+    if oov_penalty:
+        lv = lv - oov_penalty * oov.to(lv.dtype)
+    if out.log_slot is None:
+        return lv
+    E = b.shape[0]
+    gathered = HeadOutput(
+        log_vocab=lv.view(E, 1, 1),
+        log_slot=out.log_slot[b, t].float().unsqueeze(1),      # (E, 1, L)
+        slot_ident=out.slot_ident[b, t].unsqueeze(1),          # (E, 1, L)
+    )
+    return gathered.log_prob(torch.zeros(E, 1, dtype=torch.long, device=b.device),
+                             tident.view(E, 1)).view(E)
+
+
+@dataclass
+class Hyp:
+    ids: List[int]      # vocabulary ids of w1..wn
+    ident: List[int]    # identities of w1..wn
+    words: Tuple[str, ...] = ()  # the words (a sort key that does not depend on OOV numbering)
+
+
+@dataclass
+class RunContext:
+    """One model's run: the model on its device, the settings, and what they resolve to."""
+
+    model: LanguageModel
+    device: torch.device
+    weight: float  # NN LM weight of the final cost (the carried best hypothesis)
+    settings: EngineSettings
+    eos: int
+    n_vocab: int
+    oov_penalty: float  # nats, resolved (settings.oov_penalty may be 'auto')
+    forward: Forward
+    stats: EngineStats
+    progress: bool
+
+    def tensor(self, x) -> Tensor:
+        return torch.as_tensor(x, dtype=torch.long, device=self.device)
+
+    def io(self, hyp: Hyp) -> Tuple[List[int], List[int], List[int], List[int]]:
+        """Inputs ``<eos> w1..wn`` and targets ``w1..wn <eos>`` (ids, identities)."""
+        return ([self.eos] + hyp.ids, [self.eos] + hyp.ident,
+                hyp.ids + [self.eos], hyp.ident + [self.eos])
+
+    def end_states(self, roots: LMState, root_rows: List[int], hyps: List[Hyp]) -> LMState:
+        """States after ``<eos> w1..wn`` of each hypothesis from its root row, without padding:
+        hypotheses of equal length go together in one multi-token forward call."""
+        out: Dict[int, LMState] = {}
+        by_len: Dict[int, List[int]] = {}
+        for i, h in enumerate(hyps):
+            by_len.setdefault(len(h.ids), []).append(i)
+        for n, idx in by_len.items():
+            ids = self.tensor([[self.eos] + hyps[i].ids for i in idx])
+            ident = self.tensor([[self.eos] + hyps[i].ident for i in idx])
+            st = self.forward(ids, ident, roots, self.tensor([root_rows[i] for i in idx]),
+                              lambda *a: None, outputs=False)
+            for j, i in enumerate(idx):
+                out[i] = st.select(self.tensor([j]))
+        return LMState.cat([out[i] for i in range(len(hyps))])
+
+    def count(self, hyps: List[Hyp]):
+        self.stats.hyps += len(hyps)
+        self.stats.tokens += sum(len(h.ids) + 1 for h in hyps)
+
+
+def progress_bar(ctx: RunContext, total: int, desc: str):
+    from rescore.progress import progress  # a bar on a terminal, log lines in a log
+
+    return progress(total=total, desc=desc, unit="hyp", enabled=ctx.progress)
+

@@ -1,0 +1,189 @@
+"""rescore-nbest on an N-best interchange file (rescore.io.interchange) or a decode dir of another
+recognizer (rescore.io.ecosystems: ``--format espnet|icefall|nemo``).
+
+The total cost of hypothesis h, from its score columns s_c (costs), the NN LM cost l_nn (the
+models' mix, as for a Kaldi dir) and its |h| words::
+
+    total(h) = sum_c lambda_c * s_c(h)  +  w * l_nn(h)  +  wip * |h|
+
+lambda_c is ``--score-weight c=X``; a column without one has weight 1, except in a table whose
+columns are Kaldi's (``ac``, ``graph``, ``nolm``: rescore.io.ecosystems.kaldi_to_table), where
+those default to Kaldi's interpolation: ``ac`` 1/inv_acwt, ``graph`` 1 - w, ``nolm`` w, so that
+
+    total(h) = ac/inv_acwt + (1 - w) * graph + w * nolm + w * l_nn + wip * |h|
+             = acwt * ac + g_0 + (1 - w) * l_ng + w * l_nn + wip * |h|   (g_0 = nolm, l_ng = graph - nolm)
+
+is rescore.interp's formula; with those defaults the costs are computed by rescore.interp itself,
+so a Kaldi-derived file gives the same floats, 1-best and NN LM costs as the Kaldi dir.
+
+The job is a rescore.pipeline.NbestJob (its checks, its engine settings, its NN LM costs and
+their checks, its report) on another input: the table becomes an N-best set (:func:`to_nbest_set`)
+and rescore.pipeline.write_rescored runs on it, writing ``scores.tsv`` where a Kaldi dir gets
+``lmwt.interp``. Outputs (OUT_DIR, written as one set): ``text`` (the 1-best, ``utt words``),
+``scores.tsv`` (the input's table with two columns added: ``nn``, the NN LM cost l_nn (0 without
+one), and ``total``), ``lmwt.nn`` with ``--model`` (per-token costs, keys ``<utt>-<rank>``,
+reusable with ``--nn-costs``; each model's own in lmwt.nn.k with several), and
+``report.json``/``report.txt`` with references (a data dir's ``text``, or the input's own: a NeMo
+manifest, an icefall dump's ``ref``). The recognizer's words (``--oov-penalty auto``, the
+vocabulary check) are those of ``--words-txt``, or of a words.txt beside the input as for a Kaldi
+dir.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence
+
+from rescore.errors import OptionError, RescoreError, check
+from rescore.interp import Params
+from rescore.io.ecosystems import FORMATS, KALDI_COLUMNS
+from rescore.io.outdir import MANIFEST_NAME, OutputSet
+from rescore.pipeline import NBEST_OUTPUTS, NbestJob
+
+log = logging.getLogger(__name__)
+
+ADDED = ("nn", "total")  # the columns scores.tsv adds
+OUTPUTS = (*NBEST_OUTPUTS, "scores.tsv")
+
+
+def parse_score_weights(specs: Sequence[str], option: str = "--score-weight") -> Dict[str, float]:
+    """['ac=0.1', 'ctc=0.3'] -> {'ac': 0.1, 'ctc': 0.3} (finite numbers, each column once)."""
+    out: Dict[str, float] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        try:
+            x = float(value) if sep and name else math.nan
+        except ValueError:
+            x = math.nan
+        check(math.isfinite(x), "NAME=NUMBER (a score column and its finite weight), e.g. ctc=0.3", option, spec)
+        check(name not in out, "each score column once", option, spec)
+        out[name] = x
+    return out
+
+
+def is_kaldi_default(columns: Sequence[str], given: Mapping[str, float]) -> bool:
+    """Kaldi's columns alone, none of them weighted by hand: rescore.interp's formula applies."""
+    return set(columns) == set(KALDI_COLUMNS) and not set(given) & set(KALDI_COLUMNS)
+
+
+def column_weights(columns: Sequence[str], given: Mapping[str, float], params: Params) -> Dict[str, float]:
+    """lambda_c of every column (module doc)."""
+    kaldi = set(KALDI_COLUMNS) <= set(columns)
+    defaults = {"ac": 1.0 / params.inv_acwt, "graph": 1.0 - params.weight, "nolm": params.weight}
+    return {c: given.get(c, defaults[c] if kaldi and c in defaults else 1.0) for c in columns}
+
+
+def to_nbest_set(table, weights: Mapping[str, float], kaldi: bool, data_dir=None, allow_missing=False):
+    """The table as a rescore.nbest.NbestSet for the engine and rescore.combine: hypothesis keys
+    ``<utt>-<rank>``; with Kaldi's defaults ac, withlm, nolm are the columns ac, graph, nolm;
+    else ac = 0 and withlm = nolm = sum_c lambda_c s_c, so that rescore.interp.fixed_cost is
+    exactly that sum + wip * |h| (0/inv_acwt and (1 - w) * 0 add nothing)."""
+    from rescore import nbest as nb
+
+    idx = {c: table.columns.index(c) for c in table.columns}
+    utts = []
+    for u in table.utterances:
+        hyps = []
+        for h in u.hyps:
+            key = f"{u.id}-{h.rank}"
+            if kaldi:
+                s = h.scores
+                hyps.append(nb.Hypothesis(key, h.words, s[idx["ac"]], s[idx["graph"]], s[idx["nolm"]]))
+            else:
+                f = 0.0
+                for c, i in idx.items():
+                    f += weights[c] * h.scores[i]
+                hyps.append(nb.Hypothesis(key, h.words, 0.0, f, f))
+        utts.append(nb.Utterance(u.id, hyps))
+    return nb.assemble_set(table.path, utts, data_dir, refs=table.refs, allow_missing=allow_missing)
+
+
+@dataclass(frozen=True)
+class InterchangeJob(NbestJob):
+    """rescore-nbest on ``nbest_dir`` in ``fmt`` (rescore.io.ecosystems.FORMATS but kaldi): an
+    interchange file or another recognizer's output. Checked when built, as an NbestJob."""
+
+    fmt: str = "interchange"
+    score_weights: Mapping[str, float] = field(default_factory=dict)
+    manifest: Optional[str] = None  # NeMo's
+
+    def __post_init__(self):
+        others = [f for f in FORMATS if f != "kaldi"]
+        check(self.fmt in others, f"one of {', '.join(others)}", "--format", self.fmt)
+        check(self.manifest is None or self.fmt == "nemo", "--format nemo (the manifest is NeMo's)", "--manifest",
+              self.manifest)
+        if self.fmt == "nemo" and self.manifest is None:
+            raise OptionError("--manifest (NeMo's manifest of the decoded set) with --format nemo",
+                              option="--manifest")
+        super().__post_init__()
+
+    def inputs(self) -> List[Path]:
+        p = Path(self.nbest_dir)
+        files = [p]
+        if p.is_dir():  # a decode dir: its files, but not those of an earlier run's OUT_DIR inside it
+            out = Path(self.out_dir).resolve()
+            earlier = (out / MANIFEST_NAME).is_file()
+            files = [f for f in p.rglob("*") if f.is_file() and not (earlier and out in f.resolve().parents)]
+        return files + [Path(m) for m in (self.manifest,) if m is not None] + super().inputs()
+
+    def outputs(self, with_refs: bool = True) -> List[str]:
+        names = ["text", "scores.tsv"]
+        if self.models or len(self.nn_costs) > 1:
+            names.append("lmwt.nn")
+        if len(self.models) > 1:
+            names += [f"lmwt.nn.{k}" for k in range(1, len(self.models) + 1)]
+        if with_refs:
+            names += ["report.json", "report.txt"]
+            if self.train_text is not None and self.plot:
+                names.append("buckets.png")
+        return names
+
+    def settings(self) -> dict:
+        return dict(super().settings(), format=self.fmt, manifest=self.manifest,
+                    score_weights=dict(self.score_weights))
+
+    def output_set(self, with_refs: bool = True) -> OutputSet:
+        return OutputSet(self.out_dir, self.outputs(with_refs), self.inputs(), known=OUTPUTS,
+                         settings=self.settings(), split=self.split)
+
+
+def write_scores(out: OutputSet, arrays, params: Params, table) -> Path:
+    """OUT_DIR/scores.tsv: the input's table (the utterances of the set, e.g. a --split job's)
+    with the NN LM cost and the total of each hypothesis (arrays: rescore.combine.CostArrays)."""
+    from rescore.io.interchange import with_columns, write_nbest_table
+
+    ranks = [tuple(k.rsplit("-", 1)) for k in arrays.keys]
+    added = {(u, int(r)): v for (u, r), v in zip(ranks, zip(arrays.lnn(params.mix), arrays.total(params)))}
+    kept = replace(table, utterances=[u for u in table.utterances if (u.id, 1) in added])
+    path = out.path("scores.tsv")
+    write_nbest_table(path, with_columns(kept, ADDED, added, str(path)))
+    return path
+
+
+def rescore_table(job: InterchangeJob) -> Optional[dict]:
+    """Run the job (module doc). Returns the report, or None without references."""
+    from rescore.io.ecosystems import load_table
+    from rescore.pipeline import split_share, write_rescored
+
+    table = load_table(job.nbest_dir, job.fmt, job.manifest)
+    for c in ADDED:
+        if c in table.columns:
+            raise RescoreError(f"no score column '{c}' (rescore-nbest adds {' and '.join(ADDED)} to scores.tsv)",
+                               path=table.path, line=table.header_line, got=c)
+    for c in job.score_weights:
+        table.column(c)  # a weight for a column the input lacks
+    weights = column_weights(table.columns, job.score_weights, job.params)
+    log.info("total = %s%s + wip * |h|", " + ".join(f"{weights[c]:g} * {c}" for c in table.columns),
+             f" + {job.params.weight:g} * nn" if job.num_models else "")
+    nbest = to_nbest_set(table, weights, is_kaldi_default(table.columns, job.score_weights), job.data_dir,
+                         job.allow_missing)
+    if job.split is not None:
+        k, n = job.split
+        nbest = nbest.subset(split_share([c.id for c in nbest.conversations], k, n, job.scoring.conv_batch))
+    job = replace(job, extra_report=dict(job.extra_report, input=job.nbest_dir, format=job.fmt,
+                                         score_weights=weights))
+    with job.output_set(nbest.refs is not None) as out:
+        return write_rescored(out, job, nbest, lambda out, arrays: write_scores(out, arrays, job.params, table))

@@ -1,0 +1,442 @@
+"""N-best lists of other recognizers into the interchange format (rescore.io.interchange), and
+Kaldi N-best dirs to it and back.
+
+What each reader takes (docs/ecosystems.md has the commands; tests/fixtures/ecosystems has one
+small example of each, in the recognizer's own layout):
+
+* **Kaldi** (:func:`kaldi_to_table`, :func:`table_to_kaldi`): an N-best dir (rescore.nbest).
+  Columns ``ac`` = ``acwt``, ``graph`` = ``lmwt.withlm``, ``nolm`` = ``lmwt.nolm``; rank k is key
+  ``<utt>-<k>``. Scores of text archives keep their text, so dir -> file -> dir gives the same
+  bytes (``kaldi_style``: every line of ``words``/``acwt``/``lmwt.*`` ends in a space as Kaldi's
+  binaries write them, ``words_text`` without as ``int2sym.pl`` writes it; False: no line does).
+* **ESPnet** (:func:`read_espnet`): a decode dir of ``espnet2/bin/asr_inference.py`` run with
+  ``--nbest N``: ``<dir>/<n>best_recog/{text,score}`` for n = 1..N (or, under ``asr.sh``, its
+  ``<dir>/logdir/output.<job>/<n>best_recog/``, jobs in number order; ``asr.sh`` merges only the
+  1-best into ``<dir>``). ``text`` is ``utt words``; ``score`` is ``utt <hyp.score>``, the beam
+  search's weighted total log-probability as ``str()`` of a tensor (``tensor(-3.1416)``, with
+  ``, device='cuda:0'`` when decoded on a GPU) or of a float. Column ``pass1`` = -score.
+  ESPnet writes no per-scorer scores; where a patched ``asr_inference.py`` also writes
+  ``score_<name>`` files of the same form (``hyp.scores``: ``score_decoder``, ``score_ctc``,
+  ``score_lm``, ...; docs/ecosystems.md), each becomes column ``<name>`` = -score.
+  ESPnet1 (:func:`read_espnet1`): ``asr_recog.py --nbest N``'s result JSON (``data.json`` of a
+  decode dir, or a ``data.JOB.json``): each utterance's ``output`` list in rank order, its
+  ``rec_text`` (the tokens joined; ``▁`` of BPE or a space between words; ``<eos>`` last) and
+  ``score`` (log-probability; column ``pass1`` = -score); ``text`` gives the references.
+* **icefall** (:func:`read_icefall`): icefall's decode scripts keep only each method's 1-best
+  (``recogs-*.txt`` from ``store_transcripts``, no scores), so the N-best is dumped from the
+  ``k2`` ``Nbest`` object of an n-best decoding method (docs/ecosystems.md has the lines): a
+  JSON-lines file, one object per cut: ``{"cut_id": ..., "hyps": ["w w ...", ...], "am_scores":
+  [...], "lm_scores": [...], "ref": "w w ..."}`` (``ref`` optional; ``hyps`` also as lists of
+  words). Every ``<name>_scores`` list (one log-probability per hypothesis, as
+  ``Nbest.compute_am_scores()``/``compute_lm_scores()`` give per path) becomes column
+  ``<name>`` = -score; ranks follow the list order (k2 does not sort the paths).
+* **NeMo** (:func:`read_nemo`): ``scripts/asr_language_modeling/ngram_lm/eval_beamsearch_ngram*.py``
+  with ``preds_output_folder`` writes ``preds_out_size<B>_alpha<a>_beta<b>.tsv``: per utterance
+  of the manifest, in manifest order, B lines ``text<TAB>score`` (score: the beam search's
+  log-probability with alpha x LM + beta x length; no utterance id). The manifest (JSON lines,
+  ``audio_filepath`` and ``text``) gives the ids (the audio file's name without extension) and
+  the references. Column ``pass1`` = -score. Every utterance must have B candidates (the file
+  cannot be split otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple, Union
+
+from rescore.errors import RescoreError
+from rescore.io.interchange import Hypothesis, NbestTable, Utterance, parse_score, read_nbest_table
+
+log = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+
+FORMATS = ("kaldi", "interchange", "espnet", "icefall", "nemo")
+KALDI_COLUMNS = {"ac": "acwt", "graph": "lmwt.withlm", "nolm": "lmwt.nolm"}  # column -> archive
+FIRST_PASS = "pass1"  # the column of ESPnet's and NeMo's beam-search total (as a cost)
+
+_NEMO_NAME = re.compile(r"preds_out_size(\d+)_alpha([^_]+)_beta(.+)\.tsv\Z")
+
+
+def _number(text: str) -> Optional[float]:
+    """A finite number from str() of a float or of a 0-dim tensor: '-3.25', 'tensor(-3.25)',
+    "tensor(-3.25, device='cuda:0')"; None otherwise."""
+    text = text.strip()
+    if text.startswith("tensor(") and text.endswith(")"):
+        text = text[len("tensor("):-1].split(",")[0].strip()
+    return parse_score(text)
+
+
+def _key_parts(key: str) -> Tuple[str, int]:
+    utt, _, k = key.rpartition("-")
+    return utt, int(k)
+
+
+def kaldi_to_table(nbest_dir: PathLike, words_txt: Optional[PathLike] = None) -> NbestTable:
+    """A Kaldi N-best dir (read and checked by rescore.nbest.load_nbest_dir) as a table with
+    columns ac, graph, nolm, in the dir's order; the scores of text archives keep their text."""
+    from rescore.io.kaldi import read_text_table
+    from rescore.nbest import find_archive, load_nbest_dir
+
+    nbest = load_nbest_dir(nbest_dir, words_txt=words_txt)
+    texts: Dict[str, Dict[str, str]] = {}
+    for col, name in KALDI_COLUMNS.items():
+        p = find_archive(nbest_dir, name)
+        texts[col] = {}
+        if p is None or p.name.endswith(".scp"):
+            continue
+        try:  # a text archive's number texts; a binary archive fails here, or gives none that match below
+            t = read_text_table(p, "tokens")
+        except RescoreError:
+            continue
+        texts[col] = {k: v[0] for k, v in zip(t.keys, t.values) if len(v) == 1 and parse_score(v[0]) is not None}
+    utts = []
+    for u in nbest.utterances():
+        hyps = []
+        for h in u.hyps:
+            scores = (h.ac, h.withlm, h.nolm)
+            own = tuple(texts[c].get(h.key) for c in KALDI_COLUMNS)
+            # a kept text must read back to the float the archive reader found
+            own = tuple(t if t is not None and float(t) == x else None for t, x in zip(own, scores))
+            hyps.append(Hypothesis(_key_parts(h.key)[1], list(h.words), scores, own))
+        utts.append(Utterance(u.id, hyps))
+    return NbestTable(str(nbest_dir), tuple(KALDI_COLUMNS), utts)
+
+
+def table_to_kaldi(table: NbestTable, out_dir: PathLike, words_txt: Optional[PathLike] = None,
+                   kaldi_style: bool = True) -> List[Path]:
+    """Write a table with columns ac, graph, nolm as a Kaldi N-best dir: words_text, acwt,
+    lmwt.withlm, lmwt.nolm (text archives, keys ``<utt>-<rank>``) and, with words_txt, words
+    (ids). Returns the files written."""
+    from rescore.io.interchange import format_score
+    from rescore.io.kaldi import read_symbol_table, write_table
+
+    idx = [table.column(c) for c in KALDI_COLUMNS]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    hyps = [(f"{u.id}-{h.rank}", h) for u in table.utterances for h in u.hyps]
+    sym = read_symbol_table(words_txt) if words_txt is not None else None
+    ids = {}
+    if sym is not None:
+        for key, h in hyps:
+            bad = next((w for w in h.words if w not in sym), None)
+            if bad is not None:
+                raise RescoreError(f"words of {words_txt}", path=table.path, line=h.line or None,
+                                   got=f"{bad!r} (hypothesis {key})")
+            ids[key] = [sym[w] for w in h.words]
+    written = [out / "words_text"]
+    write_table(written[0], "tokens", {k: h.words for k, h in hyps}, trailing_space=False)
+    for col, i in zip(KALDI_COLUMNS, idx):
+        vals = {}
+        for k, h in hyps:
+            t = h.texts[i] if len(h.texts) == len(table.columns) else None
+            vals[k] = [t if t is not None else format_score(h.scores[i])]
+        written.append(out / KALDI_COLUMNS[col])
+        write_table(written[-1], "tokens", vals, trailing_space=kaldi_style)
+    if sym is not None:
+        written.append(out / "words")
+        write_table(written[-1], "ints", ids, trailing_space=kaldi_style)
+    return written
+
+
+# --------------------------------------------------------------------------------------------
+# ESPnet
+
+
+def _espnet_dirs(decode_dir: Path) -> List[Tuple[str, Dict[int, Path]]]:
+    """[(job name, {n: <n>best_recog dir})] in job order."""
+    def nbest_dirs(d: Path) -> Dict[int, Path]:
+        out = {}
+        for p in d.glob("*best_recog"):
+            m = re.fullmatch(r"(\d+)best_recog", p.name)
+            if m and p.is_dir() and int(m.group(1)) >= 1:
+                out[int(m.group(1))] = p
+        return out
+
+    jobs = sorted((p for p in (decode_dir / "logdir").glob("output.*") if p.is_dir() and p.suffix[1:].isdigit()),
+                  key=lambda p: int(p.suffix[1:]))
+    found = [(str(j), nbest_dirs(j)) for j in jobs]
+    found = [(j, d) for j, d in found if d]
+    if not found and nbest_dirs(decode_dir):
+        found = [(str(decode_dir), nbest_dirs(decode_dir))]
+    if not found:
+        raise RescoreError("an ESPnet decode dir: <n>best_recog/ folders (asr_inference.py --nbest N) in it or "
+                           "in its logdir/output.*/", path=decode_dir, got="none")
+    return found
+
+
+def _espnet_scores(path: Path) -> Dict[str, Tuple[float, int]]:
+    """utt -> (score, line) of an ESPnet ``score`` file."""
+    from rescore.io.kaldi import read_text_table
+
+    t = read_text_table(path, "tokens", allow_empty_value=False)
+    out = {}
+    for key, v, line in zip(t.keys, t.values, t.lines):
+        x = _number(" ".join(v))
+        if x is None:
+            raise RescoreError("'utt score' with a finite score (a number or tensor(number))", path=path,
+                               line=line, got=" ".join([key, *v]))
+        out[key] = (x, line)
+    return out
+
+
+def _espnet_score_files(d: Path) -> List[str]:
+    """``score`` and the optional per-scorer ``score_<name>`` files of an <n>best_recog folder."""
+    if not (d / "score").is_file():
+        raise RescoreError("a file 'score'", path=d, got="none")
+    return ["score", *sorted(p.name for p in d.glob("score_*") if p.is_file())]
+
+
+def read_espnet(decode_dir: PathLike) -> NbestTable:
+    """An ESPnet decode dir's N-best (module doc) as a table with column pass1 (= -score), and
+    a column <name> (= -score) for each optional per-scorer file ``score_<name>``."""
+    from rescore.io.interchange import check_columns
+    from rescore.io.kaldi import read_text_table
+
+    decode_dir = Path(decode_dir)
+    if decode_dir.is_file() or (not any(decode_dir.glob("*best_recog")) and (decode_dir / "data.json").is_file()
+                                and not (decode_dir / "logdir").is_dir()):
+        return read_espnet1(decode_dir if decode_dir.is_file() else decode_dir / "data.json")
+    utts: Dict[str, Utterance] = {}
+    files: Optional[List[str]] = None
+    for job, dirs in _espnet_dirs(decode_dir):
+        if 1 not in dirs:
+            raise RescoreError("a 1best_recog folder", path=job, got=f"only {min(dirs)}best_recog and on")
+        for n in sorted(dirs):
+            d = dirs[n]
+            if not (d / "text").is_file():
+                raise RescoreError("a file 'text'", path=d, got="none")
+            found = _espnet_score_files(d)
+            if files is None:
+                files, first = found, d
+                check_columns([f[len("score_"):] for f in files[1:]], path=d, line=None)
+            if found != files:
+                raise RescoreError(f"the score files of {first} ({', '.join(files)})", path=d, got=", ".join(found))
+            text = read_text_table(d / "text", "tokens")
+            scores = [_espnet_scores(d / f) for f in files]
+            for key, words, line in zip(text.keys, text.values, text.lines):
+                for f, sc in zip(files, scores):
+                    if key not in sc:
+                        raise RescoreError(f"a score for '{key}' (as in {d / 'text'})", path=d / f, got="none")
+                u = utts.setdefault(key, Utterance(key, [])) if n == 1 else utts.get(key)
+                if u is None or len(u.hyps) != n - 1:
+                    raise RescoreError(f"hypotheses 1..{n - 1} of '{key}' before this one (in the lower "
+                                       f"<n>best_recog folders of {job})", path=d / "text", line=line, got=key)
+                u.hyps.append(Hypothesis(n, list(words), tuple(-sc[key][0] for sc in scores), (None,) * len(files),
+                                         line))
+            for f, sc in zip(files, scores):
+                extra = set(sc) - set(text.keys)
+                if extra:
+                    raise RescoreError(f"only utterances of {d / 'text'}", path=d / f, got=sorted(extra)[0])
+    log.info("%s: %d utterances, %d hypotheses (ESPnet)", decode_dir, len(utts),
+             sum(len(u.hyps) for u in utts.values()))
+    columns = (FIRST_PASS, *(f[len("score_"):] for f in (files or ["score"])[1:]))
+    return NbestTable(str(decode_dir), columns, list(utts.values()))
+
+
+def _espnet1_words(rec_text: str) -> List[str]:
+    """The words of an ESPnet1 ``rec_text``: the tokens joined, '<eos>' last, '▁' (BPE) or a
+    space between words."""
+    if rec_text.endswith("<eos>"):
+        rec_text = rec_text[: -len("<eos>")]
+    return rec_text.replace("\u2581", " ").split()
+
+
+def read_espnet1(path: PathLike) -> NbestTable:
+    """ESPnet1's result JSON (``asr_recog.py --nbest N --result-label data.JOB.json``, merged into
+    ``data.json`` by ``concatjson.py``): ``{"utts": {utt: {"output": [{"name": "target1[n]",
+    "rec_text": ..., "score": log-probability, "text": reference, ...}, ...]}}}`` in rank order.
+    Column pass1 = -score; the references from ``text``."""
+    from rescore.io.files import read_json
+
+    path = Path(path)
+    js = read_json(path)
+    utts_js = js.get("utts") if isinstance(js, dict) else None
+    if not isinstance(utts_js, dict) or not utts_js:
+        raise RescoreError("ESPnet's result JSON: an object with 'utts' (utterance -> results)", path=path)
+    utts, refs = [], {}
+    for utt, entry in utts_js.items():
+        outs = entry.get("output") if isinstance(entry, dict) else None
+        if not utt or any(c.isspace() for c in utt) or not isinstance(outs, list) or not outs:
+            raise RescoreError(f"utts.{utt}: an utterance id without whitespace and a non-empty 'output' list",
+                               path=path)
+        hyps = []
+        for k, out in enumerate(outs, 1):
+            ok = isinstance(out, dict) and isinstance(out.get("rec_text"), str) and \
+                isinstance(out.get("score"), (int, float)) and not isinstance(out.get("score"), bool)
+            if not ok:
+                raise RescoreError(f"utts.{utt}.output[{k - 1}]: 'rec_text' (a string) and 'score' (a number)",
+                                   path=path)
+            name = out.get("name")
+            if isinstance(name, str) and name.endswith("]") and not name.endswith(f"[{k}]"):
+                raise RescoreError(f"utts.{utt}.output[{k - 1}]: the hypotheses in rank order (name '...[{k}]')",
+                                   path=path, got=name)
+            hyps.append(Hypothesis(k, _espnet1_words(out["rec_text"]), (-float(out["score"]),), (None,)))
+        utts.append(Utterance(utt, hyps))
+        if isinstance(outs[0].get("text"), str):
+            refs[utt] = outs[0]["text"].split()
+    return NbestTable(str(path), (FIRST_PASS,), utts, refs if len(refs) == len(utts) else None)
+
+
+# --------------------------------------------------------------------------------------------
+# icefall
+
+
+def _json_lines(path: Path) -> List[Tuple[int, object]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise RescoreError("a readable JSON-lines file", path=path, got=e.strerror or str(e)) from None
+    except UnicodeDecodeError:
+        raise RescoreError("UTF-8 text", path=path) from None
+    out = []
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((lineno, json.loads(line, parse_constant=lambda c: None)))
+        except json.JSONDecodeError as e:
+            raise RescoreError("one JSON object per line", path=path, line=lineno, got=e.msg) from None
+    return out
+
+
+def _words(v, path: Path, line: int, what: str) -> List[str]:
+    if isinstance(v, str):
+        return v.split()
+    if isinstance(v, list) and all(isinstance(w, str) and w and not any(c.isspace() for c in w) for w in v):
+        return list(v)
+    raise RescoreError(f"{what} as a string of words or a list of words", path=path, line=line, got=str(v)[:60])
+
+
+def read_icefall(path: PathLike) -> NbestTable:
+    """An icefall N-best dump (module doc) as a table: a column per ``<name>_scores`` (negated)."""
+    path = Path(path)
+    columns: Optional[Tuple[str, ...]] = None
+    utts, refs, seen = [], {}, {}
+    for line, obj in _json_lines(path):
+        if not isinstance(obj, dict) or not isinstance(obj.get("cut_id"), str) or not isinstance(obj.get("hyps"), list):
+            raise RescoreError("an object with 'cut_id' (a string) and 'hyps' (a list)", path=path, line=line)
+        cut = obj["cut_id"]
+        if not cut or any(c.isspace() for c in cut) or cut in seen:
+            raise RescoreError("a cut_id without whitespace, each once" + (f" (also at line {seen[cut]})"
+                               if cut in seen else ""), path=path, line=line, got=cut)
+        seen[cut] = line
+        names = tuple(sorted(k[: -len("_scores")] for k in obj if k.endswith("_scores")))
+        if columns is None:
+            columns, first = names, line
+        if names != columns:
+            raise RescoreError(f"the score lists of the first cut (line {first}: {', '.join(columns) or 'none'})",
+                               path=path, line=line, got=", ".join(names) or "none")
+        n = len(obj["hyps"])
+        if n == 0:
+            raise RescoreError("at least one hypothesis", path=path, line=line, got=f"cut {cut}: none")
+        cols = []
+        for c in columns:
+            v = obj[c + "_scores"]
+            ok = isinstance(v, list) and len(v) == n and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and parse_score(repr(float(x))) is not None
+                for x in v)
+            if not ok:
+                raise RescoreError(f"'{c}_scores': {n} finite numbers (one per hypothesis)", path=path, line=line,
+                                   got=str(v)[:60])
+            cols.append([-float(x) for x in v])
+        hyps = [Hypothesis(k + 1, _words(h, path, line, "a hypothesis"), tuple(col[k] for col in cols),
+                           (None,) * len(cols), line) for k, h in enumerate(obj["hyps"])]
+        utts.append(Utterance(cut, hyps))
+        if "ref" in obj:
+            refs[cut] = _words(obj["ref"], path, line, "'ref'")
+    if columns is None:
+        raise RescoreError("at least one cut", path=path, got="an empty file")
+    if refs and len(refs) != len(utts):
+        raise RescoreError("a 'ref' in every object or in none", path=path, got=f"{len(refs)} of {len(utts)}")
+    return NbestTable(str(path), columns, utts, refs or None)
+
+
+# --------------------------------------------------------------------------------------------
+# NeMo
+
+
+def _nemo_manifest(manifest: Path) -> List[Tuple[str, List[str]]]:
+    """[(utterance id, reference words)] in manifest order."""
+    out, seen = [], {}
+    for line, obj in _json_lines(manifest):
+        if not isinstance(obj, dict) or not isinstance(obj.get("audio_filepath"), str):
+            raise RescoreError("a manifest object with 'audio_filepath'", path=manifest, line=line)
+        utt = Path(obj["audio_filepath"]).stem
+        if not utt or any(c.isspace() for c in utt) or utt in seen:
+            raise RescoreError("audio file names (the utterance ids) without whitespace, each once" +
+                               (f" (also at line {seen[utt]})" if utt in seen else ""), path=manifest, line=line,
+                               got=obj["audio_filepath"])
+        seen[utt] = line
+        text = obj.get("text")
+        out.append((utt, text.split() if isinstance(text, str) else None))
+    return out
+
+
+def read_nemo(preds_tsv: PathLike, manifest: PathLike, beam_size: Optional[int] = None) -> NbestTable:
+    """NeMo's beam-search candidates (module doc) as a table with column pass1 (= -score);
+    beam_size: B, by default from the file name ``preds_out_size<B>_alpha<a>_beta<b>.tsv``."""
+    preds_tsv, manifest = Path(preds_tsv), Path(manifest)
+    m = _NEMO_NAME.match(preds_tsv.name)
+    if beam_size is None:
+        if m is None:
+            raise RescoreError("NeMo's file name preds_out_size<B>_alpha<a>_beta<b>.tsv (B: the candidates per "
+                               "utterance)", path=preds_tsv, got=preds_tsv.name)
+        beam_size = int(m.group(1))
+    if m is not None:
+        log.info("%s: beam size %s, alpha %s, beta %s (NeMo)", preds_tsv, *m.groups())
+    ids = _nemo_manifest(manifest)
+    try:
+        lines = preds_tsv.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RescoreError("a readable UTF-8 file", path=preds_tsv, got=str(e)) from None
+    if lines and lines[-1] == "":
+        lines.pop()
+    if beam_size < 1 or len(lines) != beam_size * len(ids):
+        raise RescoreError(f"{beam_size} candidates for each of the {len(ids)} utterances of {manifest} "
+                           f"({beam_size * len(ids)} lines)", path=preds_tsv, got=f"{len(lines)} lines")
+    utts = []
+    for i, (utt, _) in enumerate(ids):
+        hyps = []
+        for k in range(beam_size):
+            lineno = i * beam_size + k + 1
+            text, sep, score = lines[lineno - 1].rpartition("\t")
+            x = _number(score) if sep else None
+            if x is None:
+                raise RescoreError("'text<TAB>score' with a finite score", path=preds_tsv, line=lineno,
+                                   got=lines[lineno - 1][:60])
+            hyps.append(Hypothesis(k + 1, text.split(), (-x,), (None,), lineno))
+        utts.append(Utterance(utt, hyps))
+    refs = {u: r for u, r in ids if r is not None}
+    return NbestTable(str(preds_tsv), (FIRST_PASS,), utts, refs if len(refs) == len(ids) else None)
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def input_format(path: PathLike, fmt: str = "auto") -> str:
+    """The format of an input: ``fmt`` unless 'auto', else a file is interchange, a dir Kaldi."""
+    if fmt != "auto":
+        return fmt
+    return "interchange" if Path(path).is_file() else "kaldi"
+
+
+def load_table(path: PathLike, fmt: str = "auto", manifest: Optional[PathLike] = None,
+               words_txt: Optional[PathLike] = None) -> NbestTable:
+    """Read any input of rescore-nbest as a table (FORMATS; manifest: NeMo's)."""
+    fmt = input_format(path, fmt)
+    if fmt == "interchange":
+        return read_nbest_table(path)
+    if fmt == "kaldi":
+        return kaldi_to_table(path, words_txt)
+    if fmt == "espnet":
+        return read_espnet(path)
+    if fmt == "icefall":
+        return read_icefall(path)
+    if fmt == "nemo":
+        if manifest is None:
+            raise RescoreError("the NeMo manifest of the decoded set (--manifest)", path=path)
+        return read_nemo(path, manifest)
+    raise ValueError(f"format must be one of {FORMATS}")

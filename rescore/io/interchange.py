@@ -1,0 +1,278 @@
+"""The N-best interchange format: one TSV file of hypotheses with named score columns.
+
+rescore reads Kaldi N-best dirs natively; every other recognizer's beam output (ESPnet, icefall,
+NeMo: rescore.io.ecosystems) comes in through this one format, and rescore-nbest writes its
+per-hypothesis results in it too. A file (UTF-8, ``\\n`` line ends)::
+
+    #nbest-interchange 1
+    utt<TAB>rank<TAB>words<TAB>ac<TAB>graph<TAB>nolm
+    dev-a000-1<TAB>1<TAB>it is closely related<TAB>909.8809<TAB>69.7593<TAB>0.7953
+    dev-a000-1<TAB>2<TAB>it is closely relate<TAB>998.0429<TAB>61.1563<TAB>0.7290
+
+* line 1: the format marker and its version (``#nbest-interchange 1``);
+* line 2: the header: ``utt``, ``rank`` and ``words``, then any number of score columns, each
+  named once (a letter, then letters, digits, ``_``, ``.`` or ``-``);
+* then one line per hypothesis, as many tab-separated fields as the header: the utterance id
+  (no whitespace), the rank (1 = the recognizer's best), the words separated by spaces (empty
+  for an empty hypothesis; no tabs), and one finite decimal number per score column.
+* An utterance's hypotheses come in one block, ranks 1, 2, ..., N in that order (N may differ
+  between utterances); utterances in any order (the file's order is kept).
+* Every score is a **cost**, as in Kaldi: a negated natural-log score, lower is better. A reader
+  of a recognizer whose scores are log-probabilities negates them.
+
+Why TSV rather than JSON lines: one line per hypothesis, as Kaldi's archives have one line per
+key, so ``cut``, ``awk``, ``sort`` and ``paste`` work on it and a spreadsheet or ``pandas.read_csv``
+opens it; words never hold a tab, so no quoting is needed; and it is smaller and faster to read
+than JSON with the same content. The header names the columns, so any recognizer's scores
+(``ac``, ``lm``, ``ctc``, ``graph``, ``nolm`` ...) travel without a schema change, and the
+version line lets the format grow without old readers misreading new files.
+
+A score keeps the text it was read with (``Hypothesis.texts``), so a file converted from Kaldi
+text archives and back gives the same bytes (rescore.io.ecosystems); computed scores are written
+as the shortest text that reads back to the same float64.
+
+Every fault of a file is a RescoreError naming the file, the line and what was expected. Files
+are written atomically (rescore.io.files.atomic_output).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+from rescore.errors import RescoreError
+from rescore.io.files import atomic_output
+
+PathLike = Union[str, Path]
+
+MARKER = "#nbest-interchange"
+VERSION = 1
+FIXED = ("utt", "rank", "words")  # the first three columns of every file
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*\Z")
+# A decimal number as C's strtod and every TSV reader take it (Python's float() would also take
+# '1_000', 'nan', 'inf' and surrounding spaces).
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
+
+
+@dataclass
+class Hypothesis:
+    """One line: ``scores[i]`` is the cost of column ``columns[i]`` of its table, ``texts[i]`` its
+    text as read (None for a computed score); line: where it was read (0: not read)."""
+
+    rank: int
+    words: List[str]
+    scores: Tuple[float, ...]
+    texts: Tuple[Optional[str], ...] = ()
+    line: int = 0
+
+
+@dataclass
+class Utterance:
+    id: str
+    hyps: List[Hypothesis]
+
+
+@dataclass
+class NbestTable:
+    """An interchange file: its score columns and utterances (file order).
+
+    refs: utt -> reference words where a reader found them (a NeMo manifest); None otherwise.
+    header_line: the line of ``path`` that names the columns (2 in an interchange file; None
+    where the columns come from a layout, as in another recognizer's decode dir).
+    """
+
+    path: str
+    columns: Tuple[str, ...]
+    utterances: List[Utterance] = field(default_factory=list)
+    refs: Optional[Dict[str, List[str]]] = None
+    header_line: Optional[int] = None
+
+    @property
+    def num_hyps(self) -> int:
+        return sum(len(u.hyps) for u in self.utterances)
+
+    def column(self, name: str) -> int:
+        """The index of score column ``name`` (RescoreError naming the header without it)."""
+        if name not in self.columns:
+            raise RescoreError(f"a score column '{name}' (the input has: {', '.join(self.columns) or 'none'})",
+                               path=self.path, line=self.header_line)
+        return self.columns.index(name)
+
+
+def format_score(x: float) -> str:
+    """The shortest text that reads back to the same float64; NaN and infinities are refused."""
+    x = float(x)
+    if not math.isfinite(x):
+        raise ValueError(f"non-finite score {x}")
+    return repr(x)
+
+
+def parse_score(text: str) -> Optional[float]:
+    """A finite decimal number, or None where ``text`` is not one."""
+    if not _NUMBER.match(text):
+        return None
+    x = float(text)
+    return x if math.isfinite(x) else None
+
+
+def check_columns(columns: Sequence[str], path: Optional[PathLike] = None, line: Optional[int] = 2) -> None:
+    """Score column names: well formed, none twice, none of utt/rank/words."""
+    seen = set()
+    for c in columns:
+        if c in FIXED or not _NAME.match(c):
+            raise RescoreError("score column names of a letter, then letters, digits, '_', '.' or '-' "
+                               f"(not {', '.join(FIXED)})", path=path, line=line, got=c)
+        if c in seen:
+            raise RescoreError("each score column named once", path=path, line=line, got=c)
+        seen.add(c)
+
+
+def _read_lines(path: PathLike) -> List[str]:
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as e:
+        raise RescoreError("a readable N-best interchange file", path=path, got=e.strerror or str(e)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise RescoreError("UTF-8 text", path=path, line=line, got=repr(raw[e.start:e.start + 20])) from None
+    if "\r" in text:
+        line = text[: text.index("\r")].count("\n") + 1
+        raise RescoreError("lines ending in '\\n' alone (no '\\r')", path=path, line=line)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _read_header(lines: List[str], path: PathLike) -> Tuple[str, ...]:
+    want = f"{MARKER} {VERSION}"
+    if not lines:
+        raise RescoreError(f"the format line '{want}'", path=path, line=1, got="an empty file")
+    if lines[0] != want:
+        got = lines[0][:60]
+        if lines[0].startswith(MARKER + " "):
+            raise RescoreError(f"version {VERSION} of the N-best interchange format ('{want}')", path=path,
+                               line=1, got=got)
+        raise RescoreError(f"the format line '{want}' (an N-best interchange file)", path=path, line=1, got=got)
+    if len(lines) < 2:
+        raise RescoreError("the header line 'utt<TAB>rank<TAB>words[<TAB>score column ...]'", path=path,
+                           line=2, got="end of file")
+    names = lines[1].split("\t")
+    if tuple(names[:3]) != FIXED:
+        raise RescoreError("the header line 'utt<TAB>rank<TAB>words[<TAB>score column ...]'", path=path,
+                           line=2, got=lines[1][:60])
+    check_columns(names[3:], path)
+    return tuple(names[3:])
+
+
+def _parse_line(text: str, lineno: int, columns: Tuple[str, ...], path: PathLike) -> Tuple[str, Hypothesis]:
+    fields = text.split("\t")
+    if len(fields) != 3 + len(columns):
+        raise RescoreError(f"{3 + len(columns)} tab-separated fields (utt, rank, words, "
+                           f"{', '.join(columns) or 'no scores'})", path=path, line=lineno,
+                           got=f"{len(fields)} fields")
+    utt, rank, words = fields[:3]
+    if not utt or any(c.isspace() for c in utt):
+        raise RescoreError("an utterance id without whitespace", path=path, line=lineno, got=utt)
+    if not (rank.isascii() and rank.isdigit()) or int(rank) < 1:
+        raise RescoreError("a rank (an integer >= 1)", path=path, line=lineno, got=rank)
+    scores = []
+    for name, t in zip(columns, fields[3:]):
+        x = parse_score(t)
+        if x is None:
+            raise RescoreError(f"a finite number for score '{name}'", path=path, line=lineno, got=t)
+        scores.append(x)
+    return utt, Hypothesis(int(rank), words.split(), tuple(scores), tuple(fields[3:]), lineno)
+
+
+def read_nbest_table(path: PathLike, required: Iterable[str] = ()) -> NbestTable:
+    """Read and check an interchange file (module doc); ``required``: score columns it must have."""
+    lines = _read_lines(path)
+    columns = _read_header(lines, path)
+    table = NbestTable(str(path), columns, header_line=2)
+    for name in required:
+        table.column(name)
+    started: Dict[str, int] = {}  # utt -> line of its rank 1
+    current: Optional[Utterance] = None
+    for lineno, text in enumerate(lines[2:], start=3):
+        if text == "":
+            raise RescoreError("a hypothesis line (no empty lines)", path=path, line=lineno, got="")
+        utt, hyp = _parse_line(text, lineno, columns, path)
+        if current is not None and current.id == utt:
+            want = len(current.hyps) + 1
+            if hyp.rank != want:
+                if hyp.rank < want:
+                    raise RescoreError(f"rank {want} of '{utt}' (rank {hyp.rank} is at line "
+                                       f"{current.hyps[hyp.rank - 1].line} already: a duplicate)",
+                                       path=path, line=lineno, got=str(hyp.rank))
+                raise RescoreError(f"rank {want} of '{utt}' (ranks 1..N in order, none missing)",
+                                   path=path, line=lineno, got=str(hyp.rank))
+            current.hyps.append(hyp)
+            continue
+        if utt in started:
+            raise RescoreError(f"the hypotheses of '{utt}' in one block (it started at line {started[utt]})",
+                               path=path, line=lineno, got=f"{utt} rank {hyp.rank}")
+        if hyp.rank != 1:
+            raise RescoreError(f"rank 1 (the first hypothesis of utterance '{utt}')", path=path, line=lineno,
+                               got=str(hyp.rank))
+        started[utt] = lineno
+        current = Utterance(utt, [hyp])
+        table.utterances.append(current)
+    return table
+
+
+def _line(utt: str, h: Hypothesis, columns: Sequence[str]) -> str:
+    if not utt or any(c.isspace() for c in utt):
+        raise RescoreError("an utterance id without whitespace", got=utt)
+    if any(w == "" or any(c.isspace() for c in w) for w in h.words):
+        raise RescoreError(f"words without whitespace (utterance '{utt}', rank {h.rank})", got=" ".join(h.words))
+    if len(h.scores) != len(columns):
+        raise ValueError(f"{len(h.scores)} scores for {len(columns)} columns")
+    texts = h.texts if len(h.texts) == len(columns) else (None,) * len(columns)
+    vals = []
+    for name, x, t in zip(columns, h.scores, texts):
+        if t is None:
+            if not math.isfinite(x):
+                raise RescoreError(f"a finite score '{name}' (utterance '{utt}', rank {h.rank})", got=str(x))
+            t = format_score(x)
+        vals.append(t)
+    return "\t".join([utt, str(h.rank), " ".join(h.words), *vals]) + "\n"
+
+
+def write_nbest_table(path: PathLike, table: NbestTable) -> None:
+    """Write ``table`` as an interchange file, atomically (nothing is left on an error). Ranks
+    are checked (1..N in order per utterance), scores finite."""
+    check_columns(table.columns)
+    seen = set()
+    lines = [f"{MARKER} {VERSION}\n", "\t".join([*FIXED, *table.columns]) + "\n"]
+    for u in table.utterances:
+        if u.id in seen:
+            raise RescoreError("each utterance once", path=path, got=u.id)
+        seen.add(u.id)
+        for k, h in enumerate(u.hyps, 1):
+            if h.rank != k:
+                raise RescoreError(f"rank {k} of '{u.id}' (ranks 1..N in order)", path=path, got=str(h.rank))
+            lines.append(_line(u.id, h, table.columns))
+    with atomic_output(path, "w") as f:
+        f.writelines(lines)
+
+
+def with_columns(table: NbestTable, extra: Sequence[str], values: Dict[Tuple[str, int], Sequence[float]],
+                 path: Optional[str] = None) -> NbestTable:
+    """A copy of ``table`` with score columns ``extra`` added at the end; values[(utt, rank)]
+    holds each hypothesis' new scores (one per extra column)."""
+    check_columns([*table.columns, *extra], path or table.path, line=None)
+    utts = []
+    for u in table.utterances:
+        hyps = []
+        for h in u.hyps:
+            new = tuple(float(x) for x in values[(u.id, h.rank)])
+            texts = h.texts if len(h.texts) == len(table.columns) else (None,) * len(table.columns)
+            hyps.append(Hypothesis(h.rank, h.words, h.scores + new, texts + (None,) * len(new), h.line))
+        utts.append(Utterance(u.id, hyps))
+    return NbestTable(path or table.path, (*table.columns, *extra), utts, table.refs, table.header_line)

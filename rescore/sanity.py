@@ -1,0 +1,260 @@
+"""Checks of rescore-nbest's input that say it before the numbers lie.
+
+A wrong input rarely fails loudly: an LM whose vocabulary does not match the hypotheses scores
+them all as ``<unk>``, and integer archives read through the wrong words.txt give words that have
+nothing to do with what was said, yet both give a WER. These checks look at the words alone
+(no LM is run), so they also run with ``--nn-costs``, where only the words.txt check applies.
+
+The vocabulary of each LM (:func:`vocabulary_check`): the share of hypothesis tokens (all
+hypotheses of the N-best set) outside the LM vocabulary, the same share of reference tokens
+where there are references, and how many words of the words.txt (when one is known) the LM does
+not have. A Hugging Face LM (``--model hf:DIR``) has no word vocabulary: its tokenizer turns
+every word into pieces, so it is not checked (a line in the log says so).
+
+- above ``OOV_WARN_RATE`` (20 %) of hypothesis tokens: a warning;
+- above ``OOV_ERROR_RATE`` (50 %): an error (exit 1) unless ``--allow-oov-rate`` is given.
+
+On the real dev set (tts-wikitext2-dev) an LM of every word of wikitext2-asr's training text
+leaves 0.9 % of the hypothesis tokens (0.1 % of the reference tokens) outside its vocabulary,
+one of its 10,000 most frequent words 5.0 %, of its 5,000 most frequent 9.9 %: far below the
+warning. When most of the tokens outside the vocabulary are in it after changing letter case
+or Unicode normalisation (NFC/NFD), the message says so (e.g. "the hypotheses look upper-case
+while the LM vocabulary is lower-case").
+
+The symbol table (:func:`symbol_table_check`): when the words come from integer archives mapped
+through words.txt (``words`` without ``words_text``) and there are references, the first pass
+(rank 1 of each utterance) is compared with the references. A first-pass WER above
+``MAX_FIRST_PASS_WER`` (90 %) or fewer than ``MIN_TOKEN_OVERLAP`` (20 %) of its tokens found in
+the reference of their utterance means the words are not the recognizer's: most likely a
+words.txt of another graph (the real dev set: WER 20.6 %, 81 % of the tokens found; through a
+words.txt of the same words with shuffled ids: WER 103 %, 0.04 % found).
+"""
+
+from __future__ import annotations
+
+import logging
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Collection, Iterable, List, Mapping, Optional, Sequence, Union
+
+from rescore.errors import RescoreError
+from rescore.metrics.record import JsonRecord
+from rescore.settings import is_hf_spec
+
+log = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+
+OOV_WARN_RATE = 20.0  # percent of hypothesis tokens outside the LM vocabulary: a warning above
+OOV_ERROR_RATE = 50.0  # ... an error above, unless allowed (--allow-oov-rate)
+MAX_FIRST_PASS_WER = 90.0  # percent: a first pass worse than this points at words.txt
+MIN_TOKEN_OVERLAP = 20.0  # percent of first-pass tokens found in their utterance's reference
+ALLOW_OPTION = "--allow-oov-rate"
+SPECIALS = ("<eos>", "<unk>", "<s>", "</s>", "<eps>")
+
+
+def _rate(part: int, whole: int) -> float:
+    return 100.0 * part / whole if whole else 0.0
+
+
+def _case_style(words: Iterable[str]) -> str:
+    """'upper-case', 'lower-case' or 'mixed-case': how the words with letters are written."""
+    c = Counter("upper" if w.isupper() else "lower" if w.islower() else "mixed" for w in words
+                if any(ch.isalpha() for ch in w))
+    total = sum(c.values())
+    for style in ("upper", "lower"):
+        if total and c[style] >= 0.9 * total:
+            return f"{style}-case"
+    return "mixed-case"
+
+
+def _form(words: Iterable[str]) -> str:
+    """'NFC', 'NFD' or 'mixed': the normalisation form of the words that it changes."""
+    forms = Counter("NFC" if unicodedata.is_normalized("NFC", w) else "NFD" if unicodedata.is_normalized("NFD", w)
+                    else "other" for w in words if unicodedata.normalize("NFC", w) != unicodedata.normalize("NFD", w))
+    return forms.most_common(1)[0][0] if len(forms) == 1 else "mixed"
+
+
+def spelling_hint(vocab: Collection[str], oov: Counter, what: str = "hypotheses") -> Optional[str]:
+    """Why most tokens outside vocab (oov: word -> tokens) are outside it, when it is letter
+    case or Unicode normalisation; None when neither explains at least half of them."""
+    total = sum(oov.values())
+    if not total:
+        return None
+    folded = {w.casefold() for w in vocab}
+    by_case = sum(n for w, n in oov.items() if w.casefold() in folded)
+    by_form = sum(n for w, n in oov.items()
+                  if unicodedata.normalize("NFC", w) in vocab or unicodedata.normalize("NFD", w) in vocab)
+    if by_form >= total / 2 and by_form >= by_case:
+        return (f"the {what}' words differ from the LM vocabulary's only by Unicode normalisation "
+                f"({what} {_form(oov)}, vocabulary {_form(vocab)}): normalise both the same way "
+                f"(e.g. NFC: uconv -x any-nfc, or unicodedata.normalize)")
+    if by_case >= total / 2:
+        return (f"the {what} look {_case_style(oov)} while the LM vocabulary is {_case_style(vocab)}: "
+                f"map the case of one to the other's")
+    return None
+
+
+@dataclass
+class VocabularyCheck(JsonRecord):
+    """One LM's vocabulary against the N-best set's words (rates in percent)."""
+
+    model: str
+    vocab_size: int
+    hyp_tokens: int
+    hyp_oov_tokens: int
+    hyp_oov_rate: float
+    ref_tokens: Optional[int] = None
+    ref_oov_tokens: Optional[int] = None
+    ref_oov_rate: Optional[float] = None
+    words_txt: Optional[str] = None
+    words_txt_words: Optional[int] = None
+    words_txt_oov: Optional[int] = None
+    hint: Optional[str] = None
+    warnings: List[str] = field(default_factory=list)
+
+
+def vocabulary_check(model: str, vocab: Collection[str], hyp_tokens: Iterable[str],
+                     ref_tokens: Optional[Iterable[str]] = None, *, lexicon: Optional[Sequence[str]] = None,
+                     words_txt: Optional[PathLike] = None) -> VocabularyCheck:
+    """How much of the hypotheses (and references, and the words.txt words ``lexicon``) lies
+    outside ``vocab``; warnings above OOV_WARN_RATE and for a case/normalisation mismatch."""
+    vocab = set(vocab)
+    hyp = Counter(w for w in hyp_tokens if w not in SPECIALS)
+    oov = Counter({w: n for w, n in hyp.items() if w not in vocab})
+    n_hyp, n_oov = sum(hyp.values()), sum(oov.values())
+    c = VocabularyCheck(model, len(vocab), n_hyp, n_oov, _rate(n_oov, n_hyp))
+    if ref_tokens is not None:
+        ref = [w for w in ref_tokens if w not in SPECIALS]
+        c.ref_tokens = len(ref)
+        c.ref_oov_tokens = sum(1 for w in ref if w not in vocab)
+        c.ref_oov_rate = _rate(c.ref_oov_tokens, c.ref_tokens)
+    if lexicon is not None:
+        c.words_txt = None if words_txt is None else str(words_txt)
+        c.words_txt_words = len(lexicon)
+        c.words_txt_oov = sum(1 for w in lexicon if w not in vocab)
+    c.hint = spelling_hint(vocab, oov)
+    if c.hyp_oov_rate > OOV_WARN_RATE or c.hint:
+        c.warnings.append(f"{c.hyp_oov_rate:.1f} % of the hypothesis tokens are outside the vocabulary of {model} "
+                          f"({len(vocab)} words; a warning above {OOV_WARN_RATE:g} %): they are all scored as <unk>"
+                          + (f"; {c.hint}" if c.hint else ""))
+    return c
+
+
+@dataclass
+class SymbolTableCheck(JsonRecord):
+    """The first pass (rank 1) of integer archives mapped through words_txt, against the
+    references: its WER and the share of its tokens found in their utterance's reference."""
+
+    words_txt: Optional[str]
+    first_pass_wer: float
+    token_overlap: float
+    warnings: List[str] = field(default_factory=list)
+
+
+def symbol_table_check(first_pass: Mapping[str, Sequence[str]], refs: Mapping[str, Sequence[str]],
+                       words_txt: Optional[PathLike]) -> SymbolTableCheck:
+    """A warning naming words_txt when the first pass shares almost nothing with the references
+    (WER above MAX_FIRST_PASS_WER or token overlap below MIN_TOKEN_OVERLAP)."""
+    from rescore.metrics.wer import align
+
+    utts = [u for u in refs if u in first_pass]
+    stats, _ = align({u: refs[u] for u in utts}, {u: first_pass[u] for u in utts})
+    found = sum(sum((Counter(first_pass[u]) & Counter(refs[u])).values()) for u in utts)
+    tokens = sum(len(first_pass[u]) for u in utts)
+    wer = stats.wer if stats.ref_words else 0.0  # (no reference words: nothing to compare)
+    c = SymbolTableCheck(None if words_txt is None else str(words_txt), wer, _rate(found, tokens))
+    if stats.ref_words and tokens and (c.first_pass_wer > MAX_FIRST_PASS_WER or c.token_overlap < MIN_TOKEN_OVERLAP):
+        c.warnings.append(f"the first pass (rank 1) has a WER of {c.first_pass_wer:.1f} % and only "
+                          f"{c.token_overlap:.1f} % of its tokens are in the references (a warning above "
+                          f"{MAX_FIRST_PASS_WER:g} % WER or below {MIN_TOKEN_OVERLAP:g} % overlap): the word ids "
+                          f"were most likely mapped through the wrong words.txt ({words_txt}); use the "
+                          f"graph's own (exp/.../graph/words.txt, --words-txt)")
+    return c
+
+
+@dataclass
+class InputChecks(JsonRecord):
+    """What rescore-nbest checked of its input: each LM's vocabulary, the symbol table."""
+
+    vocabulary: List[VocabularyCheck] = field(default_factory=list)
+    symbol_table: Optional[SymbolTableCheck] = None
+
+    @property
+    def warnings(self) -> List[str]:
+        return [w for v in self.vocabulary for w in v.warnings] + (self.symbol_table.warnings
+                                                                   if self.symbol_table else [])
+
+
+def model_vocabulary(path: PathLike) -> List[str]:
+    """The words of a rescore checkpoint (its vocabulary; nothing else of it is used here)."""
+    from rescore.models import read_checkpoint
+
+    vocab = read_checkpoint(path, "cpu")["vocab"]
+    if not isinstance(vocab, (list, tuple)) or not all(isinstance(w, str) for w in vocab):
+        raise RescoreError("a checkpoint whose vocab is a list of words", path=path)
+    return list(vocab)
+
+
+def _lexicon(words_txt: Optional[Path]) -> Optional[List[str]]:
+    from rescore.vocab import Vocabulary
+
+    return Vocabulary.from_words_txt(words_txt).words[2:] if words_txt is not None else None
+
+
+def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optional[PathLike] = None,
+                      allow_oov_rate: bool = False) -> InputChecks:
+    """The checks of a loaded N-best set (rescore.nbest.NbestSet) before it is scored: each LM
+    checkpoint of ``models`` against its words, the symbol table when the words come from
+    integer archives. Logs the warnings; an LM with more than OOV_ERROR_RATE of the hypothesis
+    tokens outside its vocabulary is a RescoreError unless allow_oov_rate."""
+    from rescore.nbest import default_words_txt, find_archive
+
+    nd = Path(nbest.path)
+    wt = Path(words_txt) if words_txt is not None else default_words_txt(nd)
+    lexicon = _lexicon(wt) if models else None
+    hyp_tokens = [w for u in nbest.utterances() for h in u.hyps for w in h.words]
+    ref_tokens = None if nbest.refs is None else [w for r in nbest.refs.values() for w in r]
+    checks = InputChecks()
+    for m in models:
+        if is_hf_spec(m):  # a subword LM: no word vocabulary, every word is scored by its pieces
+            log.info("vocabulary   %s: a subword LM (no word vocabulary), not checked", m)
+            continue
+        checks.vocabulary.append(vocabulary_check(str(m), model_vocabulary(m), hyp_tokens, ref_tokens,
+                                                  lexicon=lexicon, words_txt=wt))
+    if nbest.refs is not None and find_archive(nd, "words") is not None and find_archive(nd, "words_text") is None:
+        first = {u.id: u.hyps[0].words for u in nbest.utterances()}
+        checks.symbol_table = symbol_table_check(first, nbest.refs, wt)
+    for line in format_input_checks(checks.as_dict(), warnings=False):
+        log.info("%s", " ".join(line.split()))
+    for w in checks.warnings:
+        log.warning("%s", w)
+    for v in checks.vocabulary:
+        if v.hyp_oov_rate > OOV_ERROR_RATE and not allow_oov_rate:
+            raise RescoreError(f"an LM whose vocabulary covers the hypotheses (at most {OOV_ERROR_RATE:g} % of "
+                               f"their tokens outside it; {ALLOW_OPTION} scores them anyway)", path=v.model,
+                               got=f"{v.hyp_oov_rate:.1f} % of {v.hyp_tokens} tokens of {nbest.path} outside its "
+                                   f"{v.vocab_size} words" + (f"; {v.hint}" if v.hint else ""))
+    return checks
+
+
+def format_input_checks(checks: Mapping, warnings: bool = True) -> List[str]:
+    """The lines of report.txt for an InputChecks (or its JSON), without its warnings if not
+    warnings."""
+    lines = []
+    for v in checks.get("vocabulary") or []:
+        line = (f"vocabulary   {v['model']}: {v['vocab_size']} words; outside it {v['hyp_oov_rate']:.2f} % of "
+                f"the hypothesis tokens")
+        if v.get("ref_oov_rate") is not None:
+            line += f", {v['ref_oov_rate']:.2f} % of the reference tokens"
+        if v.get("words_txt_oov") is not None:
+            line += f", {v['words_txt_oov']} of the {v['words_txt_words']} words.txt words"
+        lines.append(line)
+    st = checks.get("symbol_table")
+    if st:
+        lines.append(f"symbol table {st['words_txt']}: first-pass WER {st['first_pass_wer']:.2f} %, "
+                     f"{st['token_overlap']:.1f} % of its tokens in the references")
+    for v in [*(checks.get("vocabulary") or []), *([st] if st else [])] if warnings else []:
+        lines += [f"warning      {w}" for w in v["warnings"]]
+    return lines

@@ -1,0 +1,238 @@
+"""The job of rescore-tune: sweep (weight, inv_acwt, wip) and the models' shares by WER on an
+N-best dir (rescore.combine.tune), report it honestly (a held-out part, or cross-validation),
+and apply the best setting to another N-best dir (rescore.pipeline.NbestJob).
+
+Checked when built, like rescore.pipeline's job: an OptionError (exit 2) before any work.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from rescore.errors import OptionError, RescoreError, check
+from rescore.interp import Params, check_inv_acwt, check_mix, check_weight, check_wip
+from rescore.pipeline import NbestJob, check_paths, nbest_input_files, rescore_nbest_dir
+
+log = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+
+MAX_TUNE_SETTINGS = 100_000  # product of the grid axes of rescore-tune
+
+
+@dataclass(frozen=True)
+class TuneJob:
+    """rescore-tune: sweep (weight, inv_acwt, wip) by WER on NBEST_DIR; report on a held-out part
+    (split_half, or eval_utts), or cross-validate (tune on each half of the conversations,
+    report on the other, pool), and apply the best setting to another N-best dir (``apply``, an
+    NbestJob whose params are replaced by the best ones). With K > 1 cost files (one per model,
+    the same hypotheses) the models' shares are swept too (``mixes``, an outer loop; default:
+    combine.mix_grid of 0:1:0.1). Checked when built."""
+
+    nbest_dir: str
+    data_dir: str
+    weights: Sequence[float]
+    inv_acwts: Sequence[float]
+    wips: Sequence[float]
+    words_txt: Optional[str] = None
+    nn_costs: Tuple[str, ...] = ()  # lmwt.nn files, one per model
+    split_half: bool = False
+    dev_utts: Optional[str] = None
+    eval_utts: Optional[str] = None
+    params_out: Optional[str] = None
+    report: Optional[str] = None
+    apply: Optional[NbestJob] = None
+    allow_missing: bool = False
+    cross_validate: bool = False  # two folds by conversation (combine.cross_validate)
+    hyp_out: Optional[str] = None  # 1-best text of the reported set (pooled under cross_validate)
+    mixes: Optional[Sequence[Tuple[float, ...]]] = None  # shares swept with several cost files
+
+    def __post_init__(self):
+        self._check_mixes()
+        if self.split_half and (self.dev_utts or self.eval_utts):
+            raise OptionError("one way of holding out: --split-half and --dev-utts/--eval-utts exclude each other",
+                              option="--split-half")
+        if self.cross_validate:
+            for option, v in (("--split-half", self.split_half), ("--dev-utts", self.dev_utts),
+                              ("--eval-utts", self.eval_utts)):
+                if v:
+                    raise OptionError("one way of holding out: --cross-validate holds out each half in turn",
+                                      option=option)
+            if self.params_out is not None:
+                raise OptionError("one setting; --cross-validate tunes two (one per half: both are in "
+                                  "--report's 'folds'); tune without it for a setting to apply",
+                                  option="--params-out", got=self.params_out)
+            if self.apply is not None:
+                raise OptionError("one setting to apply; --cross-validate tunes two (tune without it for "
+                                  "--apply-to)", option="--apply-to")
+        for name, values, check_value in (("--weights", self.weights, check_weight),
+                                          ("--inv-acwts", self.inv_acwts, check_inv_acwt),
+                                          ("--wips", self.wips, check_wip)):
+            check(bool(values), "at least one value", name, "none")
+            for v in values:
+                check_value(v, name)
+        n = len(self.weights if self.nn_costs else [0.0]) * len(self.inv_acwts) * len(self.wips) * len(self.mixes)
+        check(n <= MAX_TUNE_SETTINGS, f"a grid of at most {MAX_TUNE_SETTINGS} settings (coarser steps, or tune "
+              f"one axis at a time)", "--weights/--inv-acwts/--wips", f"{n} settings")
+        if self.apply is not None and self.nn_costs and not self.apply.num_models \
+                and any(w != 0 for w in self.weights):
+            raise OptionError("--apply-nn-costs (the setting tuned with --nn-costs has an NN LM weight)",
+                              option="--apply-to")
+        k = len(self.nn_costs)
+        check(self.apply is None or k < 2 or self.apply.num_models in (0, k),
+              f"{k} NN LM cost files for --apply-to, one per model as for tuning", "--apply-nn-costs",
+              self.apply.num_models if self.apply is not None else 0)
+        outputs = [("--params-out", self.params_out), ("--report", self.report), ("--hyp-out", self.hyp_out)]
+        inputs = self.inputs()
+        from rescore.io.outdir import check_not_input
+
+        for option, p in outputs:
+            if p is not None:
+                check_not_input(Path(p), inputs, option)
+        given = [(o, Path(p).resolve()) for o, p in outputs if p is not None]
+        for i, (o, p) in enumerate(given):
+            for o2, p2 in given[:i]:
+                check(p != p2, f"different files for {o2} and {o}", o, p)
+
+    def _check_mixes(self) -> None:
+        """nn_costs as a tuple; mixes: one share per cost file (default: the grid)."""
+        from rescore.combine import mix_grid
+
+        object.__setattr__(self, "nn_costs", check_paths(self.nn_costs, "--nn-costs"))
+        k = len(self.nn_costs)
+        if self.mixes is None:
+            object.__setattr__(self, "mixes", mix_grid([round(0.1 * i, 10) for i in range(11)], k or 1))
+            return
+        check(k >= 2, "two or more --nn-costs files (one per model) to sweep shares", "--mixes", f"{k} files")
+        mixes = [check_mix(m, "--mixes") for m in self.mixes]
+        check(bool(mixes) and all(len(m) == k for m in mixes), f"mixes of {k} shares, one per --nn-costs file",
+              "--mixes", f"{sorted({len(m) for m in mixes})} shares")
+        object.__setattr__(self, "mixes", mixes)
+
+    def inputs(self) -> List[Path]:
+        files = nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
+        files += [Path(p) for p in (*self.nn_costs, self.dev_utts, self.eval_utts) if p is not None]
+        if self.apply is not None:
+            files += self.apply.inputs()
+        return files
+
+
+def read_utt_list(path: PathLike) -> List[str]:
+    """First field of each line: a plain list, or a data/text, utt2spk, segments file."""
+    from rescore.io.kaldi import read_text_table
+
+    keys = read_text_table(path, "tokens").keys
+    if not keys:
+        raise RescoreError("at least one utterance id", path=path, got="an empty file")
+    return keys
+
+
+def _select(nbest, path: PathLike, what: str):
+    """The utterances of nbest listed in path; an error when the list selects none of them."""
+    utts = read_utt_list(path)
+    part = nbest.subset_utts(utts)
+    if part.num_utts == 0:
+        raise RescoreError(f"{what} utterances of {nbest.path} (none of the {len(utts)} listed is in it, "
+                           f"e.g. '{utts[0]}')", path=path)
+    if part.num_utts < len(set(utts)):
+        log.warning("%s: %d of the %d listed utterances are not in %s", path, len(set(utts)) - part.num_utts,
+                    len(set(utts)), nbest.path)
+    return part
+
+
+def write_one_best(path: PathLike, nbest, choice: Dict[str, int]) -> None:
+    """Kaldi text (``utt w1 w2 ...``, no trailing space) of each utterance's chosen hypothesis
+    (choice: utt -> 0-based rank), in the set's order; written atomically."""
+    from rescore.io.files import atomic_output
+
+    with atomic_output(path) as f:
+        for u in nbest.utterances():
+            f.write(" ".join([u.id, *u.hyps[choice[u.id]].words]) + "\n")
+    log.info("wrote %s (%d utterances)", path, nbest.num_utts)
+
+
+def format_setting(best: Mapping[str, float]) -> str:
+    """'weight 0.3  inv_acwt 10  wip 0' (every field of a tuned setting; a mix as 'mix 0.6,0.4')."""
+    return "  ".join(f"{k} {','.join(f'{x:g}' for x in v)}" if isinstance(v, (list, tuple)) else f"{k} {v:g}"
+                     for k, v in best.items())
+
+
+def format_cross_validation(result: dict) -> str:
+    """The readable result of combine.cross_validate: per fold the setting and the WER on the
+    half it was tuned on and on the other, then the pooled figure."""
+    lines = []
+    for f in result["folds"]:
+        convs = f"{f['dev_conversations']} conversation{'s' if f['dev_conversations'] != 1 else ''}"
+        lines.append(f"tuned on half {f['tuned_on']} ({f['dev_utts']} utterances, {convs}): "
+                     f"{format_setting(f['best'])}  (WER {f['dev_wer']:.2f} % there)")
+        lines.append(f"  half {f['reported_on']} ({f['held_out_utts']} utterances) under it: WER "
+                     f"{f['held_out_wer']:.2f} %  (rank 1: {f['held_out_first_pass_wer']:.2f} %)")
+    lines.append(f"pooled ({result['pooled_utts']} utterances, each under the setting tuned on the other half): "
+                 f"WER {result['pooled_wer']:.2f} % [ {result['pooled_errors']} / {result['pooled_ref_words']} ]  "
+                 f"(rank 1: {result['pooled_first_pass_wer']:.2f} %)")
+    return "\n".join(lines)
+
+
+def _without_choices(result: dict) -> dict:
+    """The result without its per-utterance choices (the report stays a summary; --hyp-out has them)."""
+    def strip(d):
+        return {k: v for k, v in d.items() if not k.endswith("_choice")}
+
+    out = strip(result)
+    if "folds" in out:
+        out["folds"] = [strip(f) for f in out["folds"]]
+    return out
+
+
+def tune_nbest_dir(job: TuneJob) -> dict:
+    """Run a rescore-tune job. Returns tune()'s result (with ``cross_validate``:
+    combine.cross_validate's); with ``apply``, result['applied'] holds the report of the applied
+    set (or None without its references)."""
+    from rescore.combine import NnCosts, cross_validate, split_half, tune
+    from rescore.io.files import write_json
+    from rescore.nbest import load_nbest_dir
+
+    if job.apply is not None:
+        job.apply.output_set().check()
+    nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing)
+    if nbest.refs is None:
+        raise RescoreError("references for the tuning set ('text' in the data dir)", path=job.data_dir)
+    costs = NnCosts.read(nbest, job.nn_costs) if job.nn_costs else None  # other hypotheses fail here
+    if job.cross_validate:
+        result = cross_validate(nbest, weights=job.weights, inv_acwts=job.inv_acwts, wips=job.wips,
+                                nn_costs=costs, mixes=job.mixes)
+        if job.hyp_out:
+            write_one_best(job.hyp_out, nbest, result["pooled_choice"])
+        if job.report:
+            write_json(job.report, _without_choices(result))
+        return result
+    held_out = None
+    if job.split_half:
+        nbest, held_out = split_half(nbest)
+    else:
+        if job.eval_utts:
+            held_out = _select(nbest, job.eval_utts, "evaluation")
+        if job.dev_utts:
+            nbest = _select(nbest, job.dev_utts, "tuning")
+        if held_out is not None and {u.id for u in held_out.utterances()} & {u.id for u in nbest.utterances()}:
+            log.warning("the tuning and evaluation utterances overlap: the held-out WER is not held out")
+    result = tune(nbest, weights=job.weights, inv_acwts=job.inv_acwts, wips=job.wips, nn_costs=costs,
+                  held_out=held_out, mixes=job.mixes)
+    best = Params(**result["best"])
+    if job.params_out:
+        best.to_json(job.params_out, tuned_on=job.nbest_dir, dev_wer=result["dev_wer"])
+    if job.hyp_out:  # the set the figure printed last is of: held out if any, else tuned on
+        if held_out is not None:
+            write_one_best(job.hyp_out, held_out, result["held_out_choice"])
+        else:
+            write_one_best(job.hyp_out, nbest, result["dev_choice"])
+    if job.report:
+        write_json(job.report, _without_choices(result))
+    if job.apply is not None:
+        # a test dir scored without NN costs (only weight 0 was swept) takes no mix
+        applied = replace(job.apply, params=best if job.apply.num_models else best.replace(mix=(1.0,)),
+                          extra_report={"tuned_on": job.nbest_dir, "tuned_dev_wer": result["dev_wer"]})
+        result = {**result, "applied": rescore_nbest_dir(applied)}
+    return result

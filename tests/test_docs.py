@@ -1,0 +1,232 @@
+"""Docs that cannot rot: nothing in the repository speaks of how it was made (work-item numbers,
+who asked, private notes) but to its users; every relative link and anchor of README.md and
+docs/*.md resolves; the docs site builds with `mkdocs build --strict`.
+
+The strings this file searches for are data of these tests (the only place they may appear)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT
+from test_help import SCRIPTS, option_names
+
+# What the repository must not say, anywhere outside tests/: in file names and in text.
+INTERNAL = [
+    (re.compile(r"(?<![a-z])issues?[ _-]?#?\d+", re.I), "a work-item number"),
+    (re.compile(r"(?<![a-z])work[- _]?items? ?#?\d+", re.I), "a work-item number"),
+    (re.compile(r"(?<![a-z])sessions?(?![a-z])", re.I), "'session'"),
+    (re.compile(r"(?<![a-z])the lead(?![a-z])|(?<![a-z])lead's(?![a-z])", re.I), "'the lead'"),
+    (re.compile(r"(?<![a-z])agents?(?![a-z])", re.I), "'agent'"),
+    (re.compile(r"shared/design", re.I), "the private design notes"),
+    (re.compile(r"design\s*§", re.I), "a section of the private design notes"),
+]
+
+
+def internal_hits(text: str) -> list:
+    """(what, matched string) for every internal reference in text."""
+    return [(what, m.group(0)) for pattern, what in INTERNAL for m in pattern.finditer(text)]
+
+
+def tracked_files() -> list:
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True)
+    return [p for p in out.stdout.decode().split("\0") if p]
+
+
+def is_binary(data: bytes) -> bool:
+    return b"\0" in data[:8192]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("see issue 16 for the ablation", ["issue 16"]),
+    ("as issue #7 asked", ["issue #7"]),
+    ("Issues 3 and 5", ["Issues 3"]),
+    ("tools/ablation_issue16.sh", ["issue16"]),
+    ("work item 4", ["work item 4"]),
+    ("measured this session", ["session"]),
+    ("the lead's run", ["the lead"]),
+    ("the issue-4 section; the lead's call", ["issue-4", "the lead"]),
+    ("a lead's call", ["lead's"]),
+    ("shared by six agents", ["agents"]),
+    ("../shared/design.md §3", ["shared/design"]),
+    ("(design §7)", ["design §"]),
+    ("tissue 5, a leading term, sessional, reagent, design choices, shared/data", []),
+])
+def test_internal_patterns(text, expected):
+    assert [m for _, m in internal_hits(text)] == expected
+
+
+def test_no_internal_references_in_tracked_files():
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout: no tracked files to check")
+    faults = []
+    for rel in tracked_files():
+        if rel.startswith("tests/"):
+            continue
+        for what, found in internal_hits(rel):
+            faults.append(f"{rel}: file name holds {what} ({found!r})")
+        path = REPO_ROOT / rel
+        if not path.is_file():
+            continue
+        data = path.read_bytes()
+        if is_binary(data):
+            continue
+        for n, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            for what, found in internal_hits(line):
+                faults.append(f"{rel}:{n}: {what} ({found!r}): {line.strip()[:100]}")
+    assert not faults, f"{len(faults)} internal references:\n" + "\n".join(faults)
+
+
+# --- links and anchors ------------------------------------------------------------------------
+
+FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)
+INLINE_CODE = re.compile(r"`[^`\n]*`")
+LINK = re.compile(r"!?\[(?:[^\]\n]|\][^(\n])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
+
+
+def prose(markdown: str) -> str:
+    """The markdown without fenced code blocks (headings and links there are not ones)."""
+    return FENCE.sub("", markdown)
+
+
+def github_anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, markup and punctuation dropped (but - and _),
+    spaces to hyphens."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link's text only
+    text = text.replace("`", "").strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def anchors(markdown: str) -> set:
+    seen, out = {}, set()
+    for m in HEADING.finditer(prose(markdown)):
+        a = github_anchor(m.group(2))
+        n = seen.get(a, 0)
+        out.add(a if n == 0 else f"{a}-{n}")
+        seen[a] = n + 1
+    return out
+
+
+def links(markdown: str) -> list:
+    return LINK.findall(INLINE_CODE.sub("", prose(markdown)))
+
+
+def doc_pages() -> list:
+    return [REPO_ROOT / "README.md"] + sorted((REPO_ROOT / "docs").glob("*.md"))
+
+
+def test_anchor_rules():
+    assert github_anchor("Tuning: `params.json` and the tuning report") == "tuning-paramsjson-and-the-tuning-report"
+    assert github_anchor("Scoring speed against Kaldi's scorer") == "scoring-speed-against-kaldis-scorer"
+    assert github_anchor("Checkpoints (`model.pt`, `last.pt`)") == "checkpoints-modelpt-lastpt"
+    assert anchors("# A\n```\n# not a heading\n```\n## A\n") == {"a", "a-1"}
+    assert links("[x](a.md#b) `[y](c.md)` ![img](img/p.png)\n```\n[z](d.md)\n```\n") == ["a.md#b", "img/p.png"]
+
+
+def test_every_relative_link_and_anchor_resolves():
+    faults = []
+    for page in doc_pages():
+        text = page.read_text()
+        for target in links(text):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            where = f"{page.relative_to(REPO_ROOT)}: ({target})"
+            if not dest.exists():
+                faults.append(f"{where}: no file {dest.relative_to(REPO_ROOT) if REPO_ROOT in dest.parents else dest}")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text()):
+                faults.append(f"{where}: no heading with anchor #{anchor} in {dest.relative_to(REPO_ROOT)}")
+    assert not faults, "\n".join(faults)
+
+
+# --- the site -----------------------------------------------------------------------------------
+
+def test_mkdocs_build_strict(tmp_path):
+    pytest.importorskip("mkdocs", reason="mkdocs is the docs extra: pip install -e '.[docs]'")
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(REPO_ROOT / "mkdocs.yml"),
+                        "-d", str(tmp_path / "site")], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "WARNING" not in r.stderr, r.stderr
+    for page in ("index.html", "kaldi.html", "models.html", "formats.html", "evaluation.html", "design.html"):
+        assert (tmp_path / "site" / page).is_file(), page
+    assert (tmp_path / "site" / "img" / "dev_compare.png").is_file()
+
+
+# --- the commands in the docs use options that exist -------------------------------------------
+
+BASH_BLOCK = re.compile(r"^```bash\n(.*?)^```", re.M | re.S)
+SEPARATORS = {"|", "\\|", "&&", "||", ";"}
+
+
+def step_options(script: Path) -> set:
+    """--options of a Kaldi-style script: the variables of its configuration section."""
+    text = script.read_text()
+    section = text.split("# Begin configuration section.", 1)[1].split("# End configuration section.", 1)[0]
+    names = re.findall(r"^([A-Za-z_][A-Za-z0-9_]*)=", section, re.M)
+    return {"--" + n.replace("_", "-") for n in names}
+
+
+def click_options(name: str, sub: str = "") -> set:
+    module, attr = SCRIPTS[name]
+    command = getattr(importlib.import_module(module), attr)
+    if sub and hasattr(command, "commands"):
+        command = command.commands[sub]
+    return option_names(command) | {"--help", "-h", "--version"}
+
+
+def commands_in(block: str) -> list:
+    """(command, subcommand, [--options]) of every rescore command or step in a bash block."""
+    out = []
+    for line in block.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        segments, cur = [], []
+        for w in words:
+            if w in SEPARATORS:
+                segments.append(cur)
+                cur = []
+            else:
+                cur.append(w)
+        segments.append(cur)
+        for seg in segments:
+            for i, w in enumerate(seg):
+                base = w.rsplit("/", 1)[-1].rstrip(")`")  # also $(which rescore-train-lm)
+                if base in SCRIPTS or re.fullmatch(r"lmrescore_\w+\.sh", base):
+                    rest = seg[i + 1:]
+                    sub = rest[0] if rest and not rest[0].startswith("-") else ""
+                    out.append((base, sub, [r.split("=", 1)[0] for r in rest if r.startswith("--")]))
+                    break
+    return out
+
+
+def test_commands_in_the_docs_use_real_options():
+    faults, checked = [], 0
+    for page in [REPO_ROOT / "README.md"] + sorted((REPO_ROOT / "docs").glob("*.md")):
+        if page.name == "benchmarks.md":  # the lab notebook: commands as they were run then
+            continue
+        for block in BASH_BLOCK.findall(page.read_text()):
+            for command, sub, used in commands_in(block):
+                base = command.rsplit("/", 1)[-1]
+                if base.endswith(".sh"):
+                    script = next((p for p in (REPO_ROOT / "recipes" / "steps").rglob(base)), None)
+                    if script is None:
+                        faults.append(f"{page.name}: no step {base} under recipes/steps")
+                        continue
+                    known = step_options(script)
+                else:
+                    known = click_options(base, sub)
+                checked += 1
+                bad = sorted(set(used) - known)
+                if bad:
+                    faults.append(f"{page.name}: {base} {sub} has no {', '.join(bad)}")
+    assert checked >= 17, f"only {checked} commands found in the docs' bash blocks"
+    assert not faults, "\n".join(faults)
