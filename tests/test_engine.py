@@ -517,7 +517,8 @@ def test_cli_oov_penalty_auto(tmp_path):
     assert set(words) <= set(lexicon)
     assert auto_oov_penalty(model.vocab, Counter(train.read_text().split()), lexicon + ["zz1", "yy1", "yy2"]) \
         == pytest.approx(math.log(9))
-    assert auto_oov_penalty(model.vocab, Counter(), lexicon) == pytest.approx(math.log(3 + len(set(lexicon) - set(words))))
+    unseen = len(set(lexicon) - set(words))
+    assert auto_oov_penalty(model.vocab, Counter(), lexicon) == pytest.approx(math.log(3 + unseen))
 
     common = [str(FIXTURE), "--data-dir", str(FIXTURE / "data"), "--model", str(ckpt),
               "--weight", "0.5", "--device", "cpu", "--train-text", str(train)]

@@ -415,7 +415,8 @@ def test_wer_of_empty_files_or_wordless_references_is_an_error(tmp_path):
                                           str(tmp_path / "r.json")])
         assert r.exit_code == 1 and r.output.startswith("error: ") and what in r.output, (ref, hyp, r.output)
         assert not (tmp_path / "r.json").exists()
-    r = CliRunner().invoke(wer_main, [str(tmp_path / "ref"), str(tmp_path / "hyp"), "--report", str(tmp_path / "r.json")])
+    r = CliRunner().invoke(wer_main, [str(tmp_path / "ref"), str(tmp_path / "hyp"),
+                                      "--report", str(tmp_path / "r.json")])
     assert r.exit_code == 0 and "Infinity" not in (tmp_path / "r.json").read_text()
 
 

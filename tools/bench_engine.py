@@ -106,7 +106,8 @@ def load_subset(args):
 
 def matmul_flops_per_row(cfg, output_layer: bool = True) -> float:
     """FLOPs of the matrix products of one scored token row (2 per multiply-add): the output
-    layer (H x V, class output ~H x (C + V/C) per edge, counted per row; not computed by unnormalised scoring, ``output_layer=False``) and the body;
+    layer (H x V, class output ~H x (C + V/C) per edge, counted per row; not computed by
+    unnormalised scoring, ``output_layer=False``) and the body;
     small terms (pointer heads, LayerNorm, gates, the target rows of unnormalised scoring)
     left out. A Transformer row attends to about its W = context cached keys."""
     H, V, n = cfg.hidden, cfg.vocab_size, cfg.layers

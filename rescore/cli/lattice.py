@@ -70,7 +70,8 @@ def cover(lats, nbest_out, acoustic_scale, lm_scale, verbose):
 @click.argument("archives", type=click.Path(file_okay=False, exists=True))
 @click.argument("lats_out", type=click.Path(dir_okay=False, allow_dash=True))
 @_scales
-@click.option("--weight", type=float, required=True, help="NN LM weight w: graph cost += w * NN cost (the old LM's w * cost comes off in Kaldi next).")
+@click.option("--weight", type=float, required=True,
+              help="NN LM weight w: graph cost += w * NN cost (the old LM's w * cost comes off in Kaldi next).")
 @verbose_option
 def apply(lats, archives, lats_out, acoustic_scale, lm_scale, weight, verbose):
     """Add WEIGHT x the estimated NN LM cost to every word arc and final weight of LATS and

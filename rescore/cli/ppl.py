@@ -19,7 +19,9 @@ from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_o
 @click.option("--report", type=click.Path(dir_okay=False), default=None, help="Write a JSON report.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG bar chart (per-bucket ce, or the difference with --compare).")
-@click.option("--name", default=None, help="Name of CKPT in the table and chart. Default: from its config, e.g. 'LSTM 2x650, pointer + memory'.")
+@click.option("--name", default=None,
+              help="Name of CKPT in the table and chart. Default: from its config, e.g. 'LSTM 2x650, pointer + "
+                   "memory'.")
 @click.option("--compare-name", default=None, help="Name of the --compare checkpoint. Default: from its config.")
 @click.option("--title", default=None, help="Title of the chart. Default: the text and the model names.")
 @click.option("--buckets", "n_buckets", type=int, default=10, help="Number of rare-word buckets.")

@@ -93,16 +93,21 @@ def normalize(text: str):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("module_dir", type=Path, help="SWORD module dir, e.g. /usr/share/sword/modules/texts/ztext/engWEB2015eb")
+    ap.add_argument("module_dir", type=Path,
+                    help="SWORD module dir, e.g. /usr/share/sword/modules/texts/ztext/engWEB2015eb")
     ap.add_argument("out_dir", type=Path)
-    ap.add_argument("--dev-books", default="Ruth,Jonah,Phil", help="OSIS book ids held out for dev (default: %(default)s)")
+    ap.add_argument("--dev-books", default="Ruth,Jonah,Phil",
+                    help="OSIS book ids held out for dev (default: %(default)s)")
     ap.add_argument("--test-books", default="Mark", help="OSIS book ids held out for test (default: %(default)s)")
     ap.add_argument("--valid-books", default="Esth,Titus", help="held out for LM early stopping (default: %(default)s)")
-    ap.add_argument("--sents", type=int, default=6, help="sentences per held-out chapter to speak (default: %(default)s)")
-    ap.add_argument("--chapters", type=int, default=1000, help="chapters per held-out set, at most (default: %(default)s)")
+    ap.add_argument("--sents", type=int, default=6,
+                    help="sentences per held-out chapter to speak (default: %(default)s)")
+    ap.add_argument("--chapters", type=int, default=1000,
+                    help="chapters per held-out set, at most (default: %(default)s)")
     ap.add_argument("--min-words", type=int, default=5, help="shortest spoken sentence (default: %(default)s)")
     ap.add_argument("--max-words", type=int, default=25, help="longest spoken sentence (default: %(default)s)")
-    ap.add_argument("--train-words", type=int, default=0, help="cap on LM training words, 0 = all (default: %(default)s)")
+    ap.add_argument("--train-words", type=int, default=0,
+                    help="cap on LM training words, 0 = all (default: %(default)s)")
     args = ap.parse_args()
     for f in ("ot.bzs", "ot.bzz", "nt.bzs", "nt.bzz"):
         if not (args.module_dir / f).exists():
