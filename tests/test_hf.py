@@ -264,3 +264,14 @@ def test_vocabulary_check_leaves_hf_models_out(tiny_dir):
     nbest = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
     checks = check_nbest_input(nbest, [f"hf:{tiny_dir}"])
     assert checks.vocabulary == [] and checks.warnings == []
+
+
+def test_refining_tune_scores_with_an_hf_model(tiny_dir):
+    from click.testing import CliRunner
+
+    from rescore.cli.tune import main
+
+    r = CliRunner().invoke(main, [str(NBEST_SMALL), "--data-dir", str(NBEST_SMALL / "data"),
+                                  "--refine-model", f"hf:{tiny_dir}", "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert "refined" in r.output and "costs scored at this setting" in r.output
