@@ -142,6 +142,8 @@ def score_nbest(
     model to the extent its log Z is 0 (docs/benchmarks.md); every engine gives the same
     unnormalised costs.
     """
+    if getattr(model, "scores_nbest", False):  # a Hugging Face LM (rescore.models.hf, rescore.hf_engine)
+        return model.score_nbest(conversations, weight, *_settings(settings, changes), stats, progress)
     settings, device = _settings(settings, changes)
     ctx, run, encoded, fixed = _prepare(model, conversations, weight, settings, device,
                                         _penalty(settings.oov_penalty), stats, progress)
@@ -176,6 +178,8 @@ def score_nbest_mixed(
     settings, device = _settings(settings, changes)
     if len(models) != len(mix) or not models:
         raise RescoreError(f"one share per model ({len(models)} models)", got=f"{len(mix)} shares")
+    if any(getattr(m, "scores_nbest", False) for m in models):
+        raise RescoreError("--mix-carry own with an hf: model among several", got="lockstep")
     penalties = (list(oov_penalties) if oov_penalties is not None
                  else [_penalty(settings.oov_penalty)] * len(models))
     if len(penalties) != len(models):

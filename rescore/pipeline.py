@@ -35,7 +35,7 @@ from rescore.interp import Params, equal_mix
 from rescore.io.outdir import OutputSet
 # (their home is rescore.scoring; imported from here by tools and tests)
 from rescore.scoring import auto_oov_penalty, score_nbest_set  # noqa: F401
-from rescore.settings import OOV_AUTO, OOV_NONE, EngineSettings
+from rescore.settings import OOV_AUTO, OOV_NONE, EngineSettings, is_hf_spec
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -212,6 +212,10 @@ class NbestJob:
             check(s.oov_penalty in (0, 0.0), "--model for an OOV penalty (it applies to the NN LM's <unk>)",
                   "--oov-penalty", s.oov_penalty)
         check(self.models or s.cache_window == 0, "--model for the neural cache", "--cache-window", s.cache_window)
+        if any(map(is_hf_spec, self.models)):  # a Hugging Face LM among them (rescore.models.hf)
+            from rescore.models.hf import check_settings
+
+            check_settings(s, len(self.models))
 
     # -- what it reads and writes
 

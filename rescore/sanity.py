@@ -8,7 +8,8 @@ nothing to do with what was said, yet both give a WER. These checks look at the 
 The vocabulary of each LM (:func:`vocabulary_check`): the share of hypothesis tokens (all
 hypotheses of the N-best set) outside the LM vocabulary, the same share of reference tokens
 where there are references, and how many words of the words.txt (when one is known) the LM does
-not have.
+not have. A Hugging Face LM (``--model hf:DIR``) has no word vocabulary: its tokenizer turns
+every word into pieces, so it is not checked (a line in the log says so).
 
 - above ``OOV_WARN_RATE`` (20 %) of hypothesis tokens: a warning;
 - above ``OOV_ERROR_RATE`` (50 %): an error (exit 1) unless ``--allow-oov-rate`` is given.
@@ -40,6 +41,7 @@ from typing import Collection, Iterable, List, Mapping, Optional, Sequence, Unio
 
 from rescore.errors import RescoreError
 from rescore.metrics.record import JsonRecord
+from rescore.settings import is_hf_spec
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -216,6 +218,9 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
     ref_tokens = None if nbest.refs is None else [w for r in nbest.refs.values() for w in r]
     checks = InputChecks()
     for m in models:
+        if is_hf_spec(m):  # a subword LM: no word vocabulary, every word is scored by its pieces
+            log.info("vocabulary   %s: a subword LM (no word vocabulary), not checked", m)
+            continue
         checks.vocabulary.append(vocabulary_check(str(m), model_vocabulary(m), hyp_tokens, ref_tokens,
                                                   lexicon=lexicon, words_txt=wt))
     if nbest.refs is not None and find_archive(nd, "words") is not None and find_archive(nd, "words_text") is None:

@@ -10,7 +10,7 @@ import math
 from typing import Dict, List, Optional, Sequence
 
 from rescore.interp import Params
-from rescore.settings import OOV_AUTO, EngineSettings
+from rescore.settings import OOV_AUTO, EngineSettings, is_hf_spec
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +40,10 @@ def load_model(path: str, settings: EngineSettings, train_counts=None, lexicon=(
     from rescore.models import load_checkpoint
 
     dev = resolve_device(settings.device)
+    if is_hf_spec(path):  # a Hugging Face causal LM
+        from rescore.models.hf import load_for_scoring
+
+        return load_for_scoring(path, dev, settings)
     lm = load_checkpoint(path, dev)
     if settings.cache_window > 0:
         from rescore.models.cache import with_cache

@@ -24,6 +24,7 @@ NORMALIZE = ("exact", "none", "auto")
 OOV_AUTO = "auto"  # --oov-penalty auto: ln(word types outside the model's vocabulary)
 # The OOV penalty where neither a training text nor a words.txt is known (nothing to count).
 OOV_NONE = 0.0
+HF_PREFIX = "hf:"  # --model hf:DIR: a Hugging Face causal LM (rescore.models.hf)
 
 
 def _setting(default, help: str, *, choices: Optional[Tuple[str, ...]] = None, low=None,
@@ -93,6 +94,9 @@ class EngineSettings:
                        "pairs kept, over the decoded history; 0: no cache.")
     cache_theta: float = _setting(0.3, help="Neural cache flatness theta (> 0).")
     cache_lambda: float = _setting(0.1, help="Neural cache interpolation weight lambda, in [0, 1).")
+    hf_context: int = _setting(
+        512, low=1, help="--model hf:DIR (a Hugging Face causal LM): tokens of carried context, the "
+                         "last ones of the conversation's best hypotheses so far.")
 
     def __post_init__(self):
         check_device(self.device)
@@ -120,6 +124,11 @@ class EngineSettings:
 
     def as_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def is_hf_spec(spec) -> bool:
+    """Whether a ``--model`` value names a Hugging Face model directory (``hf:DIR``)."""
+    return str(spec).startswith(HF_PREFIX)
 
 
 def option_name(name: str) -> str:

@@ -1,0 +1,302 @@
+"""N-best costs by a Hugging Face causal LM (rescore.models.hf.HfLM): rescore.engine.score_nbest's
+contract (``result[c][u][h]``: per-word costs, end of sentence last) for subword models.
+
+Each hypothesis is scored after its utterance's context (rescore.models.hf: ``<bos>`` without
+carry, else the last ``lm.context`` tokens of the conversation's stream of best hypotheses, each
+followed by ``<eos>``); its subword costs are summed per word. Engines:
+
+* ``naive``   one hypothesis at a time: context + hypothesis as one causal forward, no padding.
+              The reference.
+* ``padded``  the way Hugging Face users rescore: each hypothesis (with its context) one row,
+              the hypotheses of an utterance batched with right padding and a 2-D mask.
+* ``fast``    prefix sharing: the hypotheses of an utterance form a token trie; one row holds
+              the context once, then every distinct token prefix once (the trie's nodes), under a
+              tree attention mask (a node sees the context and its own ancestors) with position
+              ids ``len(context) - 1 + depth``. Rows of several conversations (utterance k of
+              each, ``conv_batch`` at a time) go side by side in one call; a trie of more than
+              ``max_tokens`` less the context (half of it at least) nodes is cut into parts of
+              sorted hypotheses.
+
+The carry picks the same hypothesis as rescore.engine's: rank 1 (first-pass) or the best by
+``fixed + weight * sum(costs)`` (rescored). On CUDA the forward runs under
+rescore.engine.autocast_for (bf16 where supported, else fp16); log-probabilities are fp32.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+from rescore.forward import EngineStats, autocast_for, resolve_device
+from rescore.errors import RescoreError
+from rescore.interp import total_cost
+from rescore.settings import OOV_AUTO, EngineSettings
+
+log = logging.getLogger(__name__)
+
+Item = Tuple[List[int], List[List[int]]]  # (context tokens, token ids of each hypothesis)
+
+
+def _check_settings(lm, s: EngineSettings) -> None:
+    """The settings that do not apply to a subword LM refused rather than ignored: an OOV penalty
+    other than 0 ('auto' is 0: rescore.models.hf.load_for_scoring), a schedule other than a trie
+    per row, costs without the softmax normaliser."""
+    if s.oov_penalty not in (None, OOV_AUTO) and s.oov_penalty != 0:
+        raise RescoreError("OOV penalty 0 for an hf: model (its subword tokenizer has no "
+                           "out-of-vocabulary word)", path=lm.path, got=str(s.oov_penalty))
+    if s.schedule not in ("auto", "tree"):
+        raise RescoreError("schedule auto or tree for an hf: model (a trie per row under a tree "
+                           "mask)", path=lm.path, got=s.schedule)
+    if s.normalize not in ("exact", "auto"):
+        raise RescoreError("normalize exact (or auto) for an hf: model", path=lm.path, got=s.normalize)
+
+
+def score_hf(lm, conversations, weight: float, settings: EngineSettings, device,
+             stats: Optional[EngineStats] = None, progress: bool = True):
+    """Per-word NN costs of every hypothesis (rescore.engine.score_nbest's result, its settings
+    checked and ``device`` resolved: a spec or a torch.device; module docstring). Hypotheses
+    longer than the model's positions (less one) are refused."""
+    _check_settings(lm, settings)
+    engine, state_carry, conv_batch = settings.engine, settings.state_carry, settings.conv_batch
+    from rescore.progress import progress as progress_bar
+
+    dev = device if isinstance(device, torch.device) else resolve_device(device)
+    lm.to(dev)
+    stats = stats if stats is not None else EngineStats()
+    run = _Runner(lm, dev, settings.max_tokens, settings.precision, stats)
+    enc = [[[lm.encode(h) for h in utt.hyps] for utt in conv] for conv in conversations]
+    wave = {"fast": _fast_wave, "padded": _padded_wave, "naive": _naive_wave}[engine]
+    bar = progress_bar(total=sum(len(u.hyps) for c in conversations for u in c), desc=f"hf {engine}",
+                       unit="hyp", enabled=progress)
+    result: List[List[list]] = [[None] * len(conv) for conv in conversations]
+    with torch.inference_mode():
+        for b in range(0, len(conversations), conv_batch):
+            block = range(b, min(len(conversations), b + conv_batch))
+            history = {c: [lm.bos_id] for c in block}  # the stream <bos> s1 <eos> s2 <eos> ...
+            for k in range(max(len(conversations[c]) for c in block)):
+                convs = [c for c in block if k < len(conversations[c])]
+                items = [(_context(lm, history[c], enc[c][k], c, k), [ids for ids, _ in enc[c][k]])
+                         for c in convs]
+                for c, tok_costs in zip(convs, wave(run, items)):
+                    costs = [_word_costs(t, lens) for t, (_, lens) in zip(tok_costs, enc[c][k])]
+                    result[c][k] = costs
+                    stats.hyps += len(costs)
+                    stats.tokens += sum(len(x) for x in costs)
+                    bar.update(len(costs))
+                    if state_carry != "none" and costs:
+                        fixed = conversations[c][k].fixed
+                        best = 0 if state_carry == "first-pass" else min(
+                            range(len(costs)), key=lambda h: total_cost(fixed[h], sum(costs[h]), weight))
+                        history[c] = (history[c] + enc[c][k][best][0] + [lm.eos_id])[-lm.max_positions:]
+    bar.close()
+    log.info("%d hypotheses, %d word costs: %d token positions computed in %d forward calls",
+             stats.hyps, stats.tokens, stats.rows, stats.calls)
+    return result
+
+
+def _context(lm, history: List[int], hyps, c: int, k: int) -> List[int]:
+    """The last ``lm.context`` tokens of ``history`` (at least the boundary token), fewer where the
+    utterance's longest hypothesis would not fit in the model's positions."""
+    longest = max((len(ids) for ids, _ in hyps), default=0)
+    if longest + 1 > lm.max_positions:
+        raise RescoreError(f"hypotheses of at most {lm.max_positions - 1} tokens for a model of "
+                           f"{lm.max_positions} positions", path=lm.path,
+                           got=f"{longest} tokens in utterance {k + 1} of conversation {c + 1}")
+    return history[-max(1, min(lm.context, lm.max_positions - longest)):]
+
+
+def _word_costs(tok_costs: List[float], lens: List[int]) -> List[float]:
+    """Subword costs (end of sentence last) summed per word: len(lens) + 1 values."""
+    out, pos = [], 0
+    for n in lens:
+        out.append(sum(tok_costs[pos:pos + n]))
+        pos += n
+    out.append(tok_costs[pos])
+    return out
+
+
+class _Runner:
+    """The model's forward: autocast, fp32 log-probabilities of chosen targets, counts."""
+
+    def __init__(self, lm, device: torch.device, max_tokens: int, precision: str, stats: EngineStats):
+        self.lm, self.device, self.max_tokens, self.precision, self.stats = lm, device, max_tokens, precision, stats
+
+    def tensor(self, x, dtype=torch.long):
+        return torch.as_tensor(x, dtype=dtype, device=self.device)
+
+    def log_probs(self, ids, b: List[int], pos: List[int], tgt: List[int], **kw) -> List[float]:
+        """log P(tgt[j] | row b[j] up to position pos[j]) after one forward of ``ids`` (B, L)."""
+        with autocast_for(self.device, self.precision):
+            logits = self.lm.model(input_ids=ids, use_cache=False, **kw).logits
+        B, L = ids.shape
+        self.stats.calls += 1
+        self.stats.rows += B * L
+        bt, pt = self.tensor(b), self.tensor(pos)
+        # log_softmax only at the distinct (row, position) pairs read
+        flat = bt * L + pt
+        uniq, inv = torch.unique(flat, return_inverse=True)
+        lp = logits.reshape(B * L, -1)[uniq].float().log_softmax(-1)
+        return lp[inv, self.tensor(tgt)].double().tolist()
+
+
+def _batches(lengths: Sequence[int], max_tokens: int) -> List[List[int]]:
+    """Indexes of rows sorted by length, cut into calls of at most max_tokens positions
+    (rows x longest; at least one row)."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    out: List[List[int]] = []
+    for i in order:
+        if out and (len(out[-1]) + 1) * lengths[i] <= max_tokens:
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+def _targets(hyp: List[int], eos: int) -> List[int]:
+    return hyp + [eos]
+
+
+def _naive_wave(run: _Runner, items: List[Item]) -> List[List[List[float]]]:
+    out = []
+    for ctx, hyps in items:
+        costs = []
+        for h in hyps:
+            tgt = _targets(h, run.lm.eos_id)
+            pos = list(range(len(ctx) - 1, len(ctx) + len(h)))
+            lp = run.log_probs(run.tensor([ctx + h]), [0] * len(tgt), pos, tgt)
+            costs.append([-x for x in lp])
+        out.append(costs)
+    return out
+
+
+def _padded_wave(run: _Runner, items: List[Item]) -> List[List[List[float]]]:
+    eos = run.lm.eos_id
+    out = []
+    for ctx, hyps in items:
+        costs: List[Optional[List[float]]] = [None] * len(hyps)
+        for batch in _batches([len(ctx) + len(h) for h in hyps], run.max_tokens):
+            L = max(len(ctx) + len(hyps[i]) for i in batch)
+            rows = [ctx + hyps[i] + [eos] * (L - len(ctx) - len(hyps[i])) for i in batch]
+            mask = [[1] * (len(ctx) + len(hyps[i])) + [0] * (L - len(ctx) - len(hyps[i])) for i in batch]
+            b, pos, tgt = [], [], []
+            for r, i in enumerate(batch):
+                t = _targets(hyps[i], eos)
+                b += [r] * len(t)
+                pos += range(len(ctx) - 1, len(ctx) + len(hyps[i]))
+                tgt += t
+            lp = run.log_probs(run.tensor(rows), b, pos, tgt, attention_mask=run.tensor(mask))
+            at = 0
+            for i in batch:
+                n = len(hyps[i]) + 1
+                costs[i] = [-x for x in lp[at:at + n]]
+                at += n
+        out.append(costs)
+    return out
+
+
+class _Trie:
+    """Token prefixes of some hypotheses after one context: node n is a token (``tok[n]``) after
+    its parent's prefix (-1: the context); ``path[h]`` the nodes of hypothesis h's tokens."""
+
+    def __init__(self):
+        self.tok: List[int] = []
+        self.parent: List[int] = []
+        self.depth: List[int] = []
+        self.child = {}
+        self.hyps: List[int] = []          # the hypotheses' indexes in their utterance
+        self.path: List[List[int]] = []
+
+    def new_nodes(self, h: List[int]) -> int:
+        """How many nodes adding ``h`` would make."""
+        node = -1
+        for j, t in enumerate(h):
+            node = self.child.get((node, t))
+            if node is None:
+                return len(h) - j
+        return 0
+
+    def add(self, index: int, h: List[int]) -> None:
+        node, path = -1, []
+        for t in h:
+            nxt = self.child.get((node, t))
+            if nxt is None:
+                nxt = self.child[node, t] = len(self.tok)
+                self.tok.append(t)
+                self.parent.append(node)
+                self.depth.append(1 + (self.depth[node] if node >= 0 else 0))
+            path.append(nxt)
+            node = nxt
+        self.hyps.append(index)
+        self.path.append(path)
+
+    def tok_of_paths(self) -> List[List[int]]:
+        return [[self.tok[n] for n in path] for path in self.path]
+
+
+def _parts(hyps: List[List[int]], budget: int) -> List[_Trie]:
+    """The tries of an utterance's hypotheses, sorted (neighbours share prefixes), each of at most
+    ``budget`` nodes (at least one hypothesis)."""
+    parts = [_Trie()] if hyps else []
+    for i in sorted(range(len(hyps)), key=lambda i: hyps[i]):
+        if parts[-1].hyps and len(parts[-1].tok) + parts[-1].new_nodes(hyps[i]) > budget:
+            parts.append(_Trie())
+        parts[-1].add(i, hyps[i])
+    return parts
+
+
+def _fast_wave(run: _Runner, items: List[Item]) -> List[List[List[float]]]:
+    rows: List[Tuple[int, List[int], _Trie]] = []
+    for i, (ctx, hyps) in enumerate(items):
+        # a row: the context, then at most what is left of max_tokens for the trie (half of it
+        # at least: a long context does not cut the trie into single hypotheses)
+        rows += [(i, ctx, t) for t in _parts(hyps, max(1, run.max_tokens - len(ctx), run.max_tokens // 2))]
+    out: List[List[Optional[List[float]]]] = [[None] * len(hyps) for _, hyps in items]
+    for batch in _batches([len(ctx) + len(t.tok) for _, ctx, t in rows], run.max_tokens):
+        _fast_call(run, [rows[r] for r in batch], out)
+    return out
+
+
+def _tree_mask(ctx_len: int, trie: _Trie, L: int) -> torch.Tensor:
+    """(L, L) bool, True where a query position may attend: the context causally, a node the
+    context and its ancestors-or-self, a padding position itself."""
+    N = len(trie.tok)
+    m = torch.zeros(L, L, dtype=torch.bool)
+    m[:ctx_len, :ctx_len] = torch.ones(ctx_len, ctx_len, dtype=torch.bool).tril()
+    m[ctx_len:ctx_len + N, :ctx_len] = True
+    anc = torch.eye(N, dtype=torch.bool)
+    depth, parent = torch.tensor(trie.depth, dtype=torch.long), torch.tensor(trie.parent, dtype=torch.long)
+    for d in range(2, int(depth.max()) + 1 if N else 0):  # parents before children, level by level
+        idx = (depth == d).nonzero().squeeze(1)
+        anc[idx] |= anc[parent[idx]]
+    m[ctx_len:ctx_len + N, ctx_len:ctx_len + N] = anc
+    pad = torch.arange(ctx_len + N, L)
+    m[pad, pad] = True
+    return m
+
+
+def _fast_call(run: _Runner, rows: List[Tuple[int, List[int], _Trie]], out) -> None:
+    """One forward of rows (item, context, trie): the context then the trie's nodes per row."""
+    eos = run.lm.eos_id
+    L = max(len(ctx) + len(t.tok) for _, ctx, t in rows)
+    ids, posid, masks = [], [], []
+    b, pos, tgt = [], [], []
+    for r, (_, ctx, t) in enumerate(rows):
+        c, N = len(ctx), len(t.tok)
+        ids.append(ctx + t.tok + [eos] * (L - c - N))
+        posid.append(list(range(c)) + [c - 1 + d for d in t.depth] + [0] * (L - c - N))
+        masks.append(_tree_mask(c, t, L))
+        for path, h in zip(t.path, t.tok_of_paths()):
+            b += [r] * (len(path) + 1)
+            pos += [c - 1] + [c + n for n in path]
+            tgt += h + [eos]
+    mask = torch.stack(masks).unsqueeze(1).to(run.device)
+    if getattr(run.lm.model.config, "_attn_implementation", "sdpa") == "eager":
+        mask = torch.zeros(mask.shape, device=run.device).masked_fill(~mask, torch.finfo(torch.float32).min)
+    lp = run.log_probs(run.tensor(ids), b, pos, tgt, attention_mask=mask, position_ids=run.tensor(posid))
+    at = 0
+    for item, _, t in rows:
+        for i, path in zip(t.hyps, t.path):
+            out[item][i] = [-x for x in lp[at:at + len(path) + 1]]
+            at += len(path) + 1
