@@ -211,17 +211,8 @@ def _read_table(path: Path, min_fields: int) -> List[List[str]]:
 
 def check_wav(spec: str) -> None:
     """Fail early, in the main process, on a missing or wrongly formatted WAV file."""
-    if spec.rstrip().endswith("|"):
-        return
-    try:
-        with wave.open(spec, "rb") as w:
-            if w.getframerate() != SAMPLE_RATE or w.getnchannels() != 1 or w.getsampwidth() != 2:
-                raise RescoreError(
-                    "16 kHz 16-bit mono WAV", path=spec,
-                    got=f"{w.getframerate()} Hz, {w.getnchannels()} channels, {8 * w.getsampwidth()} bit",
-                )
-    except (wave.Error, EOFError, OSError) as e:
-        raise RescoreError("a readable WAV file", path=spec, got=str(e)) from None
+    if not spec.rstrip().endswith("|"):
+        _wav_frames(spec, spec, read=False)
 
 
 def read_wav_pcm(spec: str, where: str) -> bytes:
@@ -231,6 +222,12 @@ def read_wav_pcm(spec: str, where: str) -> bytes:
         src = __import__("io").BytesIO(data)
     else:
         src = spec
+    return _wav_frames(src, where)
+
+
+def _wav_frames(src, where: str, read: bool = True) -> bytes:
+    """The PCM of a 16 kHz 16-bit mono WAV file (name or binary file object; b"" unless read);
+    a RescoreError naming where if it is unreadable or of another format."""
     try:
         with wave.open(src, "rb") as w:
             if w.getframerate() != SAMPLE_RATE or w.getnchannels() != 1 or w.getsampwidth() != 2:
@@ -238,7 +235,7 @@ def read_wav_pcm(spec: str, where: str) -> bytes:
                     "16 kHz 16-bit mono WAV", path=where,
                     got=f"{w.getframerate()} Hz, {w.getnchannels()} channels, {8 * w.getsampwidth()} bit",
                 )
-            return w.readframes(w.getnframes())
+            return w.readframes(w.getnframes()) if read else b""
     except (wave.Error, EOFError, OSError) as e:
         raise RescoreError("a readable WAV file", path=where, got=str(e)) from None
 

@@ -100,17 +100,23 @@ def _finite_float(text: str) -> float:
     return x
 
 
-def read_json(path: PathLike) -> Any:
-    """Read a JSON file strictly: UTF-8, well formed, finite numbers only."""
+def read_utf8(path: PathLike, what: str) -> str:
+    """The text of a UTF-8 file; a RescoreError names the file (expected: ``what``, e.g. "a
+    readable JSON file") where it cannot be read, and the line where it is not UTF-8."""
     try:
         raw = Path(path).read_bytes()
     except OSError as e:
-        raise RescoreError("a readable JSON file", path=path, got=e.strerror or str(e)) from None
+        raise RescoreError(what, path=path, got=e.strerror or str(e)) from None
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         raise RescoreError("UTF-8 text", path=path, line=line, got=repr(raw[e.start:e.start + 20])) from None
+
+
+def read_json(path: PathLike) -> Any:
+    """Read a JSON file strictly: UTF-8, well formed, finite numbers only."""
+    text = read_utf8(path, "a readable JSON file")
     try:
         return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except json.JSONDecodeError as e:

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from rescore.errors import RescoreError
-from rescore.io.files import atomic_output
+from rescore.io.files import atomic_output, read_utf8
 
 PathLike = Union[str, Path]
 
@@ -131,15 +131,7 @@ def check_columns(columns: Sequence[str], path: Optional[PathLike] = None, line:
 
 
 def _read_lines(path: PathLike) -> List[str]:
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as e:
-        raise RescoreError("a readable N-best interchange file", path=path, got=e.strerror or str(e)) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise RescoreError("UTF-8 text", path=path, line=line, got=repr(raw[e.start:e.start + 20])) from None
+    text = read_utf8(path, "a readable N-best interchange file")
     if "\r" in text:
         line = text[: text.index("\r")].count("\n") + 1
         raise RescoreError("lines ending in '\\n' alone (no '\\r')", path=path, line=line)

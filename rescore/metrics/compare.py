@@ -33,12 +33,10 @@ MIN_BOOTSTRAP_UNITS = 10  # fewer utterances or groups: the bootstrap's figures 
 
 
 @dataclass
-class SystemScore(JsonRecord):
-    """One system's corpus figures; wer (percent) is None where it is not finite, wer_ci its
-    bootstrap interval (None without a bootstrap)."""
+class CorpusFigures(JsonRecord):
+    """The corpus figures of a 1-best, the first fields of the reports' records: wer (percent),
+    the errors with S/D/I, the reference words and the utterances (:func:`corpus_figures`)."""
 
-    name: str
-    path: Optional[str]
     wer: Optional[float]
     errors: int
     substitutions: int
@@ -46,12 +44,30 @@ class SystemScore(JsonRecord):
     insertions: int
     ref_words: int
     num_utts: int
+
+
+def corpus_figures(stats: WerStats, *, finite: bool = True) -> tuple:
+    """CorpusFigures' fields from stats, in their order; with finite, a wer that is not finite is None."""
+    return (_finite(stats.wer) if finite else stats.wer, stats.errors, stats.substitutions, stats.deletions,
+            stats.insertions, stats.ref_words, stats.num_utts)
+
+
+@dataclass
+class SystemScore(CorpusFigures):
+    """One system's corpus figures (in the JSON after its name and path); wer (percent) is None
+    where it is not finite, wer_ci its bootstrap interval (None without a bootstrap)."""
+
+    name: str = ""
+    path: Optional[str] = None
     wer_ci: Optional[list] = None
 
     @classmethod
     def of(cls, name: str, path: Optional[str], stats: WerStats) -> "SystemScore":
-        return cls(name, path, _finite(stats.wer), stats.errors, stats.substitutions, stats.deletions,
-                   stats.insertions, stats.ref_words, stats.num_utts)
+        return cls(*corpus_figures(stats), name=name, path=path)
+
+    def as_dict(self) -> dict:
+        d = super().as_dict()
+        return {"name": d.pop("name"), "path": d.pop("path"), **d}
 
 
 @dataclass

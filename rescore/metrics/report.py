@@ -12,25 +12,18 @@ from typing import List, Mapping, Optional, Union
 
 from rescore.errors import RescoreError
 from rescore.metrics.buckets import _range_label, bucket_wer, format_bucket_table, rare_word_buckets
-from rescore.metrics.compare import BootstrapInfo, Comparison, _finite, compare_nbest
-from rescore.metrics.record import JsonRecord, plain
+from rescore.metrics.compare import BootstrapInfo, Comparison, CorpusFigures, compare_nbest, corpus_figures
+from rescore.metrics.record import plain
 from rescore.metrics.wer import align, check_scorable, oracle_wer
 
 PathLike = Union[str, Path]
 
 
 @dataclass
-class WerReport(JsonRecord):
+class WerReport(CorpusFigures):
     """wer_report's result: the corpus figures (wer None where not finite), the files, how many
     hypotheses were missing or extra, and the per-bucket rows (bucket_wer) with training counts."""
 
-    wer: Optional[float]
-    errors: int
-    substitutions: int
-    deletions: int
-    insertions: int
-    ref_words: int
-    num_utts: int
     ref_text: str
     hyp_text: str
     missing_hyps: int
@@ -45,19 +38,12 @@ class WerReport(JsonRecord):
 
 
 @dataclass
-class NbestReport(JsonRecord):
+class NbestReport(CorpusFigures):
     """nbest_report's result: the chosen 1-best's corpus figures, the set's size, oracle and
     rank-1 WER, the setting (params), what the caller adds (extra: its keys follow nbest_dir in
     the JSON), the per-bucket rows with training counts, and the first pass against the rescored
     1-best (comparison)."""
 
-    wer: float
-    errors: int
-    substitutions: int
-    deletions: int
-    insertions: int
-    ref_words: int
-    num_utts: int
     num_hyps: int
     num_conversations: int
     grouping: str
@@ -181,8 +167,7 @@ def wer_report(ref_text: PathLike, hyp_text: PathLike, *, train_text: Optional[P
     hyps = read_text_table(hyp_text, "tokens").as_dict()
     check_scorable(refs, hyps, ref_text, hyp_text)
     stats, alignments = align(refs, hyps, allow_missing=allow_missing, ref_path=ref_text, hyp_path=hyp_text)  # type: ignore[arg-type]
-    report = WerReport(_finite(stats.wer), stats.errors, stats.substitutions, stats.deletions, stats.insertions,
-                       stats.ref_words, stats.num_utts, str(ref_text), str(hyp_text),
+    report = WerReport(*corpus_figures(stats), str(ref_text), str(hyp_text),
                        missing_hyps=sum(1 for u in refs if u not in hyps),
                        extra_hyps=sum(1 for u in hyps if u not in refs))
     if train_counts is None and train_text is not None:
@@ -218,8 +203,7 @@ def nbest_report(nbest, best: Mapping[str, int], *, params: Mapping[str, float],
     stats, alignments = align(nbest.refs, one_best)
     nbests = {u.id: [h.words for h in u.hyps] for u in nbest.utterances()}
     report = NbestReport(
-        stats.wer, stats.errors, stats.substitutions, stats.deletions, stats.insertions, stats.ref_words,
-        stats.num_utts, num_hyps=nbest.num_hyps, num_conversations=len(nbest.conversations),
+        *corpus_figures(stats, finite=False), num_hyps=nbest.num_hyps, num_conversations=len(nbest.conversations),
         grouping=nbest.grouping, oracle_wer=oracle_wer(nbest.refs, nbests),
         first_rank_wer=align(nbest.refs, {u.id: u.hyps[0].words for u in nbest.utterances()})[0].wer,
         changed_utts=sum(1 for i in best.values() if i != 0), params=dict(params), nbest_dir=nbest.path,

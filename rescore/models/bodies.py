@@ -25,6 +25,18 @@ def register_body(name: str):
     return add
 
 
+def _stacked(rnn: type, config) -> nn.Module:
+    """config.layers layers of rnn (nn.LSTM or nn.GRU) of width config.hidden, batch first,
+    config.dropout between layers."""
+    return rnn(config.hidden, config.hidden, config.layers, batch_first=True,
+               dropout=config.dropout if config.layers > 1 else 0.0)
+
+
+def _layer_first(state: Tensor, dtype: torch.dtype) -> Tensor:
+    """A (B, layers, H) state as nn.LSTM / nn.GRU keep it: (layers, B, H), contiguous, in dtype."""
+    return state.transpose(0, 1).contiguous().to(dtype)
+
+
 @register_body("lstm")
 class LSTMBody(nn.Module):
     """Multi-layer LSTM; state h, c: (B, layers, H) float."""
@@ -32,8 +44,7 @@ class LSTMBody(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.layers, self.hidden = config.layers, config.hidden
-        self.rnn = nn.LSTM(config.hidden, config.hidden, config.layers, batch_first=True,
-                           dropout=config.dropout if config.layers > 1 else 0.0)
+        self.rnn = _stacked(nn.LSTM, config)
 
     def init_state(self, batch_size: int, device=None) -> Dict[str, Tensor]:
         z = torch.zeros(batch_size, self.layers, self.hidden, device=device)
@@ -44,10 +55,7 @@ class LSTMBody(nn.Module):
             # oneDNN's LSTM fails ("could not create a primitive descriptor") when CPU autocast
             # casts fp32 inputs itself on a CPU without native bf16 (AVX2); cast them here.
             x = x.to(torch.get_autocast_dtype("cpu"))
-        # nn.LSTM keeps its state layer-first: (layers, B, H)
-        h0 = state["h"].transpose(0, 1).contiguous().to(x.dtype)
-        c0 = state["c"].transpose(0, 1).contiguous().to(x.dtype)
-        out, (h, c) = self.rnn(x, (h0, c0))  # (B, T, H)
+        out, (h, c) = self.rnn(x, (_layer_first(state["h"], x.dtype), _layer_first(state["c"], x.dtype)))  # (B, T, H)
         return out, {"h": h.transpose(0, 1), "c": c.transpose(0, 1)}
 
     def step_ids(self, ids: Tensor, embedding: Tensor,
@@ -106,15 +114,13 @@ class GRUBody(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.layers, self.hidden = config.layers, config.hidden
-        self.rnn = nn.GRU(config.hidden, config.hidden, config.layers, batch_first=True,
-                          dropout=config.dropout if config.layers > 1 else 0.0)
+        self.rnn = _stacked(nn.GRU, config)
 
     def init_state(self, batch_size: int, device=None) -> Dict[str, Tensor]:
         return {"h": torch.zeros(batch_size, self.layers, self.hidden, device=device)}
 
     def forward(self, x: Tensor, state: Dict[str, Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
-        h0 = state["h"].transpose(0, 1).contiguous().to(x.dtype)  # (layers, B, H)
-        out, h = self.rnn(x, h0)  # (B, T, H)
+        out, h = self.rnn(x, _layer_first(state["h"], x.dtype))  # (B, T, H)
         return out, {"h": h.transpose(0, 1)}
 
 
@@ -127,15 +133,50 @@ def sinusoidal(pos: Tensor, dim: int) -> Tensor:
     return F.pad(pe, (0, dim - 2 * half))
 
 
+def _n_heads(config) -> int:
+    """config.n_heads, checked to divide config.hidden."""
+    if config.hidden % config.n_heads:
+        raise ValueError("hidden must be divisible by n_heads")
+    return config.n_heads
+
+
+def _cached_attention(qkv: Tensor, cache_k: Tensor, cache_v: Tensor, allowed: Tensor, n_heads: int,
+                      drop: nn.Module, rel_bias: Optional[Tensor] = None,
+                      dist: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
+    """Self-attention of T new positions over a KV cache and themselves: qkv (B, T, 3H) the
+    [q; k; v] projections, cache_k/v (B, nh, W, d), allowed (B, T, W + T) bool; rel_bias (nh, W)
+    adds one bias per head and distance dist ((T, W + T) or (B, T, W + T) int64).
+
+    Returns the attended values (B, T, H), before the output projection, and the keys/values of
+    the T new positions (B, nh, T, d). The scores over the cache and over the new keys are
+    computed apart, so [cache ; new] is never copied, and the head-major cache goes into the
+    batched matmuls as it is.
+    """
+    B, T, H = qkv.shape[0], qkv.shape[1], qkv.shape[2] // 3
+    W = cache_k.shape[2]
+    nh, d = n_heads, H // n_heads
+    q, k, v = qkv.split(H, dim=-1)  # (B, T, H) each
+    heads = lambda z: z.reshape(B, T, nh, d).transpose(1, 2)  # noqa: E731
+    qh = heads(q) / math.sqrt(d)  # (B, nh, T, d)
+    ck, cv = cache_k.to(q.dtype), cache_v.to(q.dtype)  # (B, nh, W, d)
+    kh, vh = heads(k), heads(v)  # (B, nh, T, d)
+    att = torch.cat([qh @ ck.transpose(-1, -2), qh @ kh.transpose(-1, -2)], dim=-1)
+    if rel_bias is not None:  # (B, nh, T, S), S = W + T
+        bias = rel_bias[:, dist.clamp(0, rel_bias.shape[1] - 1)]  # (nh, [B,] T, S)
+        att = att + (bias.transpose(0, 1) if dist.dim() == 3 else bias)
+    att = att.masked_fill(~allowed.unsqueeze(1), float("-inf"))
+    att = drop(F.softmax(att, dim=-1))
+    y = att[..., :W] @ cv + att[..., W:] @ vh  # (B, nh, T, d)
+    return y.transpose(1, 2).reshape(B, T, H), kh, vh
+
+
 class Block(nn.Module):
     """Pre-LayerNorm Transformer block with windowed causal self-attention over a KV cache."""
 
     def __init__(self, config):
         super().__init__()
         H = config.hidden
-        if H % config.n_heads:
-            raise ValueError("hidden must be divisible by n_heads")
-        self.n_heads = config.n_heads
+        self.n_heads = _n_heads(config)
         self.ln1 = nn.LayerNorm(H)
         self.qkv = nn.Linear(H, 3 * H)
         self.proj = nn.Linear(H, H)
@@ -153,26 +194,11 @@ class Block(nn.Module):
         """x (B, T, H); cache_k/v (B, nh, W, d); allowed (B, T, W + T) bool; dist (T, W + T)
         or (B, T, W + T) int64, the distance of each key from each query.
 
-        Returns the new x and the keys/values of the T new positions (B, nh, T, d). The scores
-        over the cache and over the new keys are computed apart, so [cache ; new] is never
-        copied, and the head-major cache goes into the batched matmuls as it is.
+        Returns the new x and the keys/values of the T new positions (B, nh, T, d)
+        (:func:`_cached_attention`).
         """
-        B, T, H = x.shape
-        W = cache_k.shape[2]
-        nh, d = self.n_heads, H // self.n_heads
-        q, k, v = self.qkv(self.ln1(x)).split(H, dim=-1)  # (B, T, H) each
-        heads = lambda z: z.reshape(B, T, nh, d).transpose(1, 2)  # noqa: E731
-        qh = heads(q) / math.sqrt(d)  # (B, nh, T, d)
-        ck, cv = cache_k.to(q.dtype), cache_v.to(q.dtype)  # (B, nh, W, d)
-        kh, vh = heads(k), heads(v)  # (B, nh, T, d)
-        att = torch.cat([qh @ ck.transpose(-1, -2), qh @ kh.transpose(-1, -2)], dim=-1)
-        if self.rel_bias is not None:  # (B, nh, T, S), S = W + T
-            bias = self.rel_bias[:, dist.clamp(0, self.rel_bias.shape[1] - 1)]  # (nh, [B,] T, S)
-            att = att + (bias.transpose(0, 1) if dist.dim() == 3 else bias)
-        att = att.masked_fill(~allowed.unsqueeze(1), float("-inf"))
-        att = self.drop(F.softmax(att, dim=-1))
-        y = att[..., :W] @ cv + att[..., W:] @ vh  # (B, nh, T, d)
-        y = y.transpose(1, 2).reshape(B, T, H)
+        y, kh, vh = _cached_attention(self.qkv(self.ln1(x)), cache_k, cache_v, allowed, self.n_heads, self.drop,
+                                      self.rel_bias, dist)
         x = x + self.drop(self.proj(y))
         x = x + self.drop(self.mlp(self.ln2(x)))
         return x, kh, vh
@@ -288,9 +314,7 @@ class PostNormBlock(nn.Module):
     def __init__(self, config):
         super().__init__()
         H = config.hidden
-        if H % config.n_heads:
-            raise ValueError("hidden must be divisible by n_heads")
-        self.n_heads = config.n_heads
+        self.n_heads = _n_heads(config)
         self.in_proj = nn.Linear(H, 3 * H)  # rows [q; k; v], as MultiheadAttention.in_proj_weight
         self.out_proj = nn.Linear(H, H)
         self.linear1 = nn.Linear(H, config.ff_mult * H)
@@ -302,18 +326,7 @@ class PostNormBlock(nn.Module):
     def forward(self, x: Tensor, cache_k: Tensor, cache_v: Tensor, allowed: Tensor,
                 dist: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         """As ``Block.forward``; ``dist`` is unused (positions enter at the input only)."""
-        B, T, H = x.shape
-        W = cache_k.shape[2]
-        nh, d = self.n_heads, H // self.n_heads
-        q, k, v = self.in_proj(x).split(H, dim=-1)  # (B, T, H) each
-        heads = lambda z: z.reshape(B, T, nh, d).transpose(1, 2)  # noqa: E731
-        qh = heads(q) / math.sqrt(d)  # (B, nh, T, d)
-        ck, cv = cache_k.to(q.dtype), cache_v.to(q.dtype)  # (B, nh, W, d)
-        kh, vh = heads(k), heads(v)
-        att = torch.cat([qh @ ck.transpose(-1, -2), qh @ kh.transpose(-1, -2)], dim=-1)
-        att = att.masked_fill(~allowed.unsqueeze(1), float("-inf"))
-        att = self.drop(F.softmax(att, dim=-1))
-        y = (att[..., :W] @ cv + att[..., W:] @ vh).transpose(1, 2).reshape(B, T, H)
+        y, kh, vh = _cached_attention(self.in_proj(x), cache_k, cache_v, allowed, self.n_heads, self.drop)
         x = self.norm1(x + self.drop(self.out_proj(y)))
         x = self.norm2(x + self.drop(self.linear2(self.drop(F.gelu(self.linear1(x))))))
         return x, kh, vh
