@@ -431,6 +431,7 @@ FIRST_PASS_MODELS = [
     pytest.param(dict(arch="lstm", head="pointer", memory_aug=True), id="lstm-pointer+mem"),
     pytest.param(dict(arch="transformer", head="softmax", positions="learned"), id="transformer-softmax"),
     pytest.param(dict(arch="transformer", head="pointer", positions="learned"), id="transformer-pointer"),
+    pytest.param(dict(arch="lstm", head="softmax", ncache=True), id="lstm-ncache"),
 ]
 
 
