@@ -461,6 +461,21 @@ def test_first_pass_parallel_equals_sequential(kw):
                for a, b in zip(ua, ub)) > 1e-3
 
 
+def test_first_pass_parallel_with_two_models_in_lockstep():
+    """Two models scored together (score_nbest_mixed), carry first-pass: each model's costs
+    equal its own naive, sequential run (the chain and the waves of each model apart)."""
+    from rescore.engine import score_nbest_mixed
+
+    lstm = real_model(dict(arch="lstm", head="pointer", memory_aug=True))
+    trf = real_model(dict(arch="transformer", head="softmax", positions="learned"))
+    one = [[u for conv in make_conversations(seed=33, n_conv=3, n_utt=(3, 4), n_hyp=(2, 6)) for u in conv]]
+    got = score_nbest_mixed([lstm, trf], one, weight=0.7, mix=(0.4, 0.6), state_carry="first-pass",
+                            device="cpu", max_tokens=9, progress=False)
+    for model, costs in zip((lstm, trf), got):
+        assert_close(costs, score_nbest(model, one, weight=0.7, state_carry="first-pass", device="cpu",
+                                        engine="naive", progress=False))
+
+
 def test_first_pass_parallel_batches_one_conversation():
     """One conversation of many utterances: with first-pass carry the tries of all its
     utterances share the forward calls (far more rows per call than one utterance at a time,
