@@ -40,6 +40,12 @@ rescore.engine_reference:
               KV cache; models with ``supports_tree``: a Transformer with a softmax head).
               See rescore.forest and rescore.engine_fast.
 
+              With ``first-pass`` carry every utterance's start state depends only on the
+              rank-1 hypotheses before it: the chain of rank-1 hypotheses runs first (states
+              only), then the utterances of a block are scored side by side as independent
+              ones from their start states, whatever their conversation (one conversation of
+              a whole job's archive included), in waves of up to ``max_tokens`` hypotheses.
+
               Micro-batches: the hypotheses of a wave are cut into groups of at most
               ``max_tokens`` hypotheses (a big N-best list into parts), which bounds every
               forward call and every level's states by ``max_tokens`` rows.

@@ -5,6 +5,10 @@ Schedules (the same costs): level by level (one-token rows; small states such as
 segments (branch-free chains as multi-token rows, equal lengths in one call; big states such as
 a Transformer's KV cache) or tree (every node of a trie in one row under a tree attention mask,
 sharing one copy of the carried KV cache; models with ``supports_tree``).
+
+Carry first-pass: the start states come from the rank-1 chain first, then the utterances of a
+block are scored in waves as independent ones, whatever their conversation
+(``_run_first_pass_block``).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import torch
 from torch import Tensor
 
 from rescore.forest import PrefixForest
-from rescore.forward import Costs, RunContext, progress_bar, target_log_prob
+from rescore.forward import Costs, Hyp, RunContext, progress_bar, target_log_prob
 from rescore.models.base import HeadOutput, LMState
 
 
@@ -24,9 +28,63 @@ def run_fast(ctx: RunContext, encoded, fixed) -> List[List[List[Costs]]]:
     result: List[List[List[Costs]]] = []
     for b in range(0, len(encoded), ctx.settings.conv_batch):
         block = slice(b, b + ctx.settings.conv_batch)
-        result += yield from _run_fast_block(ctx, encoded[block], fixed[block], bar)
+        if ctx.settings.state_carry == "first-pass":
+            result += _run_first_pass_block(ctx, encoded[block], bar)
+        else:
+            result += yield from _run_fast_block(ctx, encoded[block], fixed[block], bar)
     bar.close()
     return result
+
+
+# An utterance of a wave: (its key, its hypotheses, the row of its start state)
+Utt = Tuple[object, List[Hyp], int]
+# A micro-batch: (utterance key, its hypotheses, the indexes of those scored, start row)
+Item = Tuple[object, List[Hyp], List[int], int]
+
+
+def _groups(ctx: RunContext, utts: List[Utt]) -> List[List[Item]]:
+    """Micro-batches: whole utterances while they fit in max_tokens hypotheses; a bigger N-best
+    list is cut into parts of sorted hypotheses (neighbours share most prefixes)."""
+    cap = ctx.settings.max_tokens
+    items: List[Item] = []
+    for key, hyps, row in utts:
+        order = list(range(len(hyps)))
+        if len(hyps) > cap:
+            order.sort(key=lambda i: hyps[i].words)
+        for s in range(0, len(order), cap):
+            items.append((key, hyps, order[s:s + cap], row))
+    groups: List[List[Item]] = [[]]
+    size = 0
+    for it in items:
+        if size + len(it[2]) > cap and groups[-1]:
+            groups.append([])
+            size = 0
+        groups[-1].append(it)
+        size += len(it[2])
+    return groups
+
+
+def _score_wave(ctx: RunContext, utts: List[Utt], starts: LMState, bar,
+                finals: Optional[Dict[Tuple[object, int], Tuple[LMState, int]]] = None
+                ) -> Dict[object, List[Optional[Costs]]]:
+    """The costs of every hypothesis of utterances scored side by side, each from its row of
+    ``starts``: {utterance key: costs per hypothesis}."""
+    costs: Dict[object, List[Optional[Costs]]] = {key: [None] * len(hyps) for key, hyps, _ in utts}
+    for group in _groups(ctx, utts):
+        _score_group(ctx, group, starts, costs, finals)
+        bar.update(sum(len(ix) for _, _, ix, _ in group))
+    for _, hyps, _ in utts:
+        ctx.count(hyps)
+    return costs
+
+
+def _set_rows(states: LMState, rows: List[int], new: LMState, ctx: RunContext) -> None:
+    """Rows ``rows`` of ``states`` become the rows of ``new``, in place."""
+    idx = ctx.tensor(rows)
+    for key, v in states.tensors.items():
+        v = v.clone()  # under autocast the new states may be in a lower precision
+        v.index_copy_(0, idx, new.tensors[key].to(v.dtype))
+        states.tensors[key] = v
 
 
 def _run_fast_block(ctx: RunContext, encoded, fixed, bar) -> List[List[List[Costs]]]:
@@ -37,35 +95,13 @@ def _run_fast_block(ctx: RunContext, encoded, fixed, bar) -> List[List[List[Cost
     starts = ctx.model.initial_state(len(encoded), ctx.device)
     for k in range(n_waves):
         convs = [c for c in range(len(encoded)) if k < len(encoded[c])]
-        # Micro-batches: whole utterances while they fit in max_tokens hypotheses; a bigger
-        # N-best list is cut into parts of sorted hypotheses (neighbours share most prefixes).
-        items: List[Tuple[int, List[int]]] = []  # (conversation, hypothesis indexes)
-        for c in convs:
-            hyps = encoded[c][k]
-            order = list(range(len(hyps)))
-            if len(hyps) > ctx.settings.max_tokens:
-                order.sort(key=lambda i: hyps[i].words)
-            for s in range(0, len(order), ctx.settings.max_tokens):
-                items.append((c, order[s:s + ctx.settings.max_tokens]))
-        groups: List[List[Tuple[int, List[int]]]] = [[]]
-        size = 0
-        for it in items:
-            if size + len(it[1]) > ctx.settings.max_tokens and groups[-1]:
-                groups.append([])
-                size = 0
-            groups[-1].append(it)
-            size += len(it[1])
-        wave_costs: Dict[int, List[Optional[Costs]]] = {c: [None] * len(encoded[c][k]) for c in convs}
         # the state after each hypothesis, where the schedule forms it (levels): the carry then
         # needs no recomputation
-        finals: Optional[Dict[Tuple[int, int], Tuple[LMState, int]]] = (
+        finals: Optional[Dict[Tuple[object, int], Tuple[LMState, int]]] = (
             {} if ctx.settings.state_carry != "none" else None)
-        for group in groups:
-            _score_group(ctx, encoded, k, group, starts, wave_costs, finals)
-            bar.update(sum(len(ix) for _, ix in group))
+        wave_costs = _score_wave(ctx, [(c, encoded[c][k], c) for c in convs], starts, bar, finals)
         for c in convs:
             result[c][k] = wave_costs[c]
-            ctx.count(encoded[c][k])
         if ctx.settings.state_carry == "none":
             continue
         # Carry: the state after the best hypothesis of each conversation, from its start row.
@@ -78,11 +114,50 @@ def _run_fast_block(ctx: RunContext, encoded, fixed, bar) -> List[List[List[Cost
             else:
                 ends = ctx.end_states(starts, carried,
                                       [encoded[c][k][i] for c, i in zip(carried, best)])
-            idx = ctx.tensor(carried)
-            for key, v in starts.tensors.items():
-                v = v.clone()  # under autocast the end states may be in a lower precision
-                v.index_copy_(0, idx, ends.tensors[key].to(v.dtype))
-                starts.tensors[key] = v
+            _set_rows(starts, carried, ends, ctx)
+    return result
+
+
+# first-pass carry: most bytes of start states held for one wave of utterances
+FIRST_PASS_STATE_BYTES = 256 * 1024 * 1024
+
+
+def _run_first_pass_block(ctx: RunContext, encoded, bar) -> List[List[List[Costs]]]:
+    """Carry first-pass: every utterance's start state depends only on the rank-1 hypotheses
+    before it, known in advance. The chain of rank-1 hypotheses runs first (utterance k of
+    every conversation of the block side by side, states only); then the utterances are
+    scored in waves as independent ones from their start states, up to max_tokens hypotheses
+    (and FIRST_PASS_STATE_BYTES of start states) in a wave, whatever their conversation."""
+    result: List[List[List[Costs]]] = [[[] for _ in conv] for conv in encoded]
+    chain = ctx.model.initial_state(len(encoded), ctx.device)
+    row_bytes = max(1, _state_bytes_per_row(chain))
+    utts: List[Utt] = []
+    rows: List[LMState] = []
+    n_hyps = 0
+
+    def flush():
+        starts = LMState.cat(rows) if len(rows) > 1 else rows[0]
+        for (c, k), costs in _score_wave(ctx, utts, starts, bar).items():
+            result[c][k] = costs
+        utts.clear()
+        rows.clear()
+
+    for k in range(max((len(c) for c in encoded), default=0)):
+        convs = [c for c in range(len(encoded)) if k < len(encoded[c])]
+        for c in convs:
+            hyps = encoded[c][k]
+            if utts and (n_hyps + len(hyps) > ctx.settings.max_tokens
+                         or (len(utts) + 1) * row_bytes > FIRST_PASS_STATE_BYTES):
+                flush()
+                n_hyps = 0
+            utts.append(((c, k), hyps, len(utts)))
+            rows.append(chain.select(ctx.tensor([c])))
+            n_hyps += len(hyps)
+        carried = [c for c in convs if encoded[c][k]]
+        if carried:  # the chain: the state after each rank-1 hypothesis
+            _set_rows(chain, carried, ctx.end_states(chain, carried, [encoded[c][k][0] for c in carried]), ctx)
+    if utts:
+        flush()
     return result
 
 
@@ -93,31 +168,30 @@ def _state_bytes_per_row(state: LMState) -> int:
     return sum(v[0].numel() * v.element_size() for v in state.tensors.values())
 
 
-def _score_group(ctx: RunContext, encoded, k: int, group, starts: LMState,
-                 wave_costs: Dict[int, List[Optional[Costs]]],
-                 finals: Optional[Dict[Tuple[int, int], Tuple[LMState, int]]] = None) -> None:
+def _score_group(ctx: RunContext, group: List[Item], starts: LMState,
+                 wave_costs: Dict[object, List[Optional[Costs]]],
+                 finals: Optional[Dict[Tuple[object, int], Tuple[LMState, int]]] = None) -> None:
     """Score one micro-batch: its tries' segments, round by round (a segment is ready once the
     node before it is computed), segments of equal length together in one forward call.
 
     Two schedules of the same computation: ``chain`` (segments: one state copy per segment;
     best for big states such as a Transformer's KV cache) or levels (one-token rows: fewer,
     bigger calls; best for small states such as an LSTM's, where copies are cheap). With levels,
-    ``finals[(conversation, hypothesis)]`` receives (states, row) of the state after each
+    ``finals[(utterance key, hypothesis)]`` receives (states, row) of the state after each
     hypothesis' last word, for the carry."""
     tree = ctx.settings.schedule == "tree"
     chain = tree or ctx.settings.schedule == "segments" or (
         ctx.settings.schedule == "auto" and _state_bytes_per_row(starts) > SEGMENT_STATE_BYTES)
     forest = PrefixForest()
-    owners: List[Tuple[int, int]] = []  # (conversation, hypothesis index) per forest hypothesis
-    for c, idx in group:
-        hyps = encoded[c][k]
-        forest.add(c, [hyps[i] for i in idx], ctx.eos)
-        owners.extend((c, i) for i in idx)
+    owners: List[Tuple[object, int]] = []  # (utterance key, hypothesis index) per forest hypothesis
+    for key, hyps, idx, row in group:
+        forest.add(row, [hyps[i] for i in idx], ctx.eos)
+        owners.extend((key, i) for i in idx)
     # (log-probabilities of every edge, filled by the calls; edge target ids; their identities)
     edges = (torch.empty(len(forest.e_id), device=ctx.device), ctx.tensor(forest.e_id),
              ctx.tensor(forest.e_ident))
     edge_lp = edges[0]
-    ends_at: Dict[int, List[Tuple[int, int]]] = {}  # node -> hypotheses whose last word it is
+    ends_at: Dict[int, List[Tuple[object, int]]] = {}  # node -> hypotheses whose last word it is
     for owner, node in zip(owners, forest.hyp_node):
         ends_at.setdefault(node, []).append(owner)
     roots = forest.roots

@@ -423,6 +423,77 @@ def test_real_model_other_carry_modes(carry):
     assert_close(runs["fast"], runs["naive"])
     assert_close(runs["padded"], runs["naive"])
 
+# First-pass carry: the rank-1 chain first, then every utterance from its start state in parallel
+
+
+FIRST_PASS_MODELS = [
+    pytest.param(dict(arch="lstm", head="softmax"), id="lstm-softmax"),
+    pytest.param(dict(arch="lstm", head="pointer", memory_aug=True), id="lstm-pointer+mem"),
+    pytest.param(dict(arch="transformer", head="softmax", positions="learned"), id="transformer-softmax"),
+    pytest.param(dict(arch="transformer", head="pointer", positions="learned"), id="transformer-pointer"),
+    pytest.param(dict(arch="lstm", head="softmax", ncache=True), id="lstm-ncache"),
+]
+
+
+@pytest.mark.parametrize("kw", FIRST_PASS_MODELS)
+def test_first_pass_parallel_equals_sequential(kw):
+    """Carry first-pass: the fast engine scores the utterances of a conversation side by side
+    from start states of the rank-1 chain; the costs (normalised or not) equal the naive engine's,
+    which scores the utterances one after another, carrying each rank-1 end state. Several
+    conversations of several utterances; one conversation (a job's archive); micro-batches
+    cut mid-conversation (max_tokens); conversation blocks (conv_batch)."""
+    model = real_model(kw)
+    many = make_conversations(seed=31, n_conv=3, n_utt=(3, 5), n_hyp=(2, 6))
+    one = [[u for conv in many for u in conv]]  # every utterance in one conversation
+    for convs in (many, one):
+        for normalize in ("exact", "none"):
+            ref = score_nbest(model, convs, weight=0.7, state_carry="first-pass", device="cpu",
+                              engine="naive", normalize=normalize, progress=False)
+            for max_tokens, conv_batch in ((2048, 16), (7, 2)):
+                for schedule in ("auto", "levels", "segments"):
+                    got = score_nbest(model, convs, weight=0.7, state_carry="first-pass", device="cpu",
+                                      normalize=normalize, max_tokens=max_tokens, conv_batch=conv_batch,
+                                      schedule=schedule, progress=False)
+                    assert_close(got, ref)
+    # the carry matters here: without it the later utterances' costs differ
+    none = score_nbest(model, one, weight=0.7, state_carry="none", device="cpu", progress=False)
+    assert max(abs(sum(a) - sum(b)) for ua, ub in zip(ref[0][1:], none[0][1:])
+               for a, b in zip(ua, ub)) > 1e-3
+
+
+def test_first_pass_parallel_with_two_models_in_lockstep():
+    """Two models scored together (score_nbest_mixed), carry first-pass: each model's costs
+    equal its own naive, sequential run (the chain and the waves of each model apart)."""
+    from rescore.engine import score_nbest_mixed
+
+    lstm = real_model(dict(arch="lstm", head="pointer", memory_aug=True))
+    trf = real_model(dict(arch="transformer", head="softmax", positions="learned"))
+    one = [[u for conv in make_conversations(seed=33, n_conv=3, n_utt=(3, 4), n_hyp=(2, 6)) for u in conv]]
+    got = score_nbest_mixed([lstm, trf], one, weight=0.7, mix=(0.4, 0.6), state_carry="first-pass",
+                            device="cpu", max_tokens=9, progress=False)
+    for model, costs in zip((lstm, trf), got):
+        assert_close(costs, score_nbest(model, one, weight=0.7, state_carry="first-pass", device="cpu",
+                                        engine="naive", progress=False))
+
+
+def test_first_pass_parallel_batches_one_conversation():
+    """One conversation of many utterances: with first-pass carry the tries of all its
+    utterances share the forward calls (far more rows per call than one utterance at a time,
+    the way rescored carry must go), and the 1-best of each utterance is unchanged."""
+    model = real_model(dict(arch="lstm", head="softmax"))
+    one = [[u for conv in make_conversations(seed=32, n_conv=4, n_utt=(4, 4), n_hyp=(4, 8))
+            for u in conv]]
+    stats = {c: EngineStats() for c in ("first-pass", "rescored")}
+    out = {}
+    for carry, st in stats.items():
+        # rescored carry with every fixed cost choosing rank 1: the same carried hypotheses
+        convs = [[UttInput(u.hyps, [-1e9] + [1e9] * (len(u.hyps) - 1)) for u in one[0]]]
+        out[carry] = score_nbest(model, convs, weight=0.7, state_carry=carry, device="cpu",
+                                 schedule="levels", stats=st, progress=False)
+    assert_close(out["first-pass"], out["rescored"])
+    assert stats["first-pass"].calls * 3 < stats["rescored"].calls
+    assert stats["first-pass"].rows / stats["first-pass"].calls > 3 * stats["rescored"].rows / stats["rescored"].calls
+
 
 # --------------------------------------------------------------------------------------------
 # rescore-nbest --model

@@ -9,6 +9,8 @@ the speed-up over padded and the peak memory, as a table and JSON.
     PYTHONPATH=. python tools/bench_engine.py --convs 20 --utts 3            # random 2x256 LSTM
     PYTHONPATH=. python tools/bench_engine.py --model /work/exp/lm/lstm/model.pt --convs 60
     PYTHONPATH=. python tools/bench_engine.py --bound --convs 1000 --utts 1000   # no model
+    PYTHONPATH=. python tools/bench_engine.py --convs 4 --utts 50 --one-conversation \
+        --state-carry first-pass --engines fast,naive                      # one job's carry
 
 --bound runs no model: it counts, for the first K hypotheses of every utterance (K from
 --bound-k), the token rows of one padded batch per utterance and the distinct prefixes of the
@@ -70,6 +72,9 @@ def parse_args(argv=None):
                    help="random class model: C [default: round(sqrt(V))]")
     p.add_argument("--convs", type=int, default=20, help="first N conversations of the set")
     p.add_argument("--utts", type=int, default=3, help="first M utterances of each conversation")
+    p.add_argument("--one-conversation", action="store_true",
+                   help="the chosen utterances as one conversation, in order (the carry along a "
+                        "job's whole archive, as Kaldi's pytorchnn scorer does)")
     p.add_argument("--engines", default="fast,padded,naive")
     p.add_argument("--normalize", default="exact",
                    help="comma list of exact, none, auto: each engine runs with each")
@@ -97,11 +102,14 @@ def parse_args(argv=None):
 
 
 def load_subset(args):
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest import Conversation, NbestSet, load_nbest_dir
 
     nbest = load_nbest_dir(args.nbest_dir, args.data_dir)
     keep = [u.id for c in nbest.conversations[:args.convs] for u in c.utterances[:args.utts]]
-    return nbest.subset_utts(keep)
+    nbest = nbest.subset_utts(keep)
+    if args.one_conversation:
+        nbest = NbestSet(nbest.path, [Conversation("all", list(nbest.utterances()))], nbest.refs, nbest.grouping)
+    return nbest
 
 
 def matmul_flops_per_row(cfg, output_layer: bool = True) -> float:
