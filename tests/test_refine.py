@@ -5,6 +5,7 @@ gives at it, on the tuned set and, cross-validated, on each held-out half."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from click.testing import CliRunner
@@ -212,7 +213,10 @@ def test_oov_penalty_defaults_as_rescore_nbest(model, tmp_path):
     assert r.exit_code == 2 and "--oov-penalty" in r.output and "words.txt" in r.output, r.output
 
 
-def test_tuning_costs_scored_with_carry_warns_and_names_refine_model(model, tmp_path, caplog):
+def test_tuning_costs_scored_with_carry_notes_refine_model(model, tmp_path, caplog):
+    """A note, not a warning: plain tuning on carried costs is sound (and did better on the mini
+    recipe's small dev set than refining)."""
+    caplog.set_level(logging.INFO)
     base = [str(NBEST_SMALL), "--data-dir", str(DATA), "--device", "cpu", "--model", str(model),
             "--weight", "0.5", "--inv-acwt", "10"]
     for carry in ("rescored", "none"):
@@ -222,8 +226,9 @@ def test_tuning_costs_scored_with_carry_warns_and_names_refine_model(model, tmp_
     r = CliRunner().invoke(tune_main, [str(NBEST_SMALL), "--data-dir", str(DATA), *GRID,
                                        "--nn-costs", str(tmp_path / "rescored" / "lmwt.nn")])
     assert r.exit_code == 0, r.output
-    warned = [rec.getMessage() for rec in caplog.records if rec.levelname == "WARNING"]
-    assert any("--state-carry rescored at weight 0.5" in m and "--refine-model" in m for m in warned), warned
+    noted = [rec.getMessage() for rec in caplog.records if rec.levelname == "INFO"]
+    assert any("--state-carry rescored at weight 0.5" in m and "--refine-model" in m for m in noted), noted
+    assert not [rec for rec in caplog.records if rec.levelname == "WARNING"]
     caplog.clear()
     r = CliRunner().invoke(tune_main, [str(NBEST_SMALL), "--data-dir", str(DATA), *GRID,
                                        "--nn-costs", str(tmp_path / "none" / "lmwt.nn")])

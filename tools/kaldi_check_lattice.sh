@@ -85,8 +85,7 @@ import sys, torch
 from rescore.models import ModelConfig, build_model, save_checkpoint
 from rescore.vocab import Vocabulary
 torch.manual_seed(0)
-words = [l.split()[0] for l in open(sys.argv[1]) if l.split()[0] not in ("<eps>", "<s>", "</s>", "#0")]
-vocab = Vocabulary(["<eos>", "<unk>"] + [w for w in words if w != "<unk>"][:2000])
+vocab = Vocabulary.from_words_txt(sys.argv[1])  # every word: rescore-nbest refuses an LM that lacks most
 save_checkpoint(build_model(ModelConfig(arch="lstm", hidden=16, layers=1), vocab).eval(), sys.argv[2])
 EOF
   fi
