@@ -7,6 +7,7 @@ import logging
 import click
 
 from rescore.cli.common import command, setup_logging, verbose_option
+from rescore.cli.examples import attach
 
 # A copy of rescore.kaldi_lm.MODEL_TYPES, so that --help does not import torch.
 MODEL_TYPES = ("LSTM", "GRU", "Transformer")
@@ -55,6 +56,8 @@ def main(model, vocab, out_dir, model_type, embedding_dim, hidden_dim, nlayers, 
     logging.getLogger("rescore-import-kaldi-lm").info("wrote %s/model.pt", out_dir)
 
 
+attach(main, "rescore-import-kaldi-lm")  # the example at the end of --help (rescore/cli/examples.py)
+
+
 if __name__ == "__main__":
     main()
-__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-import-kaldi-lm")

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from rescore.cli.common import command, setup_logging, verbose_option
+from rescore.cli.examples import attach
 
 # rescore.io.ecosystems.FORMATS (kept here so that --help imports nothing)
 FORMATS = ("kaldi", "interchange", "espnet", "icefall", "nemo")
@@ -102,6 +103,8 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
                    f"columns {', '.join(table.columns)}", err=True)
 
 
+attach(convert, "rescore-convert-nbest")  # the example at the end of --help (rescore/cli/examples.py)
+
+
 if __name__ == "__main__":
     convert()
-__import__("rescore.cli.examples", fromlist=["attach"]).attach(convert, "rescore-convert-nbest")

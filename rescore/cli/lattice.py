@@ -18,6 +18,7 @@ import logging
 import click
 
 from rescore.cli.common import Group, setup_logging, verbose_option, version_option
+from rescore.cli.examples import attach
 
 log = logging.getLogger("rescore-lattice")
 
@@ -99,6 +100,8 @@ def apply(lats, archives, lats_out, acoustic_scale, lm_scale, weight, verbose):
              stats.arcs, stats.paths, stats.uncovered)
 
 
+attach(main, "rescore-lattice")  # the example at the end of --help (rescore/cli/examples.py)
+
+
 if __name__ == "__main__":
     main()
-__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-lattice")

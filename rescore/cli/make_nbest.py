@@ -7,6 +7,7 @@ import logging
 import click
 
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
+from rescore.cli.examples import attach
 
 log = logging.getLogger("rescore-make-nbest")
 
@@ -56,6 +57,8 @@ def main(data_dir, out_dir, nbest, nj, lw, fwdflatlw, bestpathlw, wip, maxhmmpf,
                f"PocketSphinx's 1-best for {info['rank1_equals_pocketsphinx']}; inv_acwt {info['inv_acwt']}")
 
 
+attach(main, "rescore-make-nbest")  # the example at the end of --help (rescore/cli/examples.py)
+
+
 if __name__ == "__main__":
     main()
-__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-make-nbest")

@@ -8,6 +8,7 @@ import logging
 import click
 
 from rescore.cli.common import command, setup_logging, verbose_option
+from rescore.cli.examples import attach
 from rescore.cli.engine_options import engine_options, engine_settings
 from rescore.cli.interchange import interchange_options, pop_other_format, run_other_format
 from rescore.sanity import OOV_ERROR_RATE, OOV_WARN_RATE
@@ -120,6 +121,8 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     log.info("outputs in %s", out_dir)
 
 
+attach(main, "rescore-nbest")  # the example at the end of --help (rescore/cli/examples.py)
+
+
 if __name__ == "__main__":
     main()
-__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-nbest")

@@ -7,6 +7,7 @@ import os
 import click
 
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
+from rescore.cli.examples import attach
 
 
 @command()
@@ -67,6 +68,8 @@ def main(ckpt, text, train_text, compare, report, plot, name, compare_name, titl
             plot_report(rep, plot, title)
 
 
+attach(main, "rescore-ppl")  # the example at the end of --help (rescore/cli/examples.py)
+
+
 if __name__ == "__main__":
     main()
-__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-ppl")

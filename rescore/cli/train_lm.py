@@ -9,6 +9,7 @@ import sys
 import click
 
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
+from rescore.cli.examples import attach
 from rescore.train_options import DEFAULT_LR  # torch-free: --help stays instant
 
 
@@ -152,6 +153,8 @@ def _refuse_unused_options(ctx: click.Context, arch: str, head: str) -> None:
                                "nothing with --head softmax)")
 
 
+attach(main, "rescore-train-lm")  # the example at the end of --help (rescore/cli/examples.py)
+
+
 if __name__ == "__main__":
     main()
-__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-train-lm")

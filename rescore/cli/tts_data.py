@@ -7,6 +7,7 @@ import logging
 import click
 
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
+from rescore.cli.examples import attach
 
 log = logging.getLogger("rescore-tts-data")
 
@@ -35,6 +36,8 @@ def main(text, out_dir, docids, voices, gap, prefix, nj, verbose):
     click.echo(f"{counts['utterances']} utterances of {counts['documents']} documents, {counts['seconds']} s")
 
 
+attach(main, "rescore-tts-data")  # the example at the end of --help (rescore/cli/examples.py)
+
+
 if __name__ == "__main__":
     main()
-__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-tts-data")

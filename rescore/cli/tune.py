@@ -8,6 +8,7 @@ import logging
 import click
 
 from rescore.cli.common import command, parse_grid, setup_logging, verbose_option
+from rescore.cli.examples import attach
 from rescore.cli.engine_options import engine_option
 from rescore.refine import DEFAULT_ROUNDS, MAX_ROUNDS
 
@@ -139,6 +140,8 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
         click.echo(format_report(result["applied"]))
 
 
+attach(main, "rescore-tune")  # the example at the end of --help (rescore/cli/examples.py)
+
+
 if __name__ == "__main__":
     main()
-__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-tune")

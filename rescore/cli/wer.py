@@ -8,6 +8,7 @@ import os
 import click
 
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
+from rescore.cli.examples import attach
 from rescore.metrics.compare import MIN_BOOTSTRAP_UNITS
 
 
@@ -111,6 +112,8 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
     click.echo(text)
 
 
+attach(main, "rescore-wer")  # the example at the end of --help (rescore/cli/examples.py)
+
+
 if __name__ == "__main__":
     main()
-__import__("rescore.cli.examples", fromlist=["attach"]).attach(main, "rescore-wer")
