@@ -20,6 +20,7 @@ from torch import Tensor
 
 from rescore.forest import PrefixForest
 from rescore.forward import Costs, Hyp, RunContext, progress_bar, target_log_prob
+from rescore.levels import score_levels
 from rescore.models.base import HeadOutput, LMState
 
 
@@ -182,6 +183,15 @@ def _score_group(ctx: RunContext, group: List[Item], starts: LMState,
     tree = ctx.settings.schedule == "tree"
     chain = tree or ctx.settings.schedule == "segments" or (
         ctx.settings.schedule == "auto" and _state_bytes_per_row(starts) > SEGMENT_STATE_BYTES)
+    if not chain:  # levels: the tries as arrays (rescore.levels)
+        owners = [(key, i) for key, _, idx, _ in group for i in idx]
+        costs, ends = score_levels(ctx, [([hyps[i] for i in idx], row) for _, hyps, idx, row in group],
+                                   starts, want_finals=finals is not None)
+        for (key, i), c, end in zip(owners, costs, ends):
+            wave_costs[key][i] = c
+            if finals is not None:
+                finals[key, i] = end
+        return
     forest = PrefixForest()
     owners: List[Tuple[object, int]] = []  # (utterance key, hypothesis index) per forest hypothesis
     for key, hyps, idx, row in group:

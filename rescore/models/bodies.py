@@ -58,52 +58,65 @@ class LSTMBody(nn.Module):
         out, (h, c) = self.rnn(x, (_layer_first(state["h"], x.dtype), _layer_first(state["c"], x.dtype)))  # (B, T, H)
         return out, {"h": h.transpose(0, 1), "c": c.transpose(0, 1)}
 
-    def step_ids(self, ids: Tensor, embedding: Tensor,
-                 state: Dict[str, Tensor]) -> Tuple[Tensor, Dict[str, Tensor]]:
+    def step_ids(self, ids: Tensor, embedding: Tensor, state: Dict[str, Tensor],
+                 low: Optional[torch.dtype] = None) -> Tuple[Tensor, Dict[str, Tensor]]:
         """``forward(embedding[ids])`` for one token per row ((B, 1) int64 ids; inference: no
         dropout, no autograd) with layer 0's input projection read from a (V, 4H) table
         ``embedding @ W_ih0^T + b_ih0 + b_hh0`` instead of computed: a quarter of the body's
-        multiply-adds per row (the rescoring engine's one-token rows)."""
-        table, upper = self._step_weights(embedding)
+        multiply-adds per row (the rescoring engine's one-token rows).
+
+        ``low`` (torch.bfloat16: ``--precision bf16``): the matrix products in that dtype with
+        float32 accumulation (AMX / AVX-512 BF16 on a CPU that has them), the gates, the cell
+        and the returned states in float32."""
+        table, upper = self._step_weights(embedding, low)
         x = None
         hs, cs = [], []
+        H = self.hidden
         for k in range(self.layers):
-            h = state["h"][:, k].to(table.dtype)
+            h = state["h"][:, k]
             if k == 0:
-                g = table[ids[:, 0]]  # (B, 4H), a copy: safe to add into
-                g = g.addmm_(h, self.rnn.weight_hh_l0.t())
+                w_hh = upper[0]
+                g = table[ids[:, 0]]  # (B, 4H) float32, a copy: safe to add into
+                if low is None:
+                    g = g.addmm_(h.float(), w_hh.t())
+                else:
+                    g += torch.mm(h.to(low), w_hh.t()).float()
             else:  # one product [x, h] @ [W_ih; W_hh]^T instead of two (K = 2H, not H)
-                w, b = upper[k - 1]
-                g = torch.addmm(b, torch.cat([x, h], 1), w.t())
-            H = self.hidden  # gates in place, PyTorch's order i, f, u, o (fewer passes)
-            g[:, :2 * H].sigmoid_()
+                w, b = upper[k]
+                xh = torch.cat([x, h.to(x.dtype)], 1)
+                g = torch.addmm(b, xh, w.t()) if low is None else \
+                    torch.mm(xh.to(low), w.t()).float().add_(b)
+            g[:, :2 * H].sigmoid_()  # gates in place, PyTorch's order i, f, u, o (fewer passes)
             g[:, 2 * H:3 * H].tanh_()
             g[:, 3 * H:].sigmoid_()
             i, f, u, o = g.chunk(4, 1)
-            c = torch.addcmul(f * state["c"][:, k].to(g.dtype), i, u)  # (B, H)
+            c = torch.addcmul(f * state["c"][:, k].float(), i, u)  # (B, H)
             x = o * c.tanh()  # (B, H)
             hs.append(x)
             cs.append(c)
         return x.unsqueeze(1), {"h": torch.stack(hs, 1), "c": torch.stack(cs, 1)}
 
-    def _step_weights(self, embedding: Tensor):
-        """Cached while the weights stay: the (V, 4H) layer-0 input projection of every word,
-        and for each upper layer ([W_ih, W_hh] (4H, 2H), b_ih + b_hh)."""
+    def _step_weights(self, embedding: Tensor, low: Optional[torch.dtype] = None):
+        """Cached while the weights stay: the (V, 4H) float32 layer-0 input projection of every
+        word, W_hh0 and, for each upper layer, ([W_ih, W_hh] (4H, 2H), b_ih + b_hh); the
+        matrices in ``low`` when given."""
         rnn = self.rnn
         tensors = [embedding] + [getattr(rnn, f"{n}_l{k}") for k in range(self.layers)
                                  for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        key = tuple((t.data_ptr(), t._version) for t in tensors)
-        cached = getattr(self, "_step_cache", None)
-        if cached is None or cached[0] != key:
-            with torch.no_grad():
-                table = torch.addmm(rnn.bias_ih_l0 + rnn.bias_hh_l0, embedding,
-                                    rnn.weight_ih_l0.t())
-                upper = [(torch.cat([getattr(rnn, f"weight_ih_l{k}"),
-                                     getattr(rnn, f"weight_hh_l{k}")], 1).contiguous(),
-                          getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}"))
-                         for k in range(1, self.layers)]
-            cached = self._step_cache = (key, (table, upper))
-        return cached[1]
+        key = (low,) + tuple((t.data_ptr(), t._version) for t in tensors)
+        cache = self.__dict__.setdefault("_step_cache", {})
+        if key not in cache:
+            cache.clear() if len(cache) > 1 else None
+            with torch.no_grad(), torch.autocast("cpu", enabled=False):
+                table = torch.addmm(rnn.bias_ih_l0 + rnn.bias_hh_l0, embedding.float(),
+                                    rnn.weight_ih_l0.float().t())
+                upper = [rnn.weight_hh_l0.to(low or torch.float32)] + [
+                    (torch.cat([getattr(rnn, f"weight_ih_l{k}"),
+                                getattr(rnn, f"weight_hh_l{k}")], 1).to(low or torch.float32).contiguous(),
+                     (getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}")).float())
+                    for k in range(1, self.layers)]
+            cache[key] = (table, upper)
+        return cache[key]
 
 
 @register_body("gru")

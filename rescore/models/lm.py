@@ -94,10 +94,13 @@ class NeuralLM(LanguageModel):
     def forward(self, ids: Tensor, ident: Tensor, state: LMState,
                 normalize: bool = True) -> Tuple[HeadOutput, LMState]:
         emb = self.drop(self.embedding(ids))  # (B, T, H)
+        dev = ids.device.type
+        low = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
         if (ids.shape[1] == 1 and not self.training and not torch.is_grad_enabled()
-                and hasattr(self.body, "step_ids") and not torch.is_autocast_enabled(ids.device.type)):
+                and hasattr(self.body, "step_ids") and (low is None or dev == "cpu")):
             # one token per row at inference (the engine's trie levels): the body's fast step
-            hidden, body_state = self.body.step_ids(ids, self.embedding.weight, state.tensors)
+            with torch.autocast(dev, enabled=False):
+                hidden, body_state = self.body.step_ids(ids, self.embedding.weight, state.tensors, low)
         else:
             hidden, body_state = self.body(emb, state.tensors)  # (B, T, H)
         hidden = self.drop(hidden)
