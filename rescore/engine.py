@@ -105,7 +105,7 @@ def _encode(vocab, conversations: Sequence[Sequence[UttInput]]) -> List[List[Lis
     are then deterministic for a given input)."""
     out = []
     for conv in conversations:
-        out.append([[Hyp(*map(list, vocab.encode(list(h))), tuple(h)) for h in utt.hyps]
+        out.append([[Hyp(*vocab.encode(h), tuple(h)) for h in utt.hyps]
                     for utt in conv])
     return out
 

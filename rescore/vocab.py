@@ -122,7 +122,10 @@ class Vocabulary:
         return word in self.index
 
     def encode(self, words: List[str]) -> Tuple[List[int], List[int]]:
-        """(vocabulary ids, identities) of ``words``; see the module docstring."""
+        """(vocabulary ids, identities) of ``words``, two new lists; see the module docstring."""
+        ids = list(map(self.index.get, words))
+        if None not in ids:  # every word in the vocabulary: identity = id
+            return ids, ids.copy()
         ids, ident = [], []
         unk = self.unk_id
         for w in words:

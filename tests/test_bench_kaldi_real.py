@@ -123,8 +123,9 @@ def test_other_models_are_refused(tmp_path):
 
 
 def test_run_names():
-    assert bench.run_settings("none-first-pass") == ("none", "first-pass")
-    assert bench.run_settings("exact-rescored") == ("exact", "rescored")
+    assert bench.run_settings("none-first-pass") == ("none", "first-pass", "fp32")
+    assert bench.run_settings("exact-rescored") == ("exact", "rescored", "fp32")
+    assert bench.run_settings("none-first-pass-bf16") == ("none", "first-pass", "bf16")
     assert bench.run_settings("kaldi") is None and bench.run_settings("fast-none") is None
     with pytest.raises(SystemExit):
         bench.parse_args(["--model", "m.pt", "--runs", "none-first-pass,fast"])

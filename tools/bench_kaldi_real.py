@@ -17,7 +17,8 @@ processes, one thread each, CPU seconds and peak memory, and the costs compared.
      ``--model LSTM --emsize H --nhid H --nlayers L --sent-boundary <eos> --oov <unk>``;
    * ``NORMALIZE-CARRY`` (e.g. ``none-first-pass``, ``exact-rescored``): ``rescore-nbest
      NBEST OUT --data-dir DATA --model M --device cpu --normalize NORMALIZE --state-carry CARRY
-     --oov-penalty 0`` (no OOV penalty, as Kaldi's scorer has none).
+     --oov-penalty 0`` (no OOV penalty, as Kaldi's scorer has none); a ``-bf16`` suffix
+     (``none-first-pass-bf16``) adds ``--precision bf16``, else ``--precision fp32``.
 
    User and system CPU seconds and the peak resident memory of each process come from
    ``os.wait4`` (the whole process: start-up, reading, model load, scoring, writing).
@@ -54,6 +55,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 NORMALIZE = ("exact", "none")
+PRECISIONS = ("fp32", "bf16")
 CARRY = ("none", "first-pass", "rescored")
 CHECK_RUN = "exact-first-pass"  # the run whose costs are Kaldi's where its carried state is clean
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -86,8 +88,9 @@ def parse_args(argv=None):
     p.add_argument("--kaldi-steps", default=default_kaldi_steps(),
                    help="the folder of Kaldi's compute_sentence_scores.py and model.py")
     p.add_argument("--runs", default="kaldi,none-first-pass,exact-first-pass,none-rescored",
-                   help="comma list: kaldi, and NORMALIZE-CARRY for ours with NORMALIZE in "
-                        f"{'/'.join(NORMALIZE)} and CARRY in {'/'.join(CARRY)}")
+                   help="comma list: kaldi, and NORMALIZE-CARRY[-PRECISION] for ours with NORMALIZE in "
+                        f"{'/'.join(NORMALIZE)}, CARRY in {'/'.join(CARRY)} and PRECISION in "
+                        f"{'/'.join(PRECISIONS)} (default fp32)")
     p.add_argument("--rounds", type=int, default=1, help="rounds of all the runs, interleaved")
     p.add_argument("--utts", type=int, default=0, help="the first K utterances of the infile (0: all)")
     p.add_argument("--work-dir", help="keep the exported model, inputs and outputs here "
@@ -108,9 +111,14 @@ def parse_args(argv=None):
 
 
 def run_settings(name: str):
-    """'none-first-pass' -> ('none', 'first-pass'); None for a name that is not ours."""
+    """'none-first-pass' -> ('none', 'first-pass', 'fp32'), 'none-first-pass-bf16' -> (...,
+    'bf16'); None for a name that is not ours."""
+    precision = "fp32"
+    for p in PRECISIONS:
+        if name.endswith("-" + p):
+            name, precision = name[:-len(p) - 1], p
     normalize, _, carry = name.partition("-")
-    return (normalize, carry) if normalize in NORMALIZE and carry in CARRY else None
+    return (normalize, carry, precision) if normalize in NORMALIZE and carry in CARRY else None
 
 
 # --- the export into Kaldi's format -------------------------------------------------------------
@@ -138,9 +146,11 @@ def kaldi_state_dict(model) -> dict:
     return sd
 
 
-def export_kaldi_lm(checkpoint, out_dir) -> dict:
+def export_kaldi_lm(checkpoint, out_dir, sent_boundary: str = "") -> dict:
     """Write ``out_dir``/model.pt (Kaldi's state_dict) and ``out_dir``/words.txt (our vocabulary,
-    ``word id`` a line); return compute_sentence_scores.py's options for them."""
+    ``word id`` a line, our ``<eos>`` written as ``sent_boundary`` when given: Kaldi's steps
+    script leaves compute_sentence_scores.py's default ``<s>``); return
+    compute_sentence_scores.py's options for them."""
     import torch
 
     from rescore.models import load_checkpoint
@@ -152,11 +162,12 @@ def export_kaldi_lm(checkpoint, out_dir) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     torch.save(sd, out_dir / "model.pt")
     with open(out_dir / "words.txt", "w", encoding="utf-8") as f:
-        f.writelines(f"{w} {i}\n" for i, w in enumerate(model.vocab.words))
+        f.writelines(f"{sent_boundary if sent_boundary and w == EOS else w} {i}\n"
+                     for i, w in enumerate(model.vocab.words))
     H = model.config.hidden
     return {"model_path": str(out_dir / "model.pt"), "vocabulary": str(out_dir / "words.txt"),
             "model": "LSTM", "emsize": H, "nhid": H, "nlayers": model.config.layers,
-            "sent_boundary": EOS, "oov": UNK}
+            "sent_boundary": sent_boundary or EOS, "oov": UNK}
 
 
 # --- inputs -------------------------------------------------------------------------------------
@@ -215,10 +226,10 @@ def command(name: str, args, inputs: dict, kaldi: dict, out: Path) -> list:
                 "--model", kaldi["model"], "--emsize", str(kaldi["emsize"]), "--nhid", str(kaldi["nhid"]),
                 "--nlayers", str(kaldi["nlayers"]), "--sent-boundary", kaldi["sent_boundary"],
                 "--oov", kaldi["oov"]]
-    normalize, carry = run_settings(name)
+    normalize, carry, precision = run_settings(name)
     argv = [sys.executable, "-m", "rescore.cli.nbest", inputs["nbest_dir"], str(out), "--data-dir", args.data_dir,
             "--model", args.model, "--device", "cpu", "--normalize", normalize, "--state-carry", carry,
-            "--oov-penalty", "0"]
+            "--oov-penalty", "0", "--precision", precision]
     if inputs["words_txt"]:
         argv += ["--words-txt", inputs["words_txt"]]
     return argv + (["--allow-missing"] if inputs["subset"] else [])  # references of the utterances left out

@@ -37,6 +37,19 @@ def _layer_first(state: Tensor, dtype: torch.dtype) -> Tensor:
     return state.transpose(0, 1).contiguous().to(dtype)
 
 
+def _mm_rows(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` with the rows of ``a`` padded up to a multiple of 64 (256 past 1,024): oneDNN
+    builds a kernel per new shape of a low-precision product, which costs more than the product
+    itself at the engine's row counts (one new count per trie level), so products of a few
+    shapes are cheaper."""
+    m = a.shape[0]
+    step = 64 if m <= 1024 else 256
+    pad = -m % step
+    if pad:
+        a = torch.cat([a, a.new_zeros(pad, a.shape[1])])
+    return torch.mm(a, b)[:m]
+
+
 @register_body("lstm")
 class LSTMBody(nn.Module):
     """Multi-layer LSTM; state h, c: (B, layers, H) float."""
@@ -80,12 +93,12 @@ class LSTMBody(nn.Module):
                 if low is None:
                     g = g.addmm_(h.float(), w_hh.t())
                 else:
-                    g += torch.mm(h.to(low), w_hh.t()).float()
+                    g += _mm_rows(h.to(low), w_hh.t()).float()
             else:  # one product [x, h] @ [W_ih; W_hh]^T instead of two (K = 2H, not H)
                 w, b = upper[k]
                 xh = torch.cat([x, h.to(x.dtype)], 1)
                 g = torch.addmm(b, xh, w.t()) if low is None else \
-                    torch.mm(xh.to(low), w.t()).float().add_(b)
+                    _mm_rows(xh.to(low), w.t()).float().add_(b)
             g[:, :2 * H].sigmoid_()  # gates in place, PyTorch's order i, f, u, o (fewer passes)
             g[:, 2 * H:3 * H].tanh_()
             g[:, 3 * H:].sigmoid_()
