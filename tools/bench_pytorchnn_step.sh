@@ -65,7 +65,7 @@ step() {  # NAME: run one step, print "NAME user sys wall"
 
 results=$work/results.txt
 : > "$results"
-for r in $(seq "$rounds"); do
+for _ in $(seq "$rounds"); do
   for name in $runs; do step "$name" | tee -a "$results"; done
 done
 for name in $runs; do
