@@ -101,6 +101,10 @@ class Forward:
         self.stats = stats
         self.normalize = normalize
         self.can_skip = getattr(model, "supports_unnormalized", False)
+        # bf16 on a CPU: oneDNN builds (and keeps) a kernel per new shape of a product, which
+        # costs more time than the product at the engine's row counts and memory for each
+        # shape kept, so rows are padded up to a few counts (padded_rows)
+        self.pad_rows = device.type == "cpu" and precision == "bf16"
 
     def __call__(self, ids: Tensor, ident: Tensor, state: LMState, rows: Tensor,
                  reduce: Callable[[HeadOutput, int, int], None],
@@ -124,8 +128,10 @@ class Forward:
             try:
                 with autocast_for(self.device, self.precision):
                     if tree is None:
-                        out, st = self.model(ids[start:stop], ident[start:stop],
-                                             state.select(rows[start:stop]), **kw)
+                        sel = padded_rows(start, stop) if self.pad_rows else slice(start, stop)
+                        out, st = self.model(ids[sel], ident[sel], state.select(rows[sel]), **kw)
+                        if self.pad_rows and st is not None:
+                            st = st.select(torch.arange(stop - start, device=ids.device))
                     else:
                         st = None
                         out = self.model.forward_tree(
@@ -150,6 +156,15 @@ class Forward:
         if tree is not None:
             return None
         return states[0] if len(states) == 1 else LMState.cat(states)
+
+
+def padded_rows(start: int, stop: int) -> Tensor:
+    """Indexes start..stop-1, then stop-1 repeated up to a multiple of 64 rows (256 past 1,024):
+    the extra rows repeat the last one and their outputs are not read."""
+    n = stop - start
+    step = 64 if n <= 1024 else 256
+    idx = torch.arange(start, start + n + (-n % step))
+    return idx.clamp_(max=stop - 1)
 
 
 def target_log_prob(out: HeadOutput, b: Tensor, t: Tensor, tid: Tensor, tident: Tensor,

@@ -1,4 +1,5 @@
-"""The level schedule's tries (rescore.levels.LevelForest) and the LSTM's bf16 one-token step."""
+"""The level schedule's tries (rescore.levels.LevelForest), the LSTM's bf16 one-token step and the
+bf16 row padding of the forward calls."""
 
 import torch
 
@@ -64,3 +65,11 @@ def test_bf16_step_is_close_to_fp32_and_keeps_states_in_fp32():
     assert torch.allclose(h32, out, atol=1e-5)  # the fp32 step is the LSTM
     assert h16.dtype == s16["c"].dtype == torch.float32
     assert (h16 - h32).abs().max() < 0.05 and not torch.equal(h16, h32)
+
+
+def test_padded_rows_repeat_the_last_row_up_to_a_bucket():
+    from rescore.forward import padded_rows
+
+    idx = padded_rows(10, 13)
+    assert len(idx) == 64 and idx[:3].tolist() == [10, 11, 12] and set(idx[3:].tolist()) == {12}
+    assert len(padded_rows(0, 64)) == 64 and len(padded_rows(0, 1100)) == 1280
