@@ -42,7 +42,6 @@ processes, one thread each, CPU seconds and peak memory, and the costs compared.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -385,7 +384,9 @@ def main(argv=None) -> dict:
             shutil.rmtree(work, ignore_errors=True)
     print_report(report)
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+        from rescore.io.files import write_json
+
+        write_json(args.json, report)
     return report
 
 

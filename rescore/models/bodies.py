@@ -91,7 +91,7 @@ class LSTMBody(nn.Module):
                 w_hh = upper[0]
                 g = table[ids[:, 0]]  # (B, 4H) float32, a copy: safe to add into
                 if low is None:
-                    g = g.addmm_(h.float(), w_hh.t())
+                    g = g.addmm_(h.to(g.dtype), w_hh.t())
                 else:
                     g += _mm_rows(h.to(low), w_hh.t()).float()
             else:  # one product [x, h] @ [W_ih; W_hh]^T instead of two (K = 2H, not H)
@@ -103,16 +103,16 @@ class LSTMBody(nn.Module):
             g[:, 2 * H:3 * H].tanh_()
             g[:, 3 * H:].sigmoid_()
             i, f, u, o = g.chunk(4, 1)
-            c = torch.addcmul(f * state["c"][:, k].float(), i, u)  # (B, H)
+            c = torch.addcmul(f * state["c"][:, k].to(g.dtype), i, u)  # (B, H)
             x = o * c.tanh()  # (B, H)
             hs.append(x)
             cs.append(c)
         return x.unsqueeze(1), {"h": torch.stack(hs, 1), "c": torch.stack(cs, 1)}
 
     def _step_weights(self, embedding: Tensor, low: Optional[torch.dtype] = None):
-        """Cached while the weights stay: the (V, 4H) float32 layer-0 input projection of every
-        word, W_hh0 and, for each upper layer, ([W_ih, W_hh] (4H, 2H), b_ih + b_hh); the
-        matrices in ``low`` when given."""
+        """Cached while the weights stay: the (V, 4H) layer-0 input projection of every word,
+        W_hh0 and, for each upper layer, ([W_ih, W_hh] (4H, 2H), b_ih + b_hh), in the weights'
+        dtype; with ``low`` the matrices in ``low``, the rest in float32."""
         rnn = self.rnn
         tensors = [embedding] + [getattr(rnn, f"{n}_l{k}") for k in range(self.layers)
                                  for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
@@ -120,13 +120,14 @@ class LSTMBody(nn.Module):
         cache = self.__dict__.setdefault("_step_cache", {})
         if key not in cache:
             cache.clear() if len(cache) > 1 else None
+            dt = torch.float32 if low is not None else embedding.dtype  # the table, gates, cell
             with torch.no_grad(), torch.autocast("cpu", enabled=False):
-                table = torch.addmm(rnn.bias_ih_l0 + rnn.bias_hh_l0, embedding.float(),
-                                    rnn.weight_ih_l0.float().t())
-                upper = [rnn.weight_hh_l0.to(low or torch.float32)] + [
+                table = torch.addmm((rnn.bias_ih_l0 + rnn.bias_hh_l0).to(dt), embedding.to(dt),
+                                    rnn.weight_ih_l0.to(dt).t())
+                upper = [rnn.weight_hh_l0.to(low or dt)] + [
                     (torch.cat([getattr(rnn, f"weight_ih_l{k}"),
-                                getattr(rnn, f"weight_hh_l{k}")], 1).to(low or torch.float32).contiguous(),
-                     (getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}")).float())
+                                getattr(rnn, f"weight_hh_l{k}")], 1).to(low or dt).contiguous(),
+                     (getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}")).to(dt))
                     for k in range(1, self.layers)]
             cache[key] = (table, upper)
         return cache[key]
