@@ -40,7 +40,7 @@ read -r -a kopts <<< "${opts% * *}"
 read -r kmodel kvocab <<< "$(echo "$opts" | awk '{print $(NF-1), $NF}')"
 
 # the recipe dir (lattices of the dev 100-best lists in $nj jobs, G.carpa): tools/kaldi_check.sh's setup
-NJ=$nj CHECKS=" " KALDI_MODEL=$kmodel KALDI_MODEL_OPTS="${kopts[*]}" \
+NJ=$nj CHECKS="" KALDI_MODEL=$kmodel KALDI_MODEL_OPTS="${kopts[*]}" \
   bash "$repo/tools/kaldi_check.sh" "$kbin" "$work/check" > "$work/setup.log" 2>&1 ||
   { echo "$0: setup failed ($work/setup.log)"; tail -5 "$work/setup.log"; exit 1; }
 cd "$work/check/s5"

@@ -8,7 +8,7 @@
 #                  Kaldi's utils/ and steps/ from $KALDI_UTILS (default KALDI_BIN_DIR/../egs-utils).
 #   WORK_DIR       where the Kaldi-like recipe dir is built (default: a new temporary dir)
 # Environment: NJ (jobs, default 4), NBEST (N of the steps, default 20), WEIGHT (default 0.8),
-#   CHECKS (names of the checks to run, default all: see CHECKS below), MODEL (a rescore
+#   CHECKS (names of the checks to run; unset: all, see CHECKS below; empty: none, the setup only), MODEL (a rescore
 #   checkpoint; default a small random LSTM), KALDI_MODEL + KALDI_MODEL_OPTS (a model of Kaldi's
 #   steps/pytorchnn/train.py and its lmrescore_nbest_pytorchnn.sh options; default a random LSTM).
 #   REUSE=1 keeps a step's output from an earlier run of this check (its log says done) and
@@ -37,7 +37,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 . "$repo/tools/kaldi_check_common.sh"  # dev, train_text, kutils, nj, weight, s5; log, setup_recipe_dir ...
 N=${NBEST:-20}
 inv_acwt=10
-CHECKS=${CHECKS:-"ours_carpa ours_fst ours_fst_reject ours_two_models pytorchnn_carpa pytorchnn_fst_reject lattice"}
+CHECKS=${CHECKS-"ours_carpa ours_fst ours_fst_reject ours_two_models pytorchnn_carpa pytorchnn_fst_reject lattice"}
 # words the rejecting G.fst leaves out: every hypothesis of the first utterance has 'lobster'
 reject_words=lobster,lobsters,claws
 
