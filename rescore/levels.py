@@ -35,6 +35,7 @@ class LevelForest:
     tok_ident: np.ndarray    # (N,) input identity of each node
     parent: np.ndarray       # (N,) parent node, -1 at roots
     end_node: np.ndarray     # (H,) the node after each hypothesis' last word (its root if empty)
+    ends: np.ndarray         # the distinct end nodes, sorted
     path: np.ndarray         # (sum of lengths + 1,) the edge slots of every hypothesis in turn,
     #                          each one's end of sentence last
     eos: int
@@ -96,7 +97,12 @@ class LevelForest:
         slots[order, :D] = node
         slots[np.arange(H), lengths] = N + end_node
         path = slots[np.arange(D + 1) <= lengths[:, None]]  # row by row: hypothesis order
-        return cls(P, level_start, tok_id, tok_ident, parent, end_node, path, eos)
+        return cls(P, level_start, tok_id, tok_ident, parent, end_node, np.unique(end_node), path, eos)
+
+    def level_ends(self, d: int) -> np.ndarray:
+        """The end nodes of level ``d``, sorted."""
+        a, b = np.searchsorted(self.ends, self.level_start[d:d + 2])
+        return self.ends[a:b]
 
     def level_edges(self, d: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The edges scored from level ``d``'s outputs, sorted by row: (row in the level, target
@@ -104,7 +110,7 @@ class LevelForest:
         lo, hi = self.level_start[d], self.level_start[d + 1]
         nxt_hi = self.level_start[d + 2] if d + 2 < len(self.level_start) else hi
         child = np.arange(hi, nxt_hi)
-        ends = np.unique(self.end_node[(self.end_node >= lo) & (self.end_node < hi)])
+        ends = self.level_ends(d)
         rows = np.concatenate([self.parent[child] - lo, ends - lo])
         tid = np.concatenate([self.tok_id[child], np.full(len(ends), self.eos)])
         tident = np.concatenate([self.tok_ident[child], np.full(len(ends), self.eos)])
@@ -123,7 +129,6 @@ def score_levels(ctx: RunContext, parts: List[Tuple[List[Hyp], int]], starts: LM
     N = forest.n_nodes
     lp = torch.zeros(2 * N, device=ctx.device)
     finals: List[Optional[Tuple[LMState, int]]] = [None] * len(forest.end_node)
-    ends = np.unique(forest.end_node) if want_finals else np.zeros(0, dtype=np.int64)
     ends_at: Dict[int, List[int]] = {}  # end node -> the hypotheses that end there
     if want_finals:
         for h, n in enumerate(forest.end_node.tolist()):
@@ -139,7 +144,7 @@ def score_levels(ctx: RunContext, parts: List[Tuple[List[Hyp], int]], starts: LM
         ids = torch.from_numpy(forest.tok_id[lo:hi]).to(ctx.device).view(-1, 1)
         ident = torch.from_numpy(forest.tok_ident[lo:hi]).to(ctx.device).view(-1, 1)
         out_states = ctx.forward(ids, ident, states, rows, reduce)
-        ended = ends[(ends >= lo) & (ends < hi)]
+        ended = forest.level_ends(d) if want_finals else ()
         if len(ended):
             kept = out_states.select(torch.from_numpy(ended - lo).to(ctx.device))
             for j, n in enumerate(ended.tolist()):
@@ -168,9 +173,7 @@ def _level_reducer(ctx: RunContext, lp: torch.Tensor, e_row: np.ndarray, e_id: n
     ident_t, slot_t = torch.from_numpy(e_ident).to(dev), torch.from_numpy(e_slot).to(dev)
 
     def reduce(out: HeadOutput, s: int, e: int) -> None:
-        a, b = (0, len(e_row)) if s == 0 and (not len(e_row) or e >= e_row[-1] + 1) else \
-            np.searchsorted(e_row, [s, e])
-        a, b = int(a), int(b)
+        a, b = (int(i) for i in np.searchsorted(e_row, [s, e]))
         if a == b:
             return
         r = row_t[a:b] - s

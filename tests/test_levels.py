@@ -6,7 +6,6 @@ import torch
 from rescore.forward import Hyp
 from rescore.levels import LevelForest
 from rescore.models import ModelConfig, build_model
-from rescore.models.bodies import _mm_rows
 from rescore.vocab import Vocabulary
 
 EOS = 0
@@ -44,11 +43,6 @@ def test_every_distinct_prefix_is_one_node_numbered_by_level():
     assert pos == len(f.path)
     # OOV words with different identities are different nodes, with the same input id
     assert len({n for n in range(f.n_nodes) if f.tok_ident[n] in (11, 12)}) == 2
-
-
-def test_mm_rows_pads_and_returns_exact_rows():
-    a, b = torch.randn(70, 16), torch.randn(16, 8)
-    assert torch.equal(_mm_rows(a, b), (torch.cat([a, torch.zeros(58, 16)]) @ b)[:70])
 
 
 def test_bf16_step_is_close_to_fp32_and_keeps_states_in_fp32():

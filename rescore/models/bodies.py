@@ -37,19 +37,6 @@ def _layer_first(state: Tensor, dtype: torch.dtype) -> Tensor:
     return state.transpose(0, 1).contiguous().to(dtype)
 
 
-def _mm_rows(a: Tensor, b: Tensor) -> Tensor:
-    """``a @ b`` with the rows of ``a`` padded up to a multiple of 64 (256 past 1,024): oneDNN
-    builds a kernel per new shape of a low-precision product, which costs more than the product
-    itself at the engine's row counts (one new count per trie level), so products of a few
-    shapes are cheaper."""
-    m = a.shape[0]
-    step = 64 if m <= 1024 else 256
-    pad = -m % step
-    if pad:
-        a = torch.cat([a, a.new_zeros(pad, a.shape[1])])
-    return torch.mm(a, b)[:m]
-
-
 @register_body("lstm")
 class LSTMBody(nn.Module):
     """Multi-layer LSTM; state h, c: (B, layers, H) float."""
@@ -80,7 +67,8 @@ class LSTMBody(nn.Module):
 
         ``low`` (torch.bfloat16: ``--precision bf16``): the matrix products in that dtype with
         float32 accumulation (AMX / AVX-512 BF16 on a CPU that has them), the gates, the cell
-        and the returned states in float32."""
+        and the returned states in float32 (the engine pads the rows of such calls to a few
+        counts: rescore.forward.padded_rows)."""
         table, upper = self._step_weights(embedding, low)
         x = None
         hs, cs = [], []
@@ -93,12 +81,12 @@ class LSTMBody(nn.Module):
                 if low is None:
                     g = g.addmm_(h.to(g.dtype), w_hh.t())
                 else:
-                    g += _mm_rows(h.to(low), w_hh.t()).float()
+                    g += torch.mm(h.to(low), w_hh.t()).float()
             else:  # one product [x, h] @ [W_ih; W_hh]^T instead of two (K = 2H, not H)
                 w, b = upper[k]
                 xh = torch.cat([x, h.to(x.dtype)], 1)
                 g = torch.addmm(b, xh, w.t()) if low is None else \
-                    _mm_rows(xh.to(low), w.t()).float().add_(b)
+                    torch.mm(xh.to(low), w.t()).float().add_(b)
             g[:, :2 * H].sigmoid_()  # gates in place, PyTorch's order i, f, u, o (fewer passes)
             g[:, 2 * H:3 * H].tanh_()
             g[:, 3 * H:].sigmoid_()
@@ -119,7 +107,8 @@ class LSTMBody(nn.Module):
         key = (low,) + tuple((t.data_ptr(), t._version) for t in tensors)
         cache = self.__dict__.setdefault("_step_cache", {})
         if key not in cache:
-            cache.clear() if len(cache) > 1 else None
+            if len(cache) > 1:  # one entry per precision in use; new weights replace them
+                cache.clear()
             dt = torch.float32 if low is not None else embedding.dtype  # the table, gates, cell
             with torch.no_grad(), torch.autocast("cpu", enabled=False):
                 table = torch.addmm((rnn.bias_ih_l0 + rnn.bias_hh_l0).to(dt), embedding.to(dt),
