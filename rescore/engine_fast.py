@@ -29,12 +29,25 @@ def run_fast(ctx: RunContext, encoded, fixed) -> List[List[List[Costs]]]:
     result: List[List[List[Costs]]] = []
     for b in range(0, len(encoded), ctx.settings.conv_batch):
         block = slice(b, b + ctx.settings.conv_batch)
-        if ctx.settings.state_carry == "first-pass":
+        if ctx.settings.state_carry == "first-pass" and not _side_by_side_fills(ctx, encoded[block]):
             result += _run_first_pass_block(ctx, encoded[block], bar)
-        else:
+        else:  # (first-pass: rank 1 is the carried hypothesis, its state from the trie)
             result += yield from _run_fast_block(ctx, encoded[block], fixed[block], bar)
     bar.close()
     return result
+
+
+def _side_by_side_fills(ctx: RunContext, encoded) -> bool:
+    """Whether utterance k of each conversation of a block, side by side, makes waves of at
+    least half of max_tokens hypotheses on average. Then the first-pass carry needs no chain run
+    of its own: each rank 1's end state comes from its utterance's trie, as the rescored carry
+    takes its best's; fewer conversations (one per job of Kaldi's carry) make small waves, so
+    the rank-1 chain runs first and waves then take utterances of every conversation."""
+    utts = [u for conv in encoded for u in conv]
+    if not utts:
+        return True
+    per_wave = len(encoded) * sum(len(u) for u in utts) / len(utts)
+    return per_wave >= ctx.settings.max_tokens / 2
 
 
 # An utterance of a wave: (its key, its hypotheses, the row of its start state)

@@ -54,8 +54,9 @@ def autocast_for(device: torch.device, precision: str = "auto"):
     """The forward's autocast. ``auto``: on CUDA bf16 where the GPU has it, else fp16; on the
     CPU none (fp32: the engines agree to 1e-4). ``fp32``: none. ``bf16``: bf16 matrix products
     on either device (on a CPU with AVX512-BF16 or AMX about 3x the fp32 GEMM rate; costs move
-    by a median ~0.05 nat per hypothesis, docs/benchmarks.md). Normalisers and costs stay fp32."""
-    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
+    by a median ~0.05 nat per hypothesis, docs/benchmarks.md). Normalisers and costs stay fp32.
+    ``int8`` (a CPU only): no autocast; the model's int8 products instead (``Forward``)."""
+    if precision in ("fp32", "int8") or (precision == "auto" and device.type != "cuda"):
         return contextlib.nullcontext()
     if device.type == "cuda":
         bf16 = precision == "bf16" or torch.cuda.is_bf16_supported()
@@ -105,6 +106,17 @@ class Forward:
         # costs more time than the product at the engine's row counts and memory for each
         # shape kept, so rows are padded up to a few counts (padded_rows)
         self.pad_rows = device.type == "cpu" and precision == "bf16"
+        self.int8 = contextlib.nullcontext
+        if precision == "int8":
+            from rescore.models import quant
+
+            if device.type != "cpu":
+                raise RescoreError("--precision int8 on a CPU (--device cpu); on CUDA use bf16 or auto",
+                                   got=f"device {device}")
+            if quant.engine() is None:
+                raise RescoreError("a PyTorch build with a quantised CPU engine for --precision int8",
+                                   got=f"torch {torch.__version__}: none of {', '.join(quant.ENGINES)}")
+            self.int8 = quant.int8_products
 
     def __call__(self, ids: Tensor, ident: Tensor, state: LMState, rows: Tensor,
                  reduce: Callable[[HeadOutput, int, int], None],
@@ -126,7 +138,7 @@ class Forward:
             n = max(1, self.max_tokens // T)
             stop = min(B, start + n)
             try:
-                with autocast_for(self.device, self.precision):
+                with autocast_for(self.device, self.precision), self.int8():
                     if tree is None:
                         sel = padded_rows(start, stop) if self.pad_rows else slice(start, stop)
                         out, st = self.model(ids[sel], ident[sel], state.select(rows[sel]), **kw)

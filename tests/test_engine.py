@@ -413,6 +413,49 @@ def test_real_models_under_bf16_autocast(kw):
         assert max(rel) < 0.05, (schedule, max(rel))
 
 
+@pytest.mark.parametrize("kw", real_variants())
+def test_int8_products_run_and_stay_close(kw):
+    """--precision int8 on the CPU: every real body and head scores (the LSTM step and the
+    softmax output layer in int8, the rest as before), normalised and not, and the costs stay
+    near fp32; the quantised engine PyTorch had before is restored after every call."""
+    from rescore.models import quant
+
+    if quant.engine() is None:
+        pytest.skip("this PyTorch build has no quantised CPU engine")
+    model = real_model(kw)
+    convs = make_conversations(seed=24, n_conv=2, n_utt=(2, 3), n_hyp=(2, 5))
+    before = torch.backends.quantized.engine
+    for normalize in ("exact", "none") if model.config.output != "class" else ("exact",):
+        ref = score_nbest(model, convs, weight=0.7, device="cpu", normalize=normalize, progress=False)
+        got = score_nbest(model, convs, weight=0.7, device="cpu", normalize=normalize, precision="int8",
+                          progress=False)
+        rel = [abs(sum(a) - sum(b)) / max(1.0, abs(sum(a))) for ca, cb in zip(ref, got)
+               for ua, ub in zip(ca, cb) for a, b in zip(ua, ub)]
+        assert max(rel) < 0.02, (normalize, max(rel))  # as bf16: within 2 %
+        if kw.get("arch") == "lstm" and kw.get("head") == "softmax":
+            assert max(rel) > 0  # the int8 products did run
+    assert torch.backends.quantized.engine == before
+
+
+def test_int8_products_match_the_float_layer():
+    """rescore.models.quant.Int8Linear: within the int8 rounding of the float product, and
+    refused on CUDA (no quantised engine there)."""
+    from rescore.forward import EngineStats, Forward
+    from rescore.models import quant
+
+    if quant.engine() is None:
+        pytest.skip("this PyTorch build has no quantised CPU engine")
+    torch.manual_seed(0)
+    w, b, x = torch.randn(64, 32) * 0.1, torch.randn(64), torch.randn(50, 32)
+    with quant.int8_products():
+        y = quant.Int8Linear(w, b)(x)
+    ref = x @ w.t() + b
+    assert y.shape == ref.shape and y.dtype == torch.float32
+    assert (y - ref).abs().max() < 0.02 * ref.abs().max()
+    with pytest.raises(RescoreError, match="int8 on a CPU"):
+        Forward(models()["lstm"], torch.device("cuda"), 64, EngineStats(), "int8")
+
+
 @pytest.mark.parametrize("carry", ["none", "first-pass"])
 def test_real_model_other_carry_modes(carry):
     model = real_model(dict(arch="transformer", head="pointer", memory_aug=True,
@@ -493,6 +536,26 @@ def test_first_pass_parallel_batches_one_conversation():
     assert_close(out["first-pass"], out["rescored"])
     assert stats["first-pass"].calls * 3 < stats["rescored"].calls
     assert stats["first-pass"].rows / stats["first-pass"].calls > 3 * stats["rescored"].rows / stats["rescored"].calls
+
+
+def test_first_pass_side_by_side_runs_no_chain():
+    """Conversations enough to fill the waves side by side (utterance k of each together): the
+    first-pass carry takes each rank 1's end state from its trie, as the rescored carry takes
+    its best's, so it computes the same rows (no rank-1 chain run of its own); fewer
+    conversations run the chain first (more rows: the rank-1 tokens again)."""
+    model = real_model(dict(arch="lstm", head="softmax"))
+    convs = make_conversations(seed=34, n_conv=6, n_utt=(3, 4), n_hyp=(4, 8))
+    first = [[UttInput(u.hyps, [-1e9] + [1e9] * (len(u.hyps) - 1)) for u in conv] for conv in convs]
+    rows = {}
+    for carry, max_tokens in (("first-pass", 16), ("rescored", 16), ("first-pass", 2048)):
+        st = EngineStats()
+        got = score_nbest(model, first, weight=0.7, state_carry=carry, device="cpu", schedule="levels",
+                          max_tokens=max_tokens, stats=st, progress=False)
+        assert_close(got, score_nbest(model, convs, weight=0.7, state_carry="first-pass", device="cpu",
+                                      engine="naive", progress=False))
+        rows[carry, max_tokens] = st.rows
+    assert rows["first-pass", 16] == rows["rescored", 16]
+    assert rows["first-pass", 2048] > rows["first-pass", 16]
 
 
 # --------------------------------------------------------------------------------------------

@@ -68,11 +68,13 @@ class LSTMBody(nn.Module):
         ``low`` (torch.bfloat16: ``--precision bf16``): the matrix products in that dtype with
         float32 accumulation (AMX / AVX-512 BF16 on a CPU that has them), the gates, the cell
         and the returned states in float32 (the engine pads the rows of such calls to a few
-        counts: rescore.forward.padded_rows)."""
+        counts: rescore.forward.padded_rows). torch.qint8 (``--precision int8``): dynamic int8
+        products (rescore.models.quant), the rest in float32 likewise."""
         table, upper = self._step_weights(embedding, low)
         x = None
-        hs, cs = [], []
         H = self.hidden
+        # the new state, written in place layer by layer: (B, layers, H) each
+        hs, cs = table.new_empty(ids.shape[0], self.layers, H), table.new_empty(ids.shape[0], self.layers, H)
         for k in range(self.layers):
             h = state["h"][:, k]
             if k == 0:
@@ -80,27 +82,33 @@ class LSTMBody(nn.Module):
                 g = table[ids[:, 0]]  # (B, 4H) float32, a copy: safe to add into
                 if low is None:
                     g = g.addmm_(h.to(g.dtype), w_hh.t())
+                elif low is torch.qint8:
+                    g += w_hh(h)
                 else:
                     g += torch.mm(h.to(low), w_hh.t()).float()
             else:  # one product [x, h] @ [W_ih; W_hh]^T instead of two (K = 2H, not H)
                 w, b = upper[k]
                 xh = torch.cat([x, h.to(x.dtype)], 1)
-                g = torch.addmm(b, xh, w.t()) if low is None else \
-                    torch.mm(xh.to(low), w.t()).float().add_(b)
-            g[:, :2 * H].sigmoid_()  # gates in place, PyTorch's order i, f, u, o (fewer passes)
-            g[:, 2 * H:3 * H].tanh_()
-            g[:, 3 * H:].sigmoid_()
-            i, f, u, o = g.chunk(4, 1)
-            c = torch.addcmul(f * state["c"][:, k].to(g.dtype), i, u)  # (B, H)
-            x = o * c.tanh()  # (B, H)
-            hs.append(x)
-            cs.append(c)
-        return x.unsqueeze(1), {"h": torch.stack(hs, 1), "c": torch.stack(cs, 1)}
+                if low is None:
+                    g = torch.addmm(b, xh, w.t())
+                elif low is torch.qint8:
+                    g = w(xh)  # the bias is packed with the weight
+                else:
+                    g = torch.mm(xh.to(low), w.t()).float().add_(b)
+            # every gate by one sigmoid: the weights hold the cell input u's rows doubled
+            # (_step_weights), and tanh(a) = 2 sigmoid(2a) - 1, since PyTorch's CPU tanh costs
+            # about 3.5x its sigmoid per element (PyTorch's gate order i, f, u, o)
+            i, f, s, o = g.sigmoid_().chunk(4, 1)
+            c = torch.mul(f, state["c"][:, k].to(g.dtype), out=cs[:, k])
+            c.addcmul_(i, s, value=2.0).sub_(i)  # f c + i tanh(u) (B, H)
+            x = torch.mul(c, 2.0, out=hs[:, k]).sigmoid_().mul_(2.0).sub_(1.0).mul_(o)  # o tanh(c) (B, H)
+        return x.unsqueeze(1), {"h": hs, "c": cs}
 
     def _step_weights(self, embedding: Tensor, low: Optional[torch.dtype] = None):
         """Cached while the weights stay: the (V, 4H) layer-0 input projection of every word,
         W_hh0 and, for each upper layer, ([W_ih, W_hh] (4H, 2H), b_ih + b_hh), in the weights'
-        dtype; with ``low`` the matrices in ``low``, the rest in float32."""
+        dtype; with ``low`` the matrices in ``low`` (torch.qint8: packed int8 products of
+        rescore.models.quant, with the upper layers' biases in them), the rest in float32."""
         rnn = self.rnn
         tensors = [embedding] + [getattr(rnn, f"{n}_l{k}") for k in range(self.layers)
                                  for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
@@ -111,15 +119,31 @@ class LSTMBody(nn.Module):
                 cache.clear()
             dt = torch.float32 if low is not None else embedding.dtype  # the table, gates, cell
             with torch.no_grad(), torch.autocast("cpu", enabled=False):
+                u2 = _double_cell_input(self.hidden).to(dt)
                 table = torch.addmm((rnn.bias_ih_l0 + rnn.bias_hh_l0).to(dt), embedding.to(dt),
-                                    rnn.weight_ih_l0.to(dt).t())
-                upper = [rnn.weight_hh_l0.to(low or dt)] + [
-                    (torch.cat([getattr(rnn, f"weight_ih_l{k}"),
-                                getattr(rnn, f"weight_hh_l{k}")], 1).to(low or dt).contiguous(),
-                     (getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}")).to(dt))
-                    for k in range(1, self.layers)]
+                                    rnn.weight_ih_l0.to(dt).t()) * u2
+                w_hh0 = rnn.weight_hh_l0.to(dt) * u2[:, None]  # (4H, H)
+                ws = [(torch.cat([getattr(rnn, f"weight_ih_l{k}"), getattr(rnn, f"weight_hh_l{k}")],
+                                 1).to(dt) * u2[:, None],  # (4H, 2H)
+                       (getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}")).to(dt) * u2)
+                      for k in range(1, self.layers)]
+                if low is torch.qint8:
+                    from rescore.models.quant import Int8Linear
+
+                    upper = [Int8Linear(w_hh0)] + [(Int8Linear(w, b), b) for w, b in ws]
+                else:
+                    upper = [w_hh0.to(low or dt)] + [(w.to(low or dt).contiguous(), b) for w, b in ws]
             cache[key] = (table, upper)
         return cache[key]
+
+
+def _double_cell_input(hidden: int) -> Tensor:
+    """(4H,) float32 factors of the LSTM gate rows, PyTorch's order i, f, u, o: 2 for the cell
+    input u, 1 elsewhere. Doubling is exact in floating point, so the step's products give 2a
+    for u exactly, and one sigmoid over every gate gives sigmoid(2a) for tanh(a) = 2 sigmoid(2a) - 1."""
+    u2 = torch.ones(4 * hidden)
+    u2[2 * hidden:3 * hidden] = 2.0
+    return u2
 
 
 @register_body("gru")

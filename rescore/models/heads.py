@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from rescore.models import quant
 from rescore.models.base import EMPTY, HeadOutput
 from rescore.models.classes import ClassDecoder
 from rescore.models.history import slide
@@ -91,7 +92,10 @@ class SoftmaxHead(nn.Module):
                               vocab_score=self.decoder.scorer(hidden, class_lp)), {}
         if not normalize:
             return HeadOutput(None, hidden=hidden, vocab_score=output_rows(self.decoder, hidden)), {}
-        logits = self.decoder(hidden)  # (B, T, V)
+        if quant.enabled() and hidden.device.type == "cpu" and not self.training:  # --precision int8
+            logits = quant.linear(self, "decoder", self.decoder.weight, self.decoder.bias)(hidden)
+        else:
+            logits = self.decoder(hidden)  # (B, T, V)
         log_vocab = F.log_softmax(logits, dim=-1)  # (B, T, V)
         return HeadOutput(log_vocab, hidden=hidden, log_norm=log_norm(logits, log_vocab)), {}
 

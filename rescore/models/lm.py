@@ -8,6 +8,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from rescore.models import quant
 from rescore.models.base import HeadOutput, LanguageModel, LMState
 from rescore.models.bodies import BODIES
 from rescore.models.classes import ClassDecoder, frequency_classes
@@ -96,6 +97,8 @@ class NeuralLM(LanguageModel):
         emb = self.drop(self.embedding(ids))  # (B, T, H)
         dev = ids.device.type
         low = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
+        if dev == "cpu" and quant.enabled():
+            low = torch.qint8  # --precision int8 (rescore.models.quant)
         if (ids.shape[1] == 1 and not self.training and not torch.is_grad_enabled()
                 and hasattr(self.body, "step_ids") and (low is None or dev == "cpu")):
             # one token per row at inference (the engine's trie levels): the body's fast step
