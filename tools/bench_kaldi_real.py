@@ -18,7 +18,7 @@ processes, one thread each, CPU seconds and peak memory, and the costs compared.
    * ``NORMALIZE-CARRY`` (e.g. ``none-first-pass``, ``exact-rescored``): ``rescore-nbest
      NBEST OUT --data-dir DATA --model M --device cpu --normalize NORMALIZE --state-carry CARRY
      --oov-penalty 0`` (no OOV penalty, as Kaldi's scorer has none); a ``-bf16`` suffix
-     (``none-first-pass-bf16``) adds ``--precision bf16``, else ``--precision fp32``.
+     (``none-first-pass-bf16``) adds ``--precision bf16`` (``-int8``: int8), else ``--precision fp32``.
 
    User and system CPU seconds and the peak resident memory of each process come from
    ``os.wait4`` (the whole process: start-up, reading, model load, scoring, writing).
@@ -54,7 +54,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
 NORMALIZE = ("exact", "none")
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "int8")
 CARRY = ("none", "first-pass", "rescored")
 CHECK_RUN = "exact-first-pass"  # the run whose costs are Kaldi's where its carried state is clean
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
