@@ -83,13 +83,14 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
                    f"(otherwise an error, exit 1; above {OOV_WARN_RATE:g} % a warning, as for hypotheses in another "
                    "letter case or Unicode normalisation than the LM's words).")
 @click.option("--jobs", "jobs_spec", metavar="A:B",
-              help="Rescore Kaldi's jobs A to B in one process, as `$cmd JOB=A:B ...` would in B-A+1: every JOB in "
-                   "NBEST_DIR, OUT_DIR, --data-dir, --words-txt and --nn-costs is replaced by the job's number "
-                   "(NBEST_DIR and OUT_DIR need it: archives.JOB), and each job's OUT_DIR gets what a run of its own "
-                   "writes. The model is loaded once and the conversations of all jobs are scored in one engine "
-                   "run, so that forward calls batch across jobs (costs equal to float rounding). One bad job fails "
-                   "the run (exit 1; no job's outputs are written). Uses OMP_NUM_THREADS torch threads (else torch's "
-                   "default). Not with --split, nor with inputs other than Kaldi dirs (--format).")
+              help="Do the work of Kaldi's jobs A to B (what `$cmd JOB=A:B ... rescore-nbest` runs as B-A+1 processes) "
+                   "in one process: every JOB in NBEST_DIR, OUT_DIR, --data-dir, --words-txt and --nn-costs is "
+                   "replaced by the job's number (NBEST_DIR and OUT_DIR need it: archives.JOB), and each job's OUT_DIR "
+                   "gets what a run of its own writes. The model is loaded once and the conversations of all jobs "
+                   "are scored in one engine run, so that forward calls batch across jobs (costs equal to float "
+                   "rounding). One bad job fails the run (exit 1): no job's outputs are written, older ones are left "
+                   "as they were. Uses OMP_NUM_THREADS torch threads (else torch's default). Not with --split, nor "
+                   "with inputs other than Kaldi dirs (--format).")
 @engine_options
 @interchange_options
 @verbose_option
