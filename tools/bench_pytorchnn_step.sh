@@ -73,8 +73,10 @@ for _ in $(seq "$rounds"); do
   for name in $runs; do step "$name" | tee -a "$results"; done
 done
 for name in $runs; do
-  [ "$name" = kaldi ] || python3 "$repo/tools/compare_pytorchnn.py" exp/bench_kaldi "exp/bench_$name" |
-    head -3 | sed "s/^/$name vs kaldi: /"
+  # (to a file first: under pipefail, head closing the pipe early would end the script)
+  [ "$name" = kaldi ] && continue
+  python3 "$repo/tools/compare_pytorchnn.py" exp/bench_kaldi "exp/bench_$name" > "exp/bench_$name.compare"
+  head -3 "exp/bench_$name.compare" | sed "s/^/$name vs kaldi: /"
 done
 python3 - "$results" <<'PY'
 import statistics, sys
