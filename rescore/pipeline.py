@@ -514,11 +514,8 @@ def rescore_nbest_jobs(jobs: Mapping[int, NbestJob]) -> Dict[int, Optional[dict]
         results = dict.fromkeys(jobs)
         if first.models:
             lexicon = first.lexicon() if first.scoring.oov_penalty == OOV_AUTO else ()
-            import torch  # (the engine's: loaded by score_sets anyway)
-
-            log.info("jobs %d-%d: %d conversations in one engine run, %d torch threads (OMP_NUM_THREADS, "
-                     "else torch's default)", min(jobs), max(jobs),
-                     sum(len(n.conversations) for n, _, _ in loaded.values()), torch.get_num_threads())
+            log.info("jobs %d-%d: %d conversations in one engine run", min(jobs), max(jobs),
+                     sum(len(n.conversations) for n, _, _ in loaded.values()))
             scored = score_sets([(n, fixed) for n, _, fixed in loaded.values()], first.params, first.models,
                                 first.scoring, train_counts, lexicon)
             results = dict(zip(loaded, scored))

@@ -119,11 +119,16 @@ def score_sets(sets: Sequence[tuple], params: Params, models: Sequence[str], set
     conversations are scored as one list (so that the forward calls batch across sets), and the
     results are split back: ``out[i]`` is score_models' result for set i. The costs equal those
     of one run per set up to float rounding (other batches)."""
+    import torch
+
     from rescore.engine import score_nbest, score_nbest_mixed
 
     loaded = [load_model(m, settings, train_counts, lexicon) for m in models]
     per_set = [engine_inputs(nbest, fixed) for nbest, fixed in sets]
     convs = [c for s in per_set for c in s]
+    if len(sets) > 1:
+        log.info("%d sets, %d conversations, scored together; %d torch threads (OMP_NUM_THREADS, else "
+                 "torch's default)", len(sets), len(convs), torch.get_num_threads())
     if len(models) > 1 and settings.state_carry == "rescored" and settings.mix_carry == "mixed":
         log.info("%d models in lockstep, each carrying from the best by the mixed cost", len(models))
         results = score_nbest_mixed([lm for lm, _, _ in loaded], convs, weight=params.weight, mix=params.mix,

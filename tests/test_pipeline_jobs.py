@@ -138,6 +138,7 @@ def test_jobs_log_each_job_and_one_engine_run(tmp_path, model, caplog):
     text = caplog.text
     assert f"job 2: reading {root / 'archives.2'}" in text and "job 2: 1 conversations" in text
     assert "job 3: 3 conversations" in text and "jobs 2-3: 4 conversations in one engine run" in text
+    assert "2 sets, 4 conversations, scored together" in text and "torch threads" in text
     assert text.count("forward calls") == 1  # one engine summary
     assert not (root / "archives.1" / "text").exists()  # job 1 is not in 2:3
 
