@@ -20,15 +20,21 @@ The flow of rescore-nbest::
       -> the costs checked once (rescore.combine.NnCosts; an overflow names its file and line)
       -> interpolation (rescore.interp) -> 1-best per utterance
       -> OUT_DIR/{lmwt.interp, text} + report.{json,txt} (rescore.metrics) with references
+
+``rescore-nbest --jobs A:B`` (:func:`nbest_jobs`, :func:`rescore_nbest_jobs`) runs Kaldi's jobs
+A..B in one process: JOB in the paths is each job's number, every job is loaded and checked
+as above, the NN LM scores all jobs' conversations in one engine run, and each job's OUT_DIR
+gets what a run of its own writes; nothing is written unless every job gets that far.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rescore.errors import OptionError, check
 from rescore.interp import Params, equal_mix
@@ -278,23 +284,60 @@ def rescore_nbest_dir(job: NbestJob) -> Optional[dict]:
         return write_rescored(out, job, nbest)
 
 
-def nn_costs_of(out: OutputSet, job: NbestJob, nbest, fixed, train_counts):
-    """The NN costs of the job (rescore.combine.NnCosts; None without): scored by its models,
-    each model's written to lmwt.nn (lmwt.nn.k with several), or read from its cost files."""
-    from rescore.combine import NnCosts
-    from rescore.io.kaldi import write_nn_costs
-    from rescore.scoring import score_models
+@dataclass
+class Rescored:
+    """A job's N-best set with its NN costs and 1-best computed and checked; nothing written yet
+    (so that an error in one of several jobs leaves every job's old outputs as they were).
 
-    if not job.models:
-        return NnCosts.read(nbest, job.nn_costs) if job.nn_costs else None
-    lexicon = job.lexicon() if job.scoring.oov_penalty == OOV_AUTO else ()
-    results = score_models(nbest, job.params, job.models, job.scoring, fixed, train_counts, lexicon)
-    names = ["lmwt.nn"] if len(job.models) == 1 else [f"lmwt.nn.{k}" for k in range(1, len(job.models) + 1)]
-    nn = NnCosts.of_engine(nbest, results, [str(out.path(n)) for n in names])
-    for k, name in enumerate(names):
-        write_nn_costs(out.path(name), nn.model(k))
-        log.info("wrote %s (%d hypotheses)", out.path(name), len(nn.keys))
-    return nn
+    checks: rescore.sanity.InputChecks; nn: rescore.combine.NnCosts (None without); arrays:
+    rescore.combine.CostArrays; best: utt -> rank of its 1-best; nn_names: the lmwt.nn files of
+    the models (lmwt.nn, or lmwt.nn.1..K with several), none without models; train_counts: the
+    words of the LM training text (train_counts_of)."""
+
+    nbest: object
+    checks: object
+    nn: object
+    arrays: object
+    best: Dict[str, int]
+    graph: Optional[Dict[str, float]]  # key -> new graph cost (lmwt.interp); None: not written
+    nn_names: List[str]
+    train_counts: object
+
+
+def train_counts_of(job: NbestJob):
+    """Counter of the words of the job's LM training text, None without one."""
+    from rescore.vocab import count_words, read_sentences
+
+    return count_words(read_sentences(job.train_text)) if job.train_text else None
+
+
+def check_input(job: NbestJob, nbest):
+    """(rescore.sanity.InputChecks, the fixed costs) of a loaded set: its checks before any
+    scoring, an overflow of the fixed costs included."""
+    from rescore import sanity
+    from rescore.combine import CostArrays
+
+    checks = sanity.check_nbest_input(nbest, job.models, job.words_txt, job.allow_oov_rate)
+    return checks, CostArrays(nbest).fixed(job.params)
+
+
+def rescore_loaded(out_dir: PathLike, job: NbestJob, nbest, checks, results, train_counts,
+                   graph: bool = True) -> Rescored:
+    """The job's NN costs (the engine's ``results``, rescore.scoring.score_models, with models;
+    else read from its cost files), interpolated into the 1-best and, with ``graph``, the new
+    graph costs: checked, nothing written."""
+    from rescore.combine import CostArrays, NnCosts
+
+    names = []
+    if job.models:
+        names = ["lmwt.nn"] if len(job.models) == 1 else [f"lmwt.nn.{k}" for k in range(1, len(job.models) + 1)]
+        nn = NnCosts.of_engine(nbest, results, [str(Path(out_dir) / n) for n in names])
+    else:
+        nn = NnCosts.read(nbest, job.nn_costs) if job.nn_costs else None
+    arrays = CostArrays(nbest, nn)
+    best = arrays.choice(job.params)
+    graph_costs = arrays.graph_costs(job.params) if graph else None
+    return Rescored(nbest, checks, nn, arrays, best, graph_costs, names, train_counts)
 
 
 def write_rescored(out: OutputSet, job: NbestJob, nbest, write_costs=None) -> Optional[dict]:
@@ -302,44 +345,180 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest, write_costs=None) -> Op
     the costs (lmwt.interp, or what ``write_costs(out, arrays)`` writes from the set's
     rescore.combine.CostArrays, returning its path: rescore.interchange_job's scores.tsv), the
     1-best and the report."""
-    from rescore import metrics, sanity
-    from rescore.combine import CostArrays
+    from rescore.scoring import score_models
+
+    train_counts = train_counts_of(job)
+    checks, fixed = check_input(job, nbest)
+    results = None
+    if job.models:
+        lexicon = job.lexicon() if job.scoring.oov_penalty == OOV_AUTO else ()
+        results = score_models(nbest, job.params, job.models, job.scoring, fixed, train_counts, lexicon)
+    done = rescore_loaded(out.dir, job, nbest, checks, results, train_counts, graph=write_costs is None)
+    return write_outputs(out, job, done, write_costs)
+
+
+def write_outputs(out: OutputSet, job: NbestJob, r: Rescored, write_costs=None) -> Optional[dict]:
+    """Write a rescored set into its open output set (write_rescored): each model's lmwt.nn, the
+    mixed one, the costs, the 1-best (text) and, with references, the report."""
+    from rescore import metrics
     from rescore.io.files import write_json
     from rescore.io.kaldi import write_nn_costs, write_table
-    from rescore.vocab import count_words, read_sentences
 
-    train_counts = count_words(read_sentences(job.train_text)) if job.train_text else None
-    checks = sanity.check_nbest_input(nbest, job.models, job.words_txt, job.allow_oov_rate)
-    params = job.params
-    fixed = CostArrays(nbest).fixed(params)  # an overflow is found before any scoring
-    nn = nn_costs_of(out, job, nbest, fixed, train_counts)
-    arrays = CostArrays(nbest, nn)
-    best = arrays.choice(params)  # checked before anything is written, as the graph costs
-    graph = arrays.graph_costs(params) if write_costs is None else None
-    if nn is not None and nn.num_models > 1:
-        write_nn_costs(out.path("lmwt.nn"), nn.mixed_rows(params.mix))
+    params, nbest = job.params, r.nbest
+    for k, name in enumerate(r.nn_names):
+        write_nn_costs(out.path(name), r.nn.model(k))
+        log.info("wrote %s (%d hypotheses)", out.path(name), len(r.nn.keys))
+    if r.nn is not None and r.nn.num_models > 1:
+        write_nn_costs(out.path("lmwt.nn"), r.nn.mixed_rows(params.mix))
         log.info("wrote %s: the mixed costs (shares %s)", out.path("lmwt.nn"),
                  ",".join(f"{m:g}" for m in params.mix))
     if write_costs is None:
         costs_path = out.path("lmwt.interp")
-        write_table(costs_path, "float", graph)
+        write_table(costs_path, "float", r.graph)
     else:
-        costs_path = write_costs(out, arrays)
+        costs_path = write_costs(out, r.arrays)
     with out.open("text") as f:  # Kaldi's data/text: 'utt w1 w2 ...', no trailing space
         for u in nbest.utterances():
-            f.write(" ".join([u.id, *u.hyps[best[u.id]].words]) + "\n")
+            f.write(" ".join([u.id, *u.hyps[r.best[u.id]].words]) + "\n")
     log.info("wrote %s and %s", costs_path, out.path("text"))
     if nbest.refs is None:
         log.info("no references (no --data-dir with 'text'): no WER report")
         return None
-    extra = dict(job.extra_report, input_checks=checks.as_dict())
+    extra = dict(job.extra_report, input_checks=r.checks.as_dict())
     if job.num_models > 1:  # name what was interpolated
         extra["models"] = list(job.models or job.nn_costs)
-    report = metrics.nbest_report(nbest, best, params=params.as_dict(), train_counts=train_counts,
+    report = metrics.nbest_report(nbest, r.best, params=params.as_dict(), train_counts=r.train_counts,
                                   num_buckets=job.num_buckets, extra=extra).as_dict()
-    if train_counts is not None and job.plot:
+    if r.train_counts is not None and job.plot:
         metrics.plot_comparison(report["comparison"], out.path("buckets.png"), metrics.nbest_chart_title(nbest))
     write_json(out.path("report.json"), report)
     with out.open("report.txt") as f:
         f.write(metrics.format_report(report) + "\n")
     return report
+
+
+# --------------------------------------------------------------------------------------------
+# Several Kaldi jobs in one process (rescore-nbest --jobs A:B)
+
+JOB = "JOB"  # a job's number in its paths, as in Kaldi's $cmd JOB=1:N ... archives.JOB
+# The NbestJob fields that may name a job's own files (every JOB replaced by its number, as
+# run.pl replaces it), with their options; NBEST_DIR and OUT_DIR must.
+JOB_PATHS = {"nbest_dir": "NBEST_DIR", "out_dir": "OUT_DIR", "data_dir": "--data-dir",
+             "words_txt": "--words-txt", "nn_costs": "--nn-costs"}
+# The files every job shares: one engine run has one model, one setting (the weight picks the
+# carried hypothesis) and one training text.
+SHARED_PATHS = {"models": "--model", "params_file": "--params", "train_text": "--train-text"}
+
+
+def parse_jobs(spec: str) -> range:
+    """``"A:B"`` -> range(A, B + 1) with 1 <= A <= B (Kaldi's JOB=A:B; jobs count from 1)."""
+    try:
+        a, b = (int(x) for x in spec.split(":"))
+    except ValueError:
+        raise OptionError("A:B with integers, e.g. 1:4 for jobs 1 to 4", option="--jobs", got=spec) from None
+    check(1 <= a <= b, "A:B with 1 <= A <= B (Kaldi numbers its jobs from 1)", "--jobs", spec)
+    return range(a, b + 1)
+
+
+def job_path(path: Optional[PathLike], k: int) -> Optional[str]:
+    """``path`` with every JOB replaced by the job number k; None stays None."""
+    return None if path is None else str(path).replace(JOB, str(k))
+
+
+def _paths(value) -> list:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def job_numbers(spec: str, **job) -> range:
+    """The job numbers of ``--jobs spec`` for a job of these NbestJob fields (those given),
+    checked before any file is read: an OptionError (naming the option) where NBEST_DIR or
+    OUT_DIR lacks JOB, where a file of SHARED_PATHS has it, and with a split."""
+    numbers = parse_jobs(spec)
+    check(job.get("split") is None, "either --jobs (several jobs in one process) or --split (a share of one "
+          "N-best dir), not both", "--jobs", f"{spec} with --split")
+    for name in ("nbest_dir", "out_dir"):
+        check(JOB in str(job[name]), f"{JOB} in {JOB_PATHS[name]} (each job has its own, e.g. archives.{JOB})",
+              "--jobs", f"{spec} with {JOB_PATHS[name]} {job[name]}")
+    for name, option in SHARED_PATHS.items():
+        for p in _paths(job.get(name)):
+            check(p is None or JOB not in str(p), f"one {option} for every job of --jobs (they are scored in "
+                  f"one engine run); {JOB} is replaced only in {', '.join(JOB_PATHS.values())}", option, p)
+    return numbers
+
+
+def nbest_jobs(spec: str, **job) -> Dict[int, NbestJob]:
+    """The jobs of ``rescore-nbest --jobs A:B``: job k is ``NbestJob(**job)`` with JOB replaced by k
+    in the paths of JOB_PATHS, each checked as it is built (after job_numbers' checks)."""
+    numbers = job_numbers(spec, **job)
+    jobs = {}
+    for k in numbers:
+        kw = dict(job)
+        for name in JOB_PATHS:
+            v = kw.get(name)
+            kw[name] = tuple(job_path(p, k) for p in v) if isinstance(v, (list, tuple)) else job_path(v, k)
+        jobs[k] = NbestJob(**kw)
+    return jobs
+
+
+def check_jobs(jobs: Mapping[int, NbestJob]) -> NbestJob:
+    """Checks of several jobs run together, before any work (OptionError): one model and one
+    setting for all (the OOV penalty's default resolves per job), the same recognizer words
+    where the OOV penalty is counted from them, and no job's output over another's input.
+    Returns the first job."""
+    first = next(iter(jobs.values()))
+    for k, j in jobs.items():
+        if (j.models, j.params, j.train_text) != (first.models, first.params, first.train_text):
+            raise ValueError(f"job {k}: the jobs of one run share their models, params and training text")
+        check(j.scoring == first.scoring, "one OOV penalty for every job (give --oov-penalty, or --words-txt: "
+              "a job's default depends on the words.txt found beside its NBEST_DIR)", "--oov-penalty",
+              f"{j.scoring.oov_penalty} for job {k}, {first.scoring.oov_penalty} for the first")
+    if first.models and first.scoring.oov_penalty == OOV_AUTO:
+        words = {k: words_txt_of(j.nbest_dir, j.words_txt) for k, j in jobs.items()}
+        if len({str(p) for p in words.values()}) > 1:
+            lexicon = first.lexicon()
+            for k, j in jobs.items():
+                check(j.lexicon() == lexicon, "the same words.txt for every job with --oov-penalty auto (one "
+                      "model, one penalty)", "--words-txt", f"{words[k]} (job {k}), {words[next(iter(jobs))]}")
+    inputs = [p for j in jobs.values() for p in j.inputs()]
+    for j in jobs.values():
+        OutputSet(j.out_dir, j.outputs(), inputs).check()
+    return first
+
+
+def rescore_nbest_jobs(jobs: Mapping[int, NbestJob]) -> Dict[int, Optional[dict]]:
+    """Run several rescore-nbest jobs (``nbest_jobs``: job number -> job) in one process: each
+    job's OUT_DIR gets what rescore_nbest_dir of that job writes. The models are loaded once and
+    the conversations of all jobs are scored in one engine run (rescore.scoring.score_sets), so
+    that the forward calls batch across jobs; the costs equal those of one run per job up to
+    float rounding.
+
+    All or nothing, as Kaldi's run.pl fails a step when one of its jobs fails: every OUT_DIR is
+    locked first, and every job is read, checked, scored and interpolated before the first file
+    is written, so a bad input in one job (a RescoreError naming its file and line) fails the
+    run with every job's older outputs as they were. Returns job -> its report (None without
+    references)."""
+    from rescore.nbest import load_nbest_dir
+    from rescore.scoring import score_sets
+
+    first = check_jobs(jobs)
+    with contextlib.ExitStack() as stack:
+        outs = {k: stack.enter_context(j.output_set()) for k, j in jobs.items()}
+        train_counts = train_counts_of(first)
+        loaded = {}
+        for k, job in jobs.items():
+            log.info("job %d: reading %s", k, job.nbest_dir)
+            nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing)
+            loaded[k] = (nbest, *check_input(job, nbest))
+            log.info("job %d: %d conversations, %d utterances, %d hypotheses", k, len(nbest.conversations),
+                     nbest.num_utts, nbest.num_hyps)
+        results = dict.fromkeys(jobs)
+        if first.models:
+            lexicon = first.lexicon() if first.scoring.oov_penalty == OOV_AUTO else ()
+            log.info("jobs %d-%d: %d conversations in one engine run", min(jobs), max(jobs),
+                     sum(len(n.conversations) for n, _, _ in loaded.values()))
+            scored = score_sets([(n, fixed) for n, _, fixed in loaded.values()], first.params, first.models,
+                                first.scoring, train_counts, lexicon)
+            results = dict(zip(loaded, scored))
+        done = {k: rescore_loaded(j.out_dir, j, loaded[k][0], loaded[k][1], results[k], train_counts)
+                for k, j in jobs.items()}
+        return {k: write_outputs(outs[k], j, done[k]) for k, j in jobs.items()}

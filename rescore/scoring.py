@@ -109,22 +109,43 @@ def score_models(nbest, params: Params, models: Sequence[str], settings: EngineS
     mix-carry mixed are scored in lockstep (each carries from the best by the mixed cost under
     params); else one at a time, each carrying from the best under its own cost at the total
     weight."""
+    return score_sets([(nbest, fixed)], params, models, settings, train_counts, lexicon)[0]
+
+
+def score_sets(sets: Sequence[tuple], params: Params, models: Sequence[str], settings: EngineSettings,
+               train_counts=None, lexicon=()) -> List[List[list]]:
+    """score_models of several N-best sets (``sets``: (set, its fixed costs) each, e.g. the jobs
+    of rescore-nbest --jobs) in one engine run per model: every model is loaded once, the sets'
+    conversations are scored as one list (so that the forward calls batch across sets), and the
+    results are split back: ``out[i]`` is score_models' result for set i. The costs equal those
+    of one run per set up to float rounding (other batches)."""
+    import torch
+
     from rescore.engine import score_nbest, score_nbest_mixed
 
     loaded = [load_model(m, settings, train_counts, lexicon) for m in models]
-    convs = engine_inputs(nbest, fixed)
+    per_set = [engine_inputs(nbest, fixed) for nbest, fixed in sets]
+    convs = [c for s in per_set for c in s]
+    if len(sets) > 1:
+        log.info("%d sets, %d conversations, scored together; %d torch threads (OMP_NUM_THREADS, else "
+                 "torch's default)", len(sets), len(convs), torch.get_num_threads())
     if len(models) > 1 and settings.state_carry == "rescored" and settings.mix_carry == "mixed":
         log.info("%d models in lockstep, each carrying from the best by the mixed cost", len(models))
-        return score_nbest_mixed([lm for lm, _, _ in loaded], convs, weight=params.weight, mix=params.mix,
-                                 oov_penalties=[p for _, _, p in loaded], settings=settings,
-                                 device=loaded[0][1])
-    out = []
-    for k, model in enumerate(models):
-        if len(models) > 1:
-            log.info("model %d of %d: %s", k + 1, len(models), model)
-        lm, dev, penalty = loaded[k]
-        loaded[k] = None  # freed once scored
-        out.append(score_nbest(lm, convs, weight=params.weight, settings=settings, device=dev,
-                               oov_penalty=penalty))
-        del lm
+        results = score_nbest_mixed([lm for lm, _, _ in loaded], convs, weight=params.weight, mix=params.mix,
+                                    oov_penalties=[p for _, _, p in loaded], settings=settings,
+                                    device=loaded[0][1])
+    else:
+        results = []
+        for k, model in enumerate(models):
+            if len(models) > 1:
+                log.info("model %d of %d: %s", k + 1, len(models), model)
+            lm, dev, penalty = loaded[k]
+            loaded[k] = None  # freed once scored
+            results.append(score_nbest(lm, convs, weight=params.weight, settings=settings, device=dev,
+                                       oov_penalty=penalty))
+            del lm
+    out, start = [], 0
+    for s in per_set:
+        out.append([r[start:start + len(s)] for r in results])
+        start += len(s)
     return out

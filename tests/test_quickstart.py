@@ -135,7 +135,7 @@ def test_readme_quickstart_runs(tmp_path, kaldi_lstm):  # noqa: F811 (the fixtur
     for out in (f"{decode}_rescore", f"{decode}_pytorchnn"):
         assert Path(out, "lat.1.gz").is_file(), out
         assert {line.split()[0] for line in Path(out, "text").read_text().splitlines()} == utts
-    rescore_log = Path(f"{decode}_rescore", "log", "rescore.1.log").read_text()
+    rescore_log = Path(f"{decode}_rescore", "log", "rescore.log").read_text()  # run.pl: one process
     assert "--model exp/rescore/lstm/model.pt --weight 0.6" in rescore_log
     assert "--state-carry rescored" in rescore_log and "--oov-penalty auto" in rescore_log
     report = json.loads(Path(f"{decode}_rescore", "archives.1", "report.json").read_text())

@@ -202,9 +202,11 @@ def kaldi_dir(tmp: Path) -> Path:
 
 
 def make_bin(tmp: Path, progs, rescore_nbest=False) -> Path:
-    """A directory of stand-in programs: run.pl, the given Kaldi programs, rescore-nbest."""
+    """A directory of stand-in programs: run.pl (and queue.pl, run.pl under that name), the given
+    Kaldi programs, rescore-nbest."""
     b = tmp / "bin"
     write_exe(b / "run.pl", RUN_PL)
+    write_exe(b / "queue.pl", RUN_PL)
     for p in progs:
         write_exe(b / p, FAKE_KALDI)
     if rescore_nbest:  # the real command, from this checkout
@@ -432,24 +434,34 @@ RESCORE_NBEST_COPY = r'''#!/bin/sh
 # its --help is the real command's (the step checks --rescore-opts against it)
 [ "$1" = --help ] && PYTHONPATH="{repo}" exec "{python}" -m rescore.cli.nbest --help
 echo "rescore-nbest $*" >> "$CALLS"
-mkdir -p "$2" && cp "$1/lmwt.withlm" "$2/lmwt.interp" && : > "$2/text"
+first=1 last=1
+if [ "$1" = --jobs ]; then  # --jobs A:B NBEST_DIR OUT_DIR ...: JOB in the dirs is each job's number
+  first=${2%%:*} last=${2##*:}
+  shift 2
+fi
+for k in $(seq "$first" "$last"); do
+  in=$(echo "$1" | sed "s/JOB/$k/g") out=$(echo "$2" | sed "s/JOB/$k/g")
+  mkdir -p "$out" && cp "$in/lmwt.withlm" "$out/lmwt.interp" && : > "$out/text"
+done
 '''
 
 DROP = "dev-a000-rms-003-100"  # the last hypothesis of an utterance, lost in old-LM removal
 
 
 def run_on_fixture(tmp_path, g, checkpoint=None, weight=0.5, new_openfst=True, extra=(),
-                   drop=DROP, model_arg=None):
+                   drop=DROP, model_arg=None, num_jobs=1):
     """The steps script on the Kaldi fixture with old LM file g; the real rescore-nbest with
-    checkpoint, else a stand-in; model_arg: the script's model argument (default: the model dir)."""
+    checkpoint, else a stand-in; model_arg: the script's model argument (default: the model dir).
+    With num_jobs > 1 every job's lattices are the fixture's (the same utterances in each)."""
     d = kaldi_dir(tmp_path)
-    lang, mdl, data, decode, out = inputs(tmp_path, g=g)
+    lang, mdl, data, decode, out = inputs(tmp_path, num_jobs=num_jobs, g=g)
     shutil.copy(DEV / "lang" / "words.txt", Path(lang) / "words.txt")
     if checkpoint:
         shutil.copy(checkpoint, Path(mdl) / "model.pt")
     shutil.rmtree(data)
     shutil.copytree(DEV / "data", data)  # the whole dev set's data dir, as a recipe passes it
-    shutil.copytree(DEV / "data", Path(data) / "split1" / "1")  # as the 1-job decode split it
+    for n in range(1, num_jobs + 1):  # as the decode split it
+        shutil.copytree(DEV / "data", Path(data) / f"split{num_jobs}" / str(n))
     if checkpoint:  # --oov-penalty auto (the default) with the training words of a real LM text
         train = tmp_path / "train.txt"
         with open(SHARED / "wikitext2-asr" / "train.txt") as f:
@@ -567,6 +579,48 @@ def test_steps_script_end_to_end(tmp_path, tiny_checkpoint):
     assert (f"linear-to-nbest ark:{adir}/ali ark:{adir}/words ark:{adir}/lmwt.interp "
             f"ark:{adir}/acwt ark:-") in called
     assert (out / "lat.1.gz").is_file()
+
+
+@pytest.mark.parametrize("cmd, opts, one", [
+    ("run.pl", [], True),  # auto: the jobs run on this machine
+    ("run.pl", ["--one-process", "false"], False),
+    ("queue.pl --mem 4G", [], False),  # auto: a cluster runs one process per job
+    ("queue.pl --mem 4G", ["--one-process", "true"], True),
+])
+def test_one_process_scores_every_job(tmp_path, cmd, opts, one):
+    """Stage 5 as one rescore-nbest --jobs 1:nj (one log) or one process per job."""
+    if not FIXTURE.is_dir() or not DEV.is_dir():
+        pytest.skip(f"shared data not found at {SHARED} (the Kaldi fixture and the dev N-best)")
+    r, called, lang, out = run_on_fixture(tmp_path, "G.carpa", extra=["--rescore-cmd", cmd, *opts], num_jobs=2)
+    lines = [ln for ln in called.splitlines() if ln.startswith("rescore-nbest ")]
+    data = tmp_path / "data"
+    if one:
+        assert len(lines) == 1, lines
+        assert lines[0].startswith(f"rescore-nbest --jobs 1:2 {out}/archives.JOB {out}/archives.JOB "
+                                   f"--data-dir {data}/split2/JOB --allow-missing")
+        assert (out / "log" / "rescore.log").is_file() and not (out / "log" / "rescore.1.log").exists()
+        assert "all 2 jobs in one rescore-nbest process" in r.stdout
+    else:
+        assert [ln.split()[1:3] for ln in lines] == [[f"{out}/archives.{n}"] * 2 for n in (1, 2)]
+        assert all(f"--data-dir {data}/split2/{n} " in lines[n - 1] for n in (1, 2))
+        assert (out / "log" / "rescore.2.log").is_file() and not (out / "log" / "rescore.log").exists()
+    for n in (1, 2):
+        assert (out / f"archives.{n}" / "lmwt.interp").is_file() and (out / f"lat.{n}.gz").is_file()
+
+
+def test_one_process_gives_the_one_per_job_lattices(tmp_path, tiny_checkpoint):
+    """The real rescore-nbest on two jobs: one process and one per job write the same 1-best
+    and the same graph costs (to float rounding: the engine batches the jobs together)."""
+    outs = {}
+    for flag in ("true", "false"):
+        _, _, _, outs[flag] = run_on_fixture(tmp_path / flag, "G.carpa", tiny_checkpoint, num_jobs=2,
+                                             extra=["--one-process", flag])
+    assert (outs["true"] / "text").read_text() == (outs["false"] / "text").read_text()
+    for n in (1, 2):
+        one, per_job = (read_table(outs[f] / f"archives.{n}" / "lmwt.interp") for f in ("true", "false"))
+        assert list(one) == list(per_job)
+        assert all(math.isclose(float(one[k][0]), float(per_job[k][0]), rel_tol=1e-6, abs_tol=1e-4) for k in one)
+        assert (outs["true"] / f"archives.{n}" / "manifest.json").is_file()
 
 
 # --- the recipes' text and vocabulary stages on a miniature Kaldi system --------------------
@@ -824,6 +878,8 @@ def test_pytorchnn_usage_and_unimplemented_options(tmp_path):
     for opt in ("--use-phi", "--test"):
         r = run_pytorchnn(d, [opt, "true"] + [f"a{i}" for i in range(6)])
         assert r.returncode == 1 and f"{opt} true is not implemented" in r.stdout
+    r = run_pytorchnn(d, ["--one-process", "yes"] + [f"a{i}" for i in range(6)])
+    assert r.returncode == 1 and "--one-process must be auto, true or false, got 'yes'" in r.stdout
     r = run_pytorchnn(d, ["--no-such-option", "1"] + [f"a{i}" for i in range(6)])
     assert r.returncode == 1 and "invalid option --no-such-option" in r.stderr
 
@@ -871,17 +927,20 @@ def test_pytorchnn_kaldi_call_runs_our_step(tmp_path, kaldi_lstm, carry):
     r = run_pytorchnn(d, args, [bindir], env)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"importing {model} (LSTM) into {model}.rescore/model.pt" in r.stdout
+    assert "--one-process auto" in r.stdout  # passed on to our step (its command line, echoed)
     called = (tmp_path / "calls").read_text()
     assert "lattice-to-nbest --acoustic-scale=0.1 --n=20" in called
-    rescore_line = (Path(out) / "log" / "rescore.1.log").read_text().splitlines()[0]
+    # run.pl: every job in one rescore-nbest process (--one-process auto)
+    rescore_line = (Path(out) / "log" / "rescore.log").read_text().splitlines()[0]
+    assert rescore_line.startswith(f"# rescore-nbest --jobs 1:1 {out}/archives.JOB {out}/archives.JOB")
     assert f"--model {model}.rescore/model.pt --weight 0.8 --inv-acwt 10 --wip 0" in rescore_line
     assert "--oov-penalty 0" in rescore_line
     if carry == "kaldi":  # first-pass best, along the job's archive
         assert "--state-carry first-pass" in rescore_line
-        assert f"--data-dir {out}/carry_data/1" in rescore_line
+        assert f"--data-dir {out}/carry_data/JOB" in rescore_line
         assert set((Path(out) / "carry_data/1/utt2spk").read_text().split()[1::2]) == {"job1"}
     else:
-        assert "--state-carry rescored" in rescore_line and f"--data-dir {data}/split1/1" in rescore_line
+        assert "--state-carry rescored" in rescore_line and f"--data-dir {data}/split1/JOB" in rescore_line
     adir = Path(out) / "archives.1"
     assert (adir / "lmwt.interp.0.8").read_text() == (adir / "lmwt.interp").read_text()
     # a second run reuses the imported model
@@ -972,6 +1031,7 @@ BAD_NBEST_OPTIONS = [
     (["--oov-penalty", "-1"], "--oov-penalty must be a number >=0, got '-1'"),
     (["--oov-penalty", "lots"], "--oov-penalty must be a number >=0, got 'lots'"),
     (["--carry-scope", "file"], "--carry-scope must be data or job, got 'file'"),
+    (["--one-process", "yes"], "--one-process must be auto, true or false, got 'yes'"),
     (["--device", "gpu"], "--device must be auto, cpu, cuda or cuda:N, got 'gpu'"),
     (["--mix", "0.5,0.6"], "--mix needs one share per model (1 in"),
     (["--train-text", "/nonexistent/train.txt"], "expected file /nonexistent/train.txt to exist"),

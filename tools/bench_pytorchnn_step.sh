@@ -10,13 +10,15 @@
 #   MODEL          one of our checkpoints: an LSTM with a softmax head, tied (what Kaldi's scorer
 #                  can hold); it is exported into Kaldi's format with tools/bench_kaldi_real.py
 # Environment: NJ (jobs, default 4), NBEST (N, default 20), ROUNDS (default 1), RUNS (default
-#   "kaldi ours-kaldi ours": Kaldi's step; ours with --carry kaldi; ours with its default carry).
+#   "kaldi ours-kaldi ours": Kaldi's step; ours with --carry kaldi; ours with its default carry;
+#   ours-kaldi-per-job and ours-per-job: the same with one rescore-nbest process per job,
+#   --one-process false, where run.pl otherwise gets one process for all jobs).
 # Example:
 #   PATH=$PWD/.venv/bin:$PATH tools/bench_pytorchnn_step.sh ~/kaldi-build/bin /tmp/step exp/sn-lstm/model.pt
 # Every step runs with one thread per job (OMP_NUM_THREADS=1 MKL_NUM_THREADS=1). Prints one line
 # per run and a markdown table of medians.
 set -euo pipefail
-if [ $# -ne 3 ]; then sed -n '2,18p' "$0"; exit 1; fi
+if [ $# -ne 3 ]; then sed -n '2,20p' "$0"; exit 1; fi
 kbin=$(cd "$1" && pwd)
 mkdir -p "$2"
 work=$(cd "$2" && pwd)
@@ -53,6 +55,8 @@ step() {  # NAME: run one step, print "NAME user sys wall"
     kaldi) script=steps/pytorchnn/lmrescore_nbest_pytorchnn.sh;;  # Kaldi's own (utils/steps of the snapshot)
     ours-kaldi) extra=(--carry kaldi --device cpu);;
     ours) extra=(--device cpu);;
+    ours-kaldi-per-job) extra=(--carry kaldi --device cpu --one-process false);;
+    ours-per-job) extra=(--device cpu --one-process false);;
     *) echo "$0: unknown run $name"; exit 1;;
   esac
   rm -rf "$out" "$kmodel.rescore"  # ours imports the model again each run, as a first run does
@@ -69,8 +73,10 @@ for _ in $(seq "$rounds"); do
   for name in $runs; do step "$name" | tee -a "$results"; done
 done
 for name in $runs; do
-  [ "$name" = kaldi ] || python3 "$repo/tools/compare_pytorchnn.py" exp/bench_kaldi "exp/bench_$name" |
-    head -3 | sed "s/^/$name vs kaldi: /"
+  # (to a file first: under pipefail, head closing the pipe early would end the script)
+  [ "$name" = kaldi ] && continue
+  python3 "$repo/tools/compare_pytorchnn.py" exp/bench_kaldi "exp/bench_$name" > "exp/bench_$name.compare"
+  head -3 "exp/bench_$name.compare" | sed "s/^/$name vs kaldi: /"
 done
 python3 - "$results" <<'PY'
 import statistics, sys

@@ -14,7 +14,8 @@
 #                                              -> nbest2.JOB.gz (graph cost without it)
 #   stage 3  NBEST-TO-LINEAR                   -> archives.JOB/{ali,words,lmwt.nolm,acwt,lmwt.withlm}
 #   stage 4  utils/int2sym.pl                  -> archives.JOB/words_text
-#   stage 5  rescore-nbest, state carried along the job's conversations
+#   stage 5  rescore-nbest, state carried along the job's conversations; with run.pl all jobs in
+#            one process (rescore-nbest --jobs 1:nj, --one-process)
 #                                              -> archives.JOB/{lmwt.nn,lmwt.interp,text,report.json}
 #   stage 6  LINEAR-TO-NBEST | NBEST-TO-LATTICE -> lat.JOB.gz
 #   then     local/score.sh (unless --skip-scoring true)
@@ -48,6 +49,11 @@
 # Begin configuration section.
 cmd=run.pl            # how to run the Kaldi jobs: run.pl, queue.pl, slurm.pl [options]
 rescore_cmd=          # how to run the rescore-nbest jobs (e.g. "queue.pl --gpu 1"); empty: --cmd
+one_process=auto      # true: stage 5 rescores every job in one rescore-nbest process (--jobs 1:nj):
+                      # torch and the model loaded once, the jobs' conversations batched together;
+                      # less CPU, but one process's threads (OMP_NUM_THREADS, else torch's default)
+                      # where nj processes would run side by side; false: one process per job
+                      # ($rescore_cmd JOB=1:nj), e.g. over a cluster; auto: true for run.pl
 stage=1               # first stage to run (1-6), for partial reruns
 N=100                 # hypotheses per utterance (lattice-to-nbest --n), a whole number >= 1
 inv_acwt=10           # inverse acoustic scale (Kaldi's LMWT, > 0) for the N-best lists and for
@@ -97,9 +103,14 @@ oldlang=$1 model=$2 data=$3 indir=$4 dir=$5
 # Every option and input, before any work.
 check_number N 'int>=1'
 check_choice carry_scope data job
+check_choice one_process auto true false
 check_step_inputs "$oldlang" "$model" "$data" "$indir" "$dir"
 model=$(IFS=:; echo "${model_files[*]}")
 [ -z "$rescore_cmd" ] && rescore_cmd=$cmd
+if [ "$one_process" = auto ]; then  # one process where the jobs would run on this machine
+  one_process=false
+  [ "$(basename "${rescore_cmd%% *}")" = run.pl ] && one_process=true
+fi
 
 # The programs the stages call; path.sh puts Kaldi's on PATH, rescore-nbest comes from
 # 'pip install rescore' (activate that environment in path.sh).
@@ -210,7 +221,10 @@ fi
 # Stage 5.  Neural LM costs and interpolation, one job per lattice archive; utterances are
 # rescored in conversation order (segments of the job's data dir, split$nj/JOB as the decode
 # split it) with the LM state carried.  An utterance the decode lost is left out with a warning
-# in the job's log (--allow-missing); Kaldi's scoring counts it as deleted, as before.
+# in the job's log (--allow-missing); Kaldi's scoring counts it as deleted, as before.  With
+# --one-process true one rescore-nbest does every job (--jobs 1:$nj: it replaces JOB in the
+# paths as run.pl would, and writes each archives.JOB as that job's own run; one log,
+# rescore.log); a bad job fails them all, as run.pl fails the stage.
 if [ "$stage" -le 5 ]; then
   echo "$0: rescoring with $model (weight $weight${mix:+, mix $mix}, state carry: $state_carry, device: $device)"
   sdata=$data/split$nj
@@ -236,13 +250,21 @@ if [ "$stage" -le 5 ]; then
   [ -n "$max_tokens" ] && extra_opts="--max-tokens $max_tokens"
   [ -n "$train_text" ] && extra_opts="$extra_opts --train-text $train_text"
   extra_opts="$extra_opts $rescore_opts"
-  # $extra_opts is a list of options: it must split.
-  # shellcheck disable=SC2086
-  $rescore_cmd JOB=1:"$nj" "$dir/log/rescore.JOB.log" \
-    rescore-nbest "$adir.JOB" "$adir.JOB" \
+  rescore_args=("$adir.JOB" "$adir.JOB" \
       --data-dir "$jdata" --allow-missing --words-txt "$oldlang/words.txt" "${model_opts[@]}" \
       --weight "$weight" --inv-acwt "$inv_acwt" --wip "$wip" \
-      --state-carry "$state_carry" --device "$device" --oov-penalty "$oov_penalty" $extra_opts || exit 1
+      --state-carry "$state_carry" --device "$device" --oov-penalty "$oov_penalty")
+  # $extra_opts is a list of options: it must split.
+  if $one_process; then
+    echo "$0: all $nj jobs in one rescore-nbest process (log $dir/log/rescore.log)"
+    # shellcheck disable=SC2086
+    $rescore_cmd "$dir/log/rescore.log" \
+      rescore-nbest --jobs 1:"$nj" "${rescore_args[@]}" $extra_opts || exit 1
+  else
+    # shellcheck disable=SC2086
+    $rescore_cmd JOB=1:"$nj" "$dir/log/rescore.JOB.log" \
+      rescore-nbest "${rescore_args[@]}" $extra_opts || exit 1
+  fi
   for n in $(seq "$nj"); do
     [ ! -s "$adir.$n/lmwt.interp" ] && echo "$0: rescore-nbest wrote no $adir.$n/lmwt.interp" && exit 1
   done

@@ -11,7 +11,9 @@ import click
 EXAMPLES = {
     "rescore-nbest": """\
 rescore-nbest exp/tri4/decode_dev_nbest exp/tri4/decode_dev_rescored --data-dir data/dev \\
-    --model exp/lm/lstm/model.pt --params params.json --oov-penalty auto --train-text lm_train.txt""",
+    --model exp/lm/lstm/model.pt --params params.json --oov-penalty auto --train-text lm_train.txt
+rescore-nbest --jobs 1:4 exp/tri4/decode_dev_rescore/archives.JOB exp/tri4/decode_dev_rescore/archives.JOB \\
+    --data-dir data/dev/split4/JOB --model exp/lm/lstm/model.pt""",
     "rescore-tune": """\
 rescore-tune exp/tri4/decode_dev_nbest --data-dir data/dev \\
     --nn-costs exp/tri4/decode_dev_rescored/lmwt.nn --cross-validate --hyp-out dev_cv.txt""",

@@ -82,11 +82,20 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
               help=f"Score with an LM whose vocabulary lacks more than {OOV_ERROR_RATE:g} % of the hypothesis tokens "
                    f"(otherwise an error, exit 1; above {OOV_WARN_RATE:g} % a warning, as for hypotheses in another "
                    "letter case or Unicode normalisation than the LM's words).")
+@click.option("--jobs", "jobs_spec", metavar="A:B",
+              help="Do the work of Kaldi's jobs A to B (what `$cmd JOB=A:B ... rescore-nbest` runs as B-A+1 processes) "
+                   "in one process: every JOB in NBEST_DIR, OUT_DIR, --data-dir, --words-txt and --nn-costs is "
+                   "replaced by the job's number (NBEST_DIR and OUT_DIR need it: archives.JOB), and each job's OUT_DIR "
+                   "gets what a run of its own writes. The model is loaded once and the conversations of all jobs "
+                   "are scored in one engine run, so that forward calls batch across jobs (costs equal to float "
+                   "rounding). One bad job fails the run (exit 1): no job's outputs are written, older ones are left "
+                   "as they were. Uses OMP_NUM_THREADS torch threads (else torch's default). Not with --split, nor "
+                   "with inputs other than Kaldi dirs (--format).")
 @engine_options
 @interchange_options
 @verbose_option
 def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix_spec, inv_acwt, wip, train_text,
-         num_buckets, allow_missing, allow_oov_rate, verbose, model, split_spec, **settings):
+         num_buckets, allow_missing, allow_oov_rate, jobs_spec, verbose, model, split_spec, **settings):
     """Rescore NBEST_DIR (Kaldi layout: words/words_text, acwt, lmwt.withlm, lmwt.nolm) into
     OUT_DIR: lmwt.interp (new graph costs, Kaldi text archive for linear-to-nbest), text
     (1-best words), lmwt.nn with --model (the mixed costs with several --model, each model's own
@@ -95,13 +104,22 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     removed first, and manifest.json marked complete at the end. No output may replace an input
     (OUT_DIR may be NBEST_DIR, as in Kaldi's archives.JOB, but not the data dir). NBEST_DIR may
     also be an N-best interchange file or another recognizer's output (--format): OUT_DIR then
-    gets text and scores.tsv (docs/ecosystems.md)."""
+    gets text and scores.tsv (docs/ecosystems.md). With --jobs A:B, one process does the work of
+    Kaldi's jobs A..B (NBEST_DIR and OUT_DIR with JOB, e.g. archives.JOB)."""
     setup_logging(verbose)
     from rescore.errors import check
     from rescore.metrics import format_report
-    from rescore.pipeline import NbestJob, parse_split, rescore_nbest_dir
+    from rescore.pipeline import (NbestJob, job_numbers, job_path, nbest_jobs, parse_split, rescore_nbest_dir,
+                                  rescore_nbest_jobs)
 
-    other = pop_other_format(nbest_dir, settings)  # None for a Kaldi dir
+    numbers = None
+    if jobs_spec is not None:  # (checked before --params is read)
+        numbers = job_numbers(jobs_spec, nbest_dir=nbest_dir, out_dir=out_dir, split=split_spec, models=model,
+                              params_file=params_file, train_text=train_text)
+    # None for a Kaldi dir (with --jobs: the first job's)
+    other = pop_other_format(nbest_dir if numbers is None else job_path(nbest_dir, numbers[0]), settings)
+    check(numbers is None or other is None, "Kaldi N-best dirs (one per job): other recognizers' inputs "
+          "(--format) are rescored one per run", "--jobs", f"{jobs_spec} with {nbest_dir}")
     scoring = engine_settings(settings)
     mix = parse_mix(mix_spec)
     k = len(model) or len(nn_costs)
@@ -114,6 +132,12 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
                num_buckets=num_buckets, allow_missing=allow_missing,
                split=parse_split(split_spec) if split_spec else None, params_file=params_file,
                allow_oov_rate=allow_oov_rate)
+    if numbers is not None:  # Kaldi's jobs in one process
+        for k, report in rescore_nbest_jobs(nbest_jobs(jobs_spec, **job)).items():
+            if report is not None:
+                click.echo(f"job {k} ({job_path(out_dir, k)}):\n{format_report(report)}")
+        log.info("outputs in %s for jobs %s", out_dir, jobs_spec)
+        return
     # an interchange file or another recognizer's output (--format): rescore.interchange_job
     report = rescore_nbest_dir(NbestJob(**job)) if other is None else run_other_format(other, job)
     if report is not None:

@@ -54,6 +54,10 @@ keep_ali=true          # false: drop the alignments from the N-best (smaller arc
 carry=rescored   # rescored | kaldi | none (see the top of this script)
 device=auto      # auto | cpu | cuda | cuda:N, for rescore-nbest
 rescore_cmd=     # how to run the rescore-nbest jobs (e.g. "queue.pl --gpu 1"); empty: --cmd
+one_process=auto # true: every job in one rescore-nbest process (torch and the model loaded
+                 # once, the jobs batched together: less CPU, one process's threads); false:
+                 # one process per job, as Kaldi's script; auto: true for run.pl
+                 # (../lmrescore_nbest.sh --one-process)
 rescore_opts=    # more rescore-nbest options (rescore-nbest --help)
 # End configuration section.
 
@@ -86,6 +90,7 @@ case "$carry" in
 esac
 check_number N 'int>=1'
 check_bool keep_ali skip_scoring
+check_choice one_process auto true false
 [ "$model_type" = Transformer ] && state_carry=none
 # Kaldi's stages 1-8 -> ours: 1 lattice-to-nbest, 2 old-LM removal, 3-4 archives, 5 words_text,
 # 6-7 neural LM and interpolation, 8 lattices.
@@ -106,7 +111,8 @@ import_checked "$step" "$oldlang" "$nn_model" "$vocab" "$data" "$indir" "$dir" |
 bash "$step" --cmd "$cmd" --rescore-cmd "${rescore_cmd:-$cmd}" --stage "$our_stage" --N "$N" \
   --inv-acwt "$inv_acwt" --weight "$weight" --wip 0 --oov-penalty 0 \
   --state-carry "$state_carry" --carry-scope "$carry_scope" --device "$device" \
-  --rescore-opts "$rescore_opts" --keep-ali "$keep_ali" --skip-scoring "$skip_scoring" \
+  --rescore-opts "$rescore_opts" --one-process "$one_process" --keep-ali "$keep_ali" \
+  --skip-scoring "$skip_scoring" \
   "$oldlang" "$cache/model.pt" "$data" "$indir" "$dir"
 
 # Kaldi's name for the interpolated costs, for scripts that read it.
