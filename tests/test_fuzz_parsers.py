@@ -264,6 +264,41 @@ def test_nbest_dir_mutations(name, ops, gz):
             assert str(nd) in str(e) or Path(name).name in str(e), str(e)
 
 
+@settings(FUZZ, max_examples=60)
+@given(name=st.sampled_from(["words", "words", "words.txt", "words_text"]),
+       ops=st.lists(st.tuples(st.sampled_from(["drop", "dup", "swap", "token", "append", "truncate"]),
+                              st.integers(0, 100), st.integers(0, 100),
+                              st.one_of(TOKENS, st.sampled_from(["21", "021", "99999", "+3", "٣", "14.0"]))),
+                    min_size=1, max_size=3),
+       words_only=st.booleans())
+def test_words_mapped_in_bulk_load_as_ids_mapped(name, ops, words_only):
+    """load_nbest_dir maps the ``words`` archive through words.txt in bulk where it can
+    (rescore.nbest._words_through): the same set, or the same error, as reading the ids and
+    mapping them."""
+    from rescore import nbest
+
+    with tempfile.TemporaryDirectory() as d:
+        nd = Path(d) / "nbest"
+        shutil.copytree(NBEST_SMALL, nd)
+        if words_only:
+            (nd / "words_text").unlink()
+        if (nd / name).exists():
+            lines = (nd / name).read_text().splitlines()
+            for op in ops:
+                lines = _mutate(lines, *op)
+            (nd / name).write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
+
+        def load():
+            try:
+                return nbest.load_nbest_dir(nd, nd / "data")
+            except RescoreError as e:
+                return str(e)
+
+        got = load()
+        with mock.patch.object(nbest, "_words_through", lambda path, words_txt: None):
+            assert got == load()
+
+
 @settings(FUZZ, max_examples=12)
 @given(data=st.binary(max_size=200), cut=st.integers(0, 5000))
 def test_checkpoint(data, cut):
