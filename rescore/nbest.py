@@ -49,7 +49,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 
 from rescore.bulk import gc_paused
 from rescore.errors import RescoreError
-from rescore.io.kaldi import DataDir, Table, read_data_dir, read_table, table_container, text_table_fields
+from rescore.io.kaldi import (DataDir, Table, read_data_dir, read_table, table_container, text_table_fields,
+                              text_table_lines)
 from rescore.io.symbols import read_symbol_table
 
 log = logging.getLogger(__name__)
@@ -258,18 +259,23 @@ def _words_from_ids(words: Table, words_txt: Path, indices: Sequence[int]) -> Li
     return out
 
 
-def _words_through(path: Path, words_txt: Path) -> Optional[Table]:
+def _words_through(path: Path, words_txt: Path, words_text: Optional[Table]) -> Optional[Table]:
     """The ``words`` archive at path with its ids mapped through words_txt (as int2sym.pl maps
     them), in bulk: a Table of kind "tokens", its keys checked as read_table checks them.
     None unless it is a text archive without a fault whose every id is in words_txt, written
     as Kaldi writes ids (str(id): no sign, no leading zero); read_table and _words_from_ids
-    then read it as ids, each at its point of load_nbest_dir, and name any fault as before."""
+    then read it as ids, each at its point of load_nbest_dir, and name any fault as before.
+    words_text: the ``words_text`` archive where there is one (_words_as_in)."""
     try:
         if table_container(path) != "text":
             return None
         symbols = read_symbol_table(words_txt)
     except RescoreError:  # (raised again where the ids are read and mapped)
         return None
+    if words_text is not None:
+        same = _words_as_in(path, symbols, words_text)
+        if same is not None:
+            return same
     split = text_table_fields(path)
     if split is None:
         return None
@@ -282,6 +288,22 @@ def _words_through(path: Path, words_txt: Path) -> Optional[Table]:
     t = Table(path=str(path), kind="tokens", keys=keys, values=words)
     t.check_unique_keys()
     return t
+
+
+def _words_as_in(path: Path, symbols: Dict[str, int], words_text: Table) -> Optional[Table]:
+    """_words_through of the common case, text against text: where every line of the ``words``
+    archive is ``key id id ...`` (trailing spaces aside) made of the same line of words_text
+    through symbols (a one-to-one map), its ids map to words_text's words, line for line: a
+    Table of words_text's keys and words. None otherwise (the ids are then split and mapped)."""
+    id_text = {w: str(i) for w, i in symbols.items()}
+    try:
+        made = [" ".join([k, *map(id_text.__getitem__, v)]) for k, v in zip(words_text.keys, words_text.values)]
+    except KeyError:  # a word that is not in words.txt
+        return None
+    lines = text_table_lines(path)
+    if lines is None or [ln.rstrip(" ") for ln in lines] != made:
+        return None
+    return Table(path=str(path), kind="tokens", keys=list(words_text.keys), values=words_text.values)
 
 
 Select = Callable[[List[str]], Sequence[str]]  # conversation ids in carry order -> those to keep
@@ -325,7 +347,8 @@ def _load(nd: Path, data_dir: Optional[PathLike], words_txt: Optional[PathLike],
         if paths[n] is None:
             continue
         # the ids mapped to words at once where they can be (_words_through), else read as ids
-        t = _words_through(paths[n], Path(words_txt)) if n == "words" and keep is None and words_txt else None
+        t = (_words_through(paths[n], Path(words_txt), tables.get("words_text"))
+             if n == "words" and keep is None and words_txt else None)
         tables[n] = t if t is not None else read_table(paths[n], _KIND[n], keep=keep)
     ref = tables[ref_name]
     if share is None or ref.keys != share.ref_keys.keys:  # (changed between the two reads: check again)

@@ -295,7 +295,7 @@ def test_words_mapped_in_bulk_load_as_ids_mapped(name, ops, words_only):
                 return str(e)
 
         got = load()
-        with mock.patch.object(nbest, "_words_through", lambda path, words_txt: None):
+        with mock.patch.object(nbest, "_words_through", lambda path, words_txt, words_text: None):
             assert got == load()
 
 

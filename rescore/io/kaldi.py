@@ -58,7 +58,8 @@ from rescore.io.files import atomic_output  # noqa: F401  (the one atomic write;
 from rescore.io.lines import GZIP_MAGIC, decode_line, iter_lines, open_bytes  # noqa: F401  (re-exported)
 from rescore.io.symbols import invert_symbol_table, read_symbol_table  # noqa: F401  (re-exported)
 from rescore.io.text_tables import (EXPECTED, KINDS, Keep, Kind, Table, parse_float, parse_floats,  # noqa: F401
-                                    parse_value, read_text_table, text_table_fields)  # (re-exported)
+                                    parse_value, read_text_table, text_table_fields,  # (re-exported)
+                                    text_table_lines)
 
 PathLike = Union[str, Path]
 

@@ -192,11 +192,10 @@ def read_text_table(path: PathLike, kind: Kind, allow_empty_value: bool = True,
     return t if t is not None else _read_text_lines(path, kind, allow_empty_value, keep)
 
 
-def text_table_fields(path: PathLike) -> Optional[Tuple[List[str], List[List[str]]]]:
-    """(keys, the fields after the key of each line) of a text table read whole, its lines
-    split as read_text_table splits them: UTF-8 text cut at each newline, each line at
-    whitespace (str.split). None where the line-by-line reader must name a fault: the file
-    cannot be read whole (I/O, gzip), is not UTF-8, or has an empty line."""
+def text_table_lines(path: PathLike) -> Optional[List[str]]:
+    """The lines of a text table read whole, as read_text_table cuts them: UTF-8 text cut at
+    each newline. None where the line-by-line reader must name a fault: the file cannot be
+    read whole (I/O, gzip) or is not UTF-8."""
     data = _read_whole(path)
     if data is None:
         return None
@@ -207,6 +206,17 @@ def text_table_fields(path: PathLike) -> Optional[Tuple[List[str], List[List[str
     lines = text.split("\n")  # (as iterating over the file splits it: at '\n' only)
     if lines[-1] == "":
         lines.pop()  # the newline that ends the last line
+    return lines
+
+
+def text_table_fields(path: PathLike) -> Optional[Tuple[List[str], List[List[str]]]]:
+    """(keys, the fields after the key of each line) of a text table read whole, its lines
+    (text_table_lines) split at whitespace as read_text_table splits them (str.split). None
+    where the line-by-line reader must name a fault: the file cannot be read whole (I/O,
+    gzip), is not UTF-8, or has an empty line."""
+    lines = text_table_lines(path)
+    if lines is None:
+        return None
     with gc_paused():  # (a list per line, all alive at once: rescore.bulk)
         rows = list(map(str.split, lines))
     try:
