@@ -207,11 +207,12 @@ class CostArrays:
     @property
     def errors(self) -> Optional[np.ndarray]:
         if self._errors is None and self._nbest.refs is not None:
-            from rescore.metrics import word_errors
+            from rescore.metrics.wer import word_errors_of_each
 
             refs = self._nbest.refs
-            self._errors = np.array([word_errors(refs[u.id], h.words) for u in self._nbest.utterances()
-                                     for h in u.hyps], dtype=np.int64)
+            self._errors = np.array([e for u in self._nbest.utterances()
+                                     for e in word_errors_of_each(refs[u.id], [h.words for h in u.hyps])],
+                                    dtype=np.int64)
         return self._errors
 
     def lnn(self, mix: Sequence[float] = (1.0,)) -> np.ndarray:

@@ -62,6 +62,7 @@ from typing import Callable, List, Optional, Sequence
 
 import torch
 
+from rescore.bulk import gc_paused
 from rescore.engine_fast import SEGMENT_STATE_BYTES, run_fast
 from rescore.engine_reference import run_naive, run_padded
 from rescore.errors import RescoreError
@@ -104,9 +105,10 @@ def _encode(vocab, conversations: Sequence[Sequence[UttInput]]) -> List[List[Lis
     """Encode every hypothesis with the one Vocabulary object, in input order (OOV identities
     are then deterministic for a given input)."""
     out = []
-    for conv in conversations:
-        out.append([[Hyp(*vocab.encode(h), tuple(h)) for h in utt.hyps]
-                    for utt in conv])
+    with gc_paused():  # (hundreds of thousands of lists that all survive: rescore.bulk)
+        for conv in conversations:
+            out.append([[Hyp(*vocab.encode(h), tuple(h)) for h in utt.hyps]
+                        for utt in conv])
     return out
 
 

@@ -47,8 +47,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
 
+from rescore.bulk import gc_paused
 from rescore.errors import RescoreError
-from rescore.io.kaldi import DataDir, Table, read_data_dir, read_table
+from rescore.io.kaldi import (DataDir, Table, read_data_dir, read_table, table_container, text_table_fields,
+                              text_table_lines)
 from rescore.io.symbols import read_symbol_table
 
 log = logging.getLogger(__name__)
@@ -241,18 +243,67 @@ def default_words_txt(nbest_dir: Path) -> Optional[Path]:
 
 def _words_from_ids(words: Table, words_txt: Path, indices: Sequence[int]) -> List[Optional[List[str]]]:
     """The words (through words_txt) of the entries ``indices`` of ``words`` (ids), by entry
-    (None for the others)."""
+    (None for the others); ``words`` already mapped (kind "tokens", _words_through): its values."""
+    if words.kind == "tokens":
+        return words.values
     sym = read_symbol_table(words_txt)
     id2w = {i: w for w, i in sym.items()}
     out: List[Optional[List[str]]] = [None] * len(words)
     for i in indices:
         ids = words.values[i]
         try:
-            out[i] = [id2w[x] for x in ids]
+            out[i] = list(map(id2w.__getitem__, ids))
         except KeyError:
             bad = next(x for x in ids if x not in id2w)
             raise words.error(i, f"word ids of {words_txt}", got=f"id {bad} (not in {words_txt})") from None
     return out
+
+
+def _words_through(path: Path, words_txt: Path, words_text: Optional[Table]) -> Optional[Table]:
+    """The ``words`` archive at path with its ids mapped through words_txt (as int2sym.pl maps
+    them), in bulk: a Table of kind "tokens", its keys checked as read_table checks them.
+    None unless it is a text archive without a fault whose every id is in words_txt, written
+    as Kaldi writes ids (str(id): no sign, no leading zero); read_table and _words_from_ids
+    then read it as ids, each at its point of load_nbest_dir, and name any fault as before.
+    words_text: the ``words_text`` archive where there is one (_words_as_in)."""
+    try:
+        if table_container(path) != "text":
+            return None
+        symbols = read_symbol_table(words_txt)
+    except RescoreError:  # (raised again where the ids are read and mapped)
+        return None
+    if words_text is not None:
+        same = _words_as_in(path, symbols, words_text)
+        if same is not None:
+            return same
+    split = text_table_fields(path)
+    if split is None:
+        return None
+    keys, rows = split
+    word_of = {str(i): w for w, i in symbols.items()}  # each id as Kaldi writes it -> its word
+    try:
+        words = [list(map(word_of.__getitem__, r)) for r in rows]
+    except KeyError:
+        return None
+    t = Table(path=str(path), kind="tokens", keys=keys, values=words)
+    t.check_unique_keys()
+    return t
+
+
+def _words_as_in(path: Path, symbols: Dict[str, int], words_text: Table) -> Optional[Table]:
+    """_words_through of the common case, text against text: where every line of the ``words``
+    archive is ``key id id ...`` (trailing spaces aside) made of the same line of words_text
+    through symbols (a one-to-one map), its ids map to words_text's words, line for line: a
+    Table of words_text's keys and words. None otherwise (the ids are then split and mapped)."""
+    id_text = {w: str(i) for w, i in symbols.items()}
+    try:
+        made = [" ".join([k, *map(id_text.__getitem__, v)]) for k, v in zip(words_text.keys, words_text.values)]
+    except KeyError:  # a word that is not in words.txt
+        return None
+    lines = text_table_lines(path)
+    if lines is None or [ln.rstrip(" ") for ln in lines] != made:
+        return None
+    return Table(path=str(path), kind="tokens", keys=list(words_text.keys), values=words_text.values)
 
 
 Select = Callable[[List[str]], Sequence[str]]  # conversation ids in carry order -> those to keep
@@ -278,15 +329,27 @@ def load_nbest_dir(
     whole set's ``subset(select(ids))``, but only the kept conversations' entries are parsed
     (module doc, "A share of the set").
     """
-    nd = Path(nbest_dir)
+    with gc_paused():  # (a million objects that all survive: rescore.bulk)
+        return _load(Path(nbest_dir), data_dir, words_txt, allow_missing, select)
+
+
+def _load(nd: Path, data_dir: Optional[PathLike], words_txt: Optional[PathLike], allow_missing: bool,
+          select: Optional[Select]) -> NbestSet:
+    """load_nbest_dir's work."""
     paths, words_txt = _find_archives(nd, words_txt)
     log.info("reading N-best dir %s", nd)
     ref_name = "words_text" if paths["words_text"] is not None else "words"
     share = None if select is None else _choose_share(paths[ref_name], _KIND[ref_name], data_dir, select)
     keep = None if share is None else share.keep
 
-    tables: Dict[str, Table] = {n: read_table(paths[n], _KIND[n], keep=keep)
-                                for n in ("words_text", "words") if paths[n] is not None}
+    tables: Dict[str, Table] = {}
+    for n in ("words_text", "words"):
+        if paths[n] is None:
+            continue
+        # the ids mapped to words at once where they can be (_words_through), else read as ids
+        t = (_words_through(paths[n], Path(words_txt), tables.get("words_text"))
+             if n == "words" and keep is None and words_txt else None)
+        tables[n] = t if t is not None else read_table(paths[n], _KIND[n], keep=keep)
     ref = tables[ref_name]
     if share is None or ref.keys != share.ref_keys.keys:  # (changed between the two reads: check again)
         blocks = _utterance_blocks(ref)
@@ -372,7 +435,7 @@ def _hypothesis_words(tables: Dict[str, Table], paths: Dict[str, Optional[Path]]
             log.warning("no words.txt: cannot check %s against %s", paths["words"], paths["words_text"])
         else:
             from_ids = _words_from_ids(tables["words"], Path(words_txt), indices)
-            for i in indices:
+            for i in indices if from_ids != words else ():  # (equal, as a rule: one C-level test)
                 if from_ids[i] != words[i]:
                     raise wt.error(i, f"the words of line {tables['words'].lines[i]} of "
                                       f"{tables['words'].path} mapped through {words_txt}: "
@@ -381,7 +444,8 @@ def _hypothesis_words(tables: Dict[str, Table], paths: Dict[str, Optional[Path]]
         # words_text alone: its words come from int2sym.pl over words.txt, so a word missing
         # there is a mismatch of the two (the wrong words.txt, or an edited archive)
         known = read_symbol_table(words_txt)
-        for i in indices:
+        every = known.keys() >= set(itertools.chain.from_iterable(map(words.__getitem__, indices)))
+        for i in indices if not every else ():  # (a word not in words.txt: find the first)
             bad = next((w for w in words[i] if w not in known), None)
             if bad is not None:
                 raise wt.error(i, f"words of {words_txt}", got=f"{bad!r} (not in {words_txt})")

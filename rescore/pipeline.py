@@ -273,6 +273,7 @@ def rescore_nbest_dir(job: NbestJob) -> Optional[dict]:
     """Run a rescore-nbest job: OUT_DIR/{lmwt.nn (with a model), lmwt.interp, text} and, with
     references, report.json / report.txt (+ buckets.png with train_text). Returns the report,
     or None without references."""
+    from rescore.bulk import gc_frozen
     from rescore.nbest import load_nbest_dir
 
     with job.output_set() as out:
@@ -281,7 +282,8 @@ def rescore_nbest_dir(job: NbestJob) -> Optional[dict]:
             select = partial(split_share, k=job.split[0], n=job.split[1], block=job.scoring.conv_batch)
         nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing,
                                select=select)
-        return write_rescored(out, job, nbest)
+        with gc_frozen():  # (the loaded set is not walked by the cyclic GC again: rescore.bulk)
+            return write_rescored(out, job, nbest)
 
 
 @dataclass

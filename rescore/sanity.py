@@ -32,6 +32,7 @@ words.txt of the same words with shuffled ids: WER 103 %, 0.04 % found).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import unicodedata
 from collections import Counter
@@ -121,7 +122,9 @@ def vocabulary_check(model: str, vocab: Collection[str], hyp_tokens: Iterable[st
     """How much of the hypotheses (and references, and the words.txt words ``lexicon``) lies
     outside ``vocab``; warnings above OOV_WARN_RATE and for a case/normalisation mismatch."""
     vocab = set(vocab)
-    hyp = Counter(w for w in hyp_tokens if w not in SPECIALS)
+    hyp = Counter(hyp_tokens)  # (one C-level count, then the specials out)
+    for special in SPECIALS:
+        hyp.pop(special, None)
     oov = Counter({w: n for w, n in hyp.items() if w not in vocab})
     n_hyp, n_oov = sum(hyp.values()), sum(oov.values())
     c = VocabularyCheck(model, len(vocab), n_hyp, n_oov, _rate(n_oov, n_hyp))
@@ -214,7 +217,7 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
     nd = Path(nbest.path)
     wt = Path(words_txt) if words_txt is not None else default_words_txt(nd)
     lexicon = _lexicon(wt) if models else None
-    hyp_tokens = [w for u in nbest.utterances() for h in u.hyps for w in h.words]
+    hyp_tokens = list(itertools.chain.from_iterable(h.words for u in nbest.utterances() for h in u.hyps))
     ref_tokens = None if nbest.refs is None else [w for r in nbest.refs.values() for w in r]
     checks = InputChecks()
     for m in models:

@@ -9,11 +9,13 @@ OOV word that occurs in its history.
 from __future__ import annotations
 
 import gzip
+import itertools
 import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple, Union
 
+from rescore.bulk import gc_paused
 from rescore.errors import RescoreError
 
 EOS = "<eos>"  # the one sentence-boundary symbol: first input and last target of a sentence
@@ -31,7 +33,6 @@ def read_sentences(path: Union[str, Path]) -> List[List[str]]:
     path = Path(path)
     if not path.is_file():
         raise RescoreError("an existing text file, one sentence per line", path=path)
-    sentences = []
     try:
         data = path.read_bytes()
         if data[:2] == b"\x1f\x8b":  # a gzipped text (train.txt.gz), as Kaldi recipes keep them
@@ -39,20 +40,31 @@ def read_sentences(path: Union[str, Path]) -> List[List[str]]:
     except (OSError, EOFError, zlib.error) as e:
         raise RescoreError("a readable text file (plain or gzip)", path=path,
                            got=getattr(e, "strerror", None) or str(e)) from None
-    for n, raw in enumerate(data.split(b"\n"), 1):
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise RescoreError("UTF-8 text", path=path, line=n,
-                               got=f"byte {raw[e.start]:#04x} at column {e.start + 1}") from None
-        words = line.split()
-        if words and words[0] == "<s>":
-            words = words[1:]
-        if words and words[-1] == "</s>":
-            words = words[:-1]
-        if words:
-            sentences.append(words)
+    try:
+        lines = data.decode("utf-8").split("\n")  # (the whole text at once, as a rule)
+    except UnicodeDecodeError:
+        raise _utf8_error(data, path) from None
+    sentences = []
+    with gc_paused():  # (a list per sentence, all alive at once: rescore.bulk)
+        for words in map(str.split, lines):
+            if words and words[0] == "<s>":
+                words = words[1:]
+            if words and words[-1] == "</s>":
+                words = words[:-1]
+            if words:
+                sentences.append(words)
     return sentences
+
+
+def _utf8_error(data: bytes, path: Path) -> RescoreError:
+    """The error of text that is not UTF-8: it names the first bad line, and the byte and column."""
+    for n, raw in enumerate(data.split(b"\n"), 1):  # (UTF-8 never spans a newline: a line is bad)
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return RescoreError("UTF-8 text", path=path, line=n,
+                                got=f"byte {raw[e.start]:#04x} at column {e.start + 1}")
+    return RescoreError("UTF-8 text", path=path)
 
 
 class Vocabulary:
@@ -65,11 +77,13 @@ class Vocabulary:
 
     def __init__(self, words: Iterable[str]):
         self.words: List[str] = list(words)
-        self.index: Dict[str, int] = {}
-        for i, w in enumerate(self.words):
-            if w in self.index:
-                raise RescoreError("distinct vocabulary words", got=w)
-            self.index[w] = i
+        self.index: Dict[str, int] = dict(zip(self.words, range(len(self.words))))
+        if len(self.index) != len(self.words):  # a word twice: name the first
+            seen: set = set()
+            for w in self.words:
+                if w in seen:
+                    raise RescoreError("distinct vocabulary words", got=w)
+                seen.add(w)
         for special in (EOS, UNK):
             if special not in self.index:
                 raise RescoreError(f"the symbol {special} in the vocabulary")
@@ -107,12 +121,9 @@ class Vocabulary:
         path = Path(path)
         if not path.is_file():
             raise RescoreError("an existing Kaldi words.txt", path=path)
-        entries = [(i, w) for w, i in read_symbol_table(path).items()]
-        words = []
-        for _, w in sorted(entries):
-            if w in _KALDI_NON_WORDS or w.startswith("#") or w in (EOS, UNK, unk):
-                continue
-            words.append(w)
+        ids = read_symbol_table(path)
+        left_out = _KALDI_NON_WORDS | {EOS, UNK, unk}
+        words = [w for w in sorted(ids, key=ids.__getitem__) if w not in left_out and not w.startswith("#")]
         return cls([EOS, UNK] + words)
 
     def __len__(self) -> int:
@@ -144,7 +155,4 @@ class Vocabulary:
 
 def count_words(sentences: Iterable[List[str]]) -> Counter:
     """Word counts of tokenized sentences."""
-    c: Counter = Counter()
-    for s in sentences:
-        c.update(s)
-    return c
+    return Counter(itertools.chain.from_iterable(sentences))  # (one C-level count)

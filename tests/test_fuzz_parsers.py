@@ -12,6 +12,7 @@ import gzip
 import shutil
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -80,6 +81,57 @@ def test_any_table(kind, data, key, body):
     _check(kaldi.read_table, "ark", data, kind)
     _check(kaldi.read_table, "ark", key + b"\0B" + body, kind)
     _check(kaldi.read_table, "ark", key + b"\0B\x04" + body + b"utt2 \0B\x04\x01\x00", kind)
+
+
+# Tables of well-formed lines with near misses in them: 'key value...' with Kaldi's and other
+# whitespace, so that the readers' success paths are reached as often as their faults.
+SEPARATOR = st.sampled_from([" ", " ", "\t", "  ", " \r", "\x0b", "\x1c", "\u00a0"])
+NUMBER = st.one_of(st.sampled_from(["0", "7", "12", "007", "1.5", "-2.25", "1e-05"]), st.integers(0, 10**6).map(str),
+                   st.floats(allow_nan=False, allow_infinity=False).map(repr))
+TABLE_LINE = st.builds(lambda key, toks, sep, end: sep.join([key, *toks]) + end,
+                       st.one_of(st.integers(1, 99).map("u-{}".format), st.sampled_from(["a", "é-1", "k"])),
+                       st.one_of(st.lists(NUMBER, min_size=1, max_size=1),
+                                 st.lists(st.one_of(NUMBER, TOKENS), max_size=4)),
+                       SEPARATOR, st.sampled_from(["", " ", "\r"]))
+TABLES = st.lists(TABLE_LINE, max_size=8).map(lambda ls: "\n".join(ls)).flatmap(
+    lambda text: st.sampled_from([text, text + "\n"])).map(lambda s: s.encode("utf-8", "surrogatepass"))
+
+
+def _outcome(fn, *args):
+    """What a reader gives: ("table", keys, values) or ("error", its message)."""
+    try:
+        t = fn(*args)
+    except RescoreError as e:
+        return "error", str(e)
+    return ("value", t) if isinstance(t, dict) else ("table", t.keys, t.values)
+
+
+@pytest.mark.parametrize("kind", ["float", "ints", "tokens"])
+@pytest.mark.parametrize("allow_empty_value", [True, False])
+@settings(FUZZ, max_examples=100)
+@given(data=st.one_of(TABLES, CONTENTS), gz=st.booleans())
+def test_text_table_in_bulk_is_read_as_line_by_line(kind, allow_empty_value, data, gz):
+    """read_text_table reads a file in bulk (rescore.io.text_tables): it gives what the line by
+    line reader gives, the same table or the same error."""
+    from rescore.io import text_tables
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "table"
+        path.write_bytes(gzip.compress(data) if gz else data)
+        assert _outcome(text_tables.read_text_table, path, kind, allow_empty_value) == \
+            _outcome(text_tables._read_text_lines, path, kind, allow_empty_value, None)
+
+
+@settings(FUZZ, max_examples=100)
+@given(data=st.one_of(TABLES, CONTENTS))
+def test_nn_costs_in_bulk_are_read_as_line_by_line(data):
+    """read_nn_costs parses all costs at once: the same costs, or the same error, as cost by cost."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "lmwt.nn"
+        path.write_bytes(data)
+        bulk = _outcome(kaldi.read_nn_costs, path)
+        with mock.patch.object(kaldi, "parse_floats", lambda toks: None):  # (no bulk parse: row by row)
+            assert bulk == _outcome(kaldi.read_nn_costs, path)
 
 
 @FUZZ
@@ -210,6 +262,41 @@ def test_nbest_dir_mutations(name, ops, gz):
             load_nbest_dir(nd, nd / "data")
         except RescoreError as e:
             assert str(nd) in str(e) or Path(name).name in str(e), str(e)
+
+
+@settings(FUZZ, max_examples=60)
+@given(name=st.sampled_from(["words", "words", "words.txt", "words_text"]),
+       ops=st.lists(st.tuples(st.sampled_from(["drop", "dup", "swap", "token", "append", "truncate"]),
+                              st.integers(0, 100), st.integers(0, 100),
+                              st.one_of(TOKENS, st.sampled_from(["21", "021", "99999", "+3", "٣", "14.0"]))),
+                    min_size=1, max_size=3),
+       words_only=st.booleans())
+def test_words_mapped_in_bulk_load_as_ids_mapped(name, ops, words_only):
+    """load_nbest_dir maps the ``words`` archive through words.txt in bulk where it can
+    (rescore.nbest._words_through): the same set, or the same error, as reading the ids and
+    mapping them."""
+    from rescore import nbest
+
+    with tempfile.TemporaryDirectory() as d:
+        nd = Path(d) / "nbest"
+        shutil.copytree(NBEST_SMALL, nd)
+        if words_only:
+            (nd / "words_text").unlink()
+        if (nd / name).exists():
+            lines = (nd / name).read_text().splitlines()
+            for op in ops:
+                lines = _mutate(lines, *op)
+            (nd / name).write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
+
+        def load():
+            try:
+                return nbest.load_nbest_dir(nd, nd / "data")
+            except RescoreError as e:
+                return str(e)
+
+        got = load()
+        with mock.patch.object(nbest, "_words_through", lambda path, words_txt, words_text: None):
+            assert got == load()
 
 
 @settings(FUZZ, max_examples=12)

@@ -133,6 +133,52 @@ def test_nn_costs_round_trip(tmp_path):
     assert read_nn_costs(tmp_path / "lmwt.nn") == costs
 
 
+SPECIAL_FLOATS = [0.0, -0.0, 1.0, 1e-05, 0.0001, 1e16, 1e15, 123456789012345.6, 5e-324, -5e-324,
+                  1.7976931348623157e308, 0.1, float("nan"), float("inf"), float("-inf")]
+
+
+def test_nn_costs_are_written_as_repr_of_each_cost(tmp_path):
+    """The costs are formatted once per distinct value (float_texts): the bytes are still
+    repr(float(c)) of each cost, signed zeros, numpy scalars and empty rows included."""
+    rng = np.random.default_rng(0)
+    costs = {f"u-{k}": [float(x) for x in rng.choice(rng.standard_normal(50) * 10, size=k % 12)]
+             for k in range(1, 301)}  # (values repeat, as NN costs of shared prefixes do)
+    costs["s-1"] = SPECIAL_FLOATS
+    costs["s-2"] = [np.float32(0.1), np.float64(-0.0), 3, True]
+    costs["s-3"] = []
+    write_nn_costs(tmp_path / "lmwt.nn", costs)
+    want = "".join(k + " " + " ".join(repr(float(x)) for x in v) + " \n" for k, v in costs.items())
+    assert (tmp_path / "lmwt.nn").read_text() == want
+
+
+def test_float_table_text_is_repr(tmp_path):
+    vals = {f"u-{i}": x for i, x in enumerate(SPECIAL_FLOATS[:12] + [np.float32(0.1), -0.0, 7])}
+    write_table(tmp_path / "t", "float", vals)
+    assert (tmp_path / "t").read_text() == "".join(f"{k} {float(v)!r} \n" for k, v in vals.items())
+
+
+@pytest.mark.parametrize("items,message", [
+    ({"u-1": 1.0, "u-2": float("nan"), "u 3": 1.0}, "non-finite cost nan"),
+    ({"u-1": 1.0, "u 2": float("nan")}, "bad key 'u 2'"),
+    ({"u-1": float("inf"), "": 1.0}, "non-finite cost inf"),
+    ({"u-1": 1.0, "": 1.0}, "bad key ''"),
+])
+def test_write_table_names_the_first_bad_entry(tmp_path, items, message):
+    """A bad key or a cost that is not finite: the first in the table's order (its key first)."""
+    with pytest.raises(ValueError, match=message):
+        write_table(tmp_path / "t", "float", items)
+    with pytest.raises(ValueError, match="bad key"):
+        write_table(tmp_path / "t", "tokens", {"u-1": ["a"], "u\t2": ["b"]})
+    assert not (tmp_path / "t").exists()
+
+
+def test_text_scp_offsets_count_bytes(tmp_path):
+    """An scp of a text table points at each value's byte offset (multi-byte UTF-8 before it)."""
+    items = {"é-1": ["ça", "va"], "u-2": [], "ü-3": ["x"]}
+    write_table(tmp_path / "t.ark", "tokens", items, scp=tmp_path / "t.scp")
+    assert read_table(tmp_path / "t.scp", "tokens").as_dict() == items
+
+
 def test_writer_is_atomic(tmp_path):
     p = tmp_path / "t"
     p.write_text("old\n")

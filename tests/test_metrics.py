@@ -290,3 +290,44 @@ def test_a_bootstrap_knows_how_many_units_it_resamples(caplog):
     assert sum("only 3 groups" in m for m in caplog.messages) == 1
     enough = compare_systems(refs, {"a": a, "b": b}, draws=100)  # 30 utterances
     assert enough.bootstrap.reliable and enough.bootstrap.note is None and "note:" not in format_comparison(enough)
+
+
+def test_word_errors_of_an_nbest_list_in_one_call():
+    from rescore.metrics import oracle_errors, word_errors
+    from rescore.metrics.wer import word_errors_of_each
+
+    rng = random.Random(5)
+    for _ in range(300):
+        ref = rng.choices(WORDS + ["", "é"], k=rng.randrange(0, 8))
+        hyps = [rng.choices(WORDS[:5], k=rng.randrange(0, 8)) for _ in range(rng.randrange(1, 6))]
+        each = [word_errors(ref, h) for h in hyps]
+        assert word_errors_of_each(ref, hyps) == each and oracle_errors(ref, iter(hyps)) == min(each)
+    assert word_errors_of_each(["a"], []) == []
+
+
+def _buckets_word_by_word(train_counts, ref_tokens, n):
+    """The module doc's rule, one word at a time: (bucket_of, ranges)."""
+    ref_counts = Counter(ref_tokens)
+    total = sum(ref_counts.values())
+    bucket_of, ranges, before = {}, [None] * n, 0
+    for w in sorted(set(train_counts) | set(ref_counts), key=lambda w: (train_counts.get(w, 0), w)):
+        r = ref_counts.get(w, 0)
+        b = min(n - 1, int(n * (before + r / 2) / total)) if total else 0
+        bucket_of[w] = b
+        before += r
+        if r:
+            c = train_counts.get(w, 0)
+            ranges[b] = (c, c) if ranges[b] is None else (min(ranges[b][0], c), max(ranges[b][1], c))
+    return bucket_of, ranges
+
+
+def test_rare_word_buckets_follow_the_rule_word_by_word():
+    rng = random.Random(11)
+    for _ in range(200):
+        vocab = [f"w{i}" for i in range(rng.randrange(1, 40))]
+        train = Counter({w: rng.choice([1, 2, 3, 10, 1000]) for w in rng.sample(vocab, rng.randrange(len(vocab)))})
+        refs = rng.choices(vocab + ["unseen"], k=rng.randrange(0, 150))
+        n = rng.randrange(1, 12)
+        b = rare_word_buckets(train, refs, n)
+        bucket_of, ranges = _buckets_word_by_word(train, refs, n)
+        assert list(b.bucket_of.items()) == list(bucket_of.items()) and b.ranges == ranges

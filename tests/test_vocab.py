@@ -53,3 +53,23 @@ def test_read_sentences_takes_a_gzipped_text(tmp_path):
     bad.write_bytes(gz.read_bytes()[:-6])
     with pytest.raises(RescoreError, match="bad.gz"):
         read_sentences(bad)
+
+
+def test_read_sentences_names_the_first_line_that_is_not_utf8(tmp_path):
+    """The text is decoded whole; a fault is still named by its line and column."""
+    p = tmp_path / "train.txt"
+    p.write_bytes("a b\nc d\nééé\nx y\xff z\nq\xfe\n".encode("latin-1").replace(b"\xe9", "é".encode()))
+    with pytest.raises(RescoreError, match=r"train\.txt:4: expected UTF-8 text, got 'byte 0xff at column 4'"):
+        read_sentences(p)
+
+
+def test_vocabulary_names_a_repeated_word():
+    with pytest.raises(RescoreError, match="distinct vocabulary words, got 'b'"):
+        Vocabulary(["<eos>", "<unk>", "a", "b", "c", "b", "a"])
+
+
+def test_count_words_counts_in_order_of_first_sight():
+    from rescore.vocab import count_words
+
+    c = count_words([["b", "a"], [], ["c", "a", "b", "b"]])
+    assert list(c.items()) == [("b", 3), ("a", 2), ("c", 1)]

@@ -19,8 +19,19 @@ ratio ours/baseline is what strictness (key, order, contiguity, words.txt checks
    together, and of the whole read (median of --repeats), measured in the same run.
    --split-only leaves out 1. and 2.
 
+4. With --phases MODEL: where the CPU time of whole `rescore-nbest` runs on the dev set goes
+   (MODEL scores it: `--device cpu --normalize none --state-carry first-pass --oov-penalty 0
+   --precision fp32`, OMP_NUM_THREADS=1; with --phases-train-text also `--train-text` and the
+   default OOV penalty, auto): each of --repeats runs is a process of its own, which times its
+   phases with time.process_time (each phase's own calls, inclusive): reading the N-best dir,
+   the input checks, encoding the words, the engine's scoring (the rest of score_nbest),
+   writing lmwt.nn and lmwt.interp, the report and its chart; the process's own CPU seconds
+   (user + sys) and the rest ("other": the imports, torch's among them, loading the model,
+   the interpolation, the text and JSON outputs). Medians; leaves out 1. to 3.
+
 Usage: PYTHONPATH=. python tools/bench_io.py [--hyps 1000000] [--repeats 3] [--json OUT]
                                            [--split-jobs 8 [--split-only]]
+       PYTHONPATH=. python tools/bench_io.py --phases exp/sn-lstm/model.pt [--phases-train-text] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -183,16 +194,94 @@ def print_split(label: str, r: dict) -> None:
           f"(x{r['all_jobs_over_whole']:.2f} the whole read)", flush=True)
 
 
+# (label, module, attribute) of each timed phase of a rescore-nbest run (--phases)
+PHASES = [("read", "rescore.nbest", "load_nbest_dir"), ("checks", "rescore.sanity", "check_nbest_input"),
+          ("encode", "rescore.engine", "_encode"), ("scoring", "rescore.engine", "score_nbest"),
+          ("lmwt.nn", "rescore.io.kaldi", "write_nn_costs"), ("lmwt.interp", "rescore.io.kaldi", "write_table"),
+          ("report", "rescore.metrics", "nbest_report"), ("chart", "rescore.metrics", "plot_comparison")]
+
+
+def phases_child(argv) -> None:
+    """One timed rescore-nbest run in this process (argv: its arguments); prints its phases'
+    CPU seconds as JSON on the last line of stdout."""
+    import importlib
+    import json
+    import resource
+    import runpy
+
+    spent = dict.fromkeys([p[0] for p in PHASES], 0.0)
+
+    def timed(label, fn):
+        def run(*a, **k):
+            t = time.process_time()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[label] += time.process_time() - t
+        return run
+
+    for label, module, name in PHASES:
+        mod = importlib.import_module(module)
+        setattr(mod, name, timed(label, getattr(mod, name)))
+    sys.argv = ["rescore-nbest", *argv]
+    try:
+        runpy.run_module("rescore.cli.nbest", run_name="__main__")
+    except SystemExit as e:
+        if e.code:
+            raise
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    spent["scoring"] -= spent["encode"]  # (score_nbest encodes the words first)
+    spent["process"] = ru.ru_utime + ru.ru_stime
+    spent["other"] = spent["process"] - sum(spent[p[0]] for p in PHASES)
+    print(json.dumps(spent))
+
+
+def bench_phases(model: str, train_text: bool, repeats: int) -> dict:
+    """Medians over ``repeats`` processes of phases_child's figures on the dev set."""
+    import json
+    import os
+    import subprocess
+
+    d = REPO.parent / "shared" / "data" / "tts-wikitext2-dev"
+    args = [str(d / "nbest"), None, "--data-dir", str(d / "data"), "--model", model, "--device", "cpu",
+            "--normalize", "none", "--state-carry", "first-pass", "--precision", "fp32"]
+    args += ["--train-text", str(REPO.parent / "shared" / "data" / "wikitext2-asr" / "train.txt")] if train_text \
+        else ["--oov-penalty", "0"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO))
+    runs = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="bench_io.") as tmp:
+            args[1] = str(Path(tmp) / "out")
+            r = subprocess.run([sys.executable, __file__, "--phases-child", *args], env=env, capture_output=True,
+                               text=True, check=True)
+            runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    out = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+    out["load"] = os.getloadavg()[0]
+    return out
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--phases-child"]:
+        return phases_child(sys.argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hyps", type=int, default=1_000_000, help="hypotheses in the synthetic N-best dir")
     ap.add_argument("--repeats", type=int, default=3, help="runs per figure (the median is reported)")
     ap.add_argument("--json", help="also write the figures as JSON here")
     ap.add_argument("--split-jobs", type=int, default=0, help="also time one --split K/N job's read, N jobs")
     ap.add_argument("--split-only", action="store_true", help="with --split-jobs: only the split figures")
+    ap.add_argument("--phases", metavar="MODEL", help="time the phases of rescore-nbest runs of MODEL on the dev set")
+    ap.add_argument("--phases-train-text", action="store_true",
+                    help="with --phases: also --train-text (report buckets, chart, OOV penalty auto)")
     args = ap.parse_args()
     res = {"machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}",
            "repeats": args.repeats}
+    if args.phases:
+        res["phases"] = ph = bench_phases(args.phases, args.phases_train_text, args.repeats)
+        print("CPU s (median of %d runs, load %.1f): " % (args.repeats, ph["load"])
+              + ", ".join(f"{k} {v:.2f}" for k, v in ph.items() if k != "load"), flush=True)
+        if args.json:
+            write_json(args.json, res)
+        return
     if args.split_jobs:
         res["split"] = {}
         dev = REPO.parent / "shared" / "data" / "tts-wikitext2-dev"

@@ -25,12 +25,12 @@ it keeps: the others are ``None`` in :attr:`Table.values`, their lines split no 
 key (a binary entry is walked over, an scp's archive not opened for them). Errors of keys and of
 the container (empty line, duplicate key, bad scp line, broken binary entry, truncated gzip) are
 found everywhere, errors of values only in kept entries, each with the message and line a full
-read gives. A text archive is then read in bulk (keys split off all lines at once, only kept
-lines decoded); one with a key that is not printable ASCII is read line by line, every line
-decoded. ``rescore-nbest --split`` reads its share of an N-best dir this way.
+read gives. ``rescore-nbest --split`` reads its share of an N-best dir this way.
 
-Symbol tables (``words.txt``) are read by :mod:`rescore.io.symbols`, lines opened and decoded
-by :mod:`rescore.io.lines`; both are re-exported here.
+Text archives are read by :mod:`rescore.io.text_tables` (in bulk; a file with a fault again
+line by line, to name it), which also holds :class:`Table`; symbol tables (``words.txt``) by
+:mod:`rescore.io.symbols`; lines are opened and decoded by :mod:`rescore.io.lines`. All are
+re-exported here.
 
 Outputs go through :func:`rescore.io.files.atomic_output`: a temporary file in the target
 directory renamed into place, so nothing is left half-written.
@@ -47,9 +47,9 @@ import mmap
 import os
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -57,189 +57,15 @@ from rescore.errors import RescoreError
 from rescore.io.files import atomic_output  # noqa: F401  (the one atomic write; re-exported)
 from rescore.io.lines import GZIP_MAGIC, decode_line, iter_lines, open_bytes  # noqa: F401  (re-exported)
 from rescore.io.symbols import invert_symbol_table, read_symbol_table  # noqa: F401  (re-exported)
+from rescore.io.text_tables import (EXPECTED, KINDS, Keep, Kind, Table, parse_float, parse_floats,  # noqa: F401
+                                    parse_value, read_text_table, text_table_fields,  # (re-exported)
+                                    text_table_lines)
 
 PathLike = Union[str, Path]
-Kind = str  # "float" | "ints" | "tokens"
-Keep = Callable[[str], bool]  # a reader's test on keys: parse this entry's value?
-
-_KINDS = ("float", "ints", "tokens")
-_EXPECTED = {
-    "float": "'key cost' (one finite float)",
-    "ints": "'key id id ...' (non-negative integers)",
-    "tokens": "'key word word ...'",
-}
-
-
-@dataclass
-class Table:
-    """One Kaldi table, in file order.
-
-    keys[i] holds values[i] (None where a reader's ``keep`` rejected the key: not parsed);
-    ``lines[i]`` is where entry i came from (text line, scp line, or binary entry number,
-    1-based) so later cross-file checks can point at it. ``binary`` says whether lines[] are
-    entry numbers of a binary archive rather than text lines.
-    """
-
-    path: str
-    kind: Kind
-    keys: List[str] = field(default_factory=list)
-    values: list = field(default_factory=list)
-    binary: bool = False
-
-    @property
-    def lines(self) -> range:
-        # Entry i is line i + 1 (blank lines are errors), scp line i + 1, or binary entry i + 1.
-        return range(1, len(self.keys) + 1)
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def as_dict(self) -> Dict[str, object]:
-        return dict(zip(self.keys, self.values))
-
-    def error(self, i: int, expected: str, got: Optional[str] = None) -> RescoreError:
-        """A RescoreError pointing at entry i of this table."""
-        if self.binary:
-            return RescoreError(expected, path=f"{self.path} (binary entry {self.lines[i]})", got=got)
-        return RescoreError(expected, path=self.path, line=self.lines[i], got=got)
 
 
 # --------------------------------------------------------------------------------------------
-# Reading
-
-
-def _parse_float(tok: str) -> float:
-    # float() also takes '1_0', 'nan', 'inf' and unicode digits: Kaldi writes none of those.
-    if "_" in tok or not tok.isascii():
-        raise ValueError(tok)
-    v = float(tok)
-    if not math.isfinite(v):
-        raise ValueError(tok)
-    return v
-
-
-def _parse_ints(toks: Sequence[str]) -> List[int]:
-    if not toks:
-        return []
-    joined = "".join(toks)  # one C-level check for the whole vector: ASCII digits only
-    if not (joined.isascii() and joined.isdigit()):
-        raise ValueError(joined)
-    return list(map(int, toks))
-
-
-def _parse_one_float(fields: List[str]) -> float:
-    if len(fields) != 1:
-        raise ValueError(" ".join(fields))
-    return _parse_float(fields[0])
-
-
-# kind -> parser of the fields after the key; each raises ValueError on a bad field.
-_PARSERS = {"float": _parse_one_float, "ints": _parse_ints, "tokens": lambda fields: fields}
-
-
-def _parse_value(kind: Kind, fields: List[str]):
-    """Parse the fields after the key; ValueError on a bad field."""
-    return _PARSERS[kind](fields)
-
-
-def _is_binary_archive(path: PathLike) -> bool:
-    """A Kaldi binary archive has ``key `` followed by ``\\0B``."""
-    with contextlib.closing(open_bytes(path)) as f:
-        try:
-            head = f.read(4096)
-        except (EOFError, OSError, zlib.error) as e:
-            raise RescoreError("a complete gzip stream", path=path, line=1, got=f"truncated or corrupt: {e}") from None
-    sp = head.find(b" ")
-    return sp > 0 and head[sp + 1 : sp + 3] == b"\0B"
-
-
-def read_text_table(path: PathLike, kind: Kind, allow_empty_value: bool = True,
-                    keep: Optional[Keep] = None) -> Table:
-    """Strictly read a Kaldi text table (``ark,t``, optionally gzipped).
-
-    kind: "float" (one finite float per key), "ints" (non-negative int vector, may be empty),
-    "tokens" (whitespace-separated strings, may be empty unless allow_empty_value=False).
-    Blank lines, duplicate keys and bad fields raise RescoreError with file and line.
-    keep: parse only the values of the keys it keeps (module doc); the others are None.
-    """
-    if kind not in _KINDS:
-        raise ValueError(f"kind must be one of {_KINDS}")
-    if keep is not None:
-        t = _read_text_share(path, kind, allow_empty_value, keep)
-        if t is not None:
-            return t
-    t = Table(path=str(path), kind=kind)
-    parse = _PARSERS[kind]
-    keys, values = t.keys, t.values
-    for lineno, line in iter_lines(path):
-        fields = line.split()
-        if not fields:
-            raise RescoreError(_EXPECTED[kind], path=path, line=lineno, got="an empty line")
-        keys.append(fields[0])
-        if keep is not None and not keep(fields[0]):
-            values.append(None)
-        else:
-            values.append(_parse_fields(kind, parse, fields, line, path, lineno, allow_empty_value))
-    _check_unique(t)
-    return t
-
-
-def _parse_fields(kind: Kind, parse, fields: List[str], line: str, path: PathLike, lineno: int,
-                  allow_empty_value: bool):
-    """The value of a text line split into fields (key first); a RescoreError names the line."""
-    if not allow_empty_value and len(fields) == 1:
-        raise RescoreError(_EXPECTED[kind] + " with at least one value", path=path, line=lineno, got=line)
-    try:
-        return parse(fields[1:])
-    except ValueError:
-        raise RescoreError(_EXPECTED[kind], path=path, line=lineno, got=line) from None
-
-
-def _read_text_share(path: PathLike, kind: Kind, allow_empty_value: bool, keep: Keep) -> Optional[Table]:
-    """read_text_table with keep, in bulk: the file read whole, the keys split off every line
-    at once, only the kept lines decoded and parsed. None for a file that needs the line-by-line
-    reader, which then gives the exact error: a read error, an empty line, a key that is not
-    printable ASCII (where str.split() of the decoded line, the reader's rule, could cut it
-    elsewhere; such a file is read line by line, every line decoded)."""
-    try:
-        with contextlib.closing(open_bytes(path)) as f:
-            data = f.read()
-    except (RescoreError, EOFError, OSError, zlib.error, gzip.BadGzipFile):
-        return None
-    lines = data.split(b"\n")  # (as iterating over the file splits it)
-    if lines[-1] == b"":
-        lines.pop()  # the newline that ends the last line
-    ended = len(lines) if data.endswith(b"\n") else len(lines) - 1  # lines that end in a newline
-    try:
-        key_bytes = [ln.split(None, 1)[0] for ln in lines]
-    except IndexError:  # an empty line
-        return None
-    joined = b" ".join(key_bytes)
-    if not joined.isascii():
-        return None
-    text = joined.decode("ascii")
-    if not text.isprintable():  # (\x1c-\x1f: whitespace to str.split(), not to bytes.split())
-        return None
-    keys = text.split(" ") if lines else []
-    t = Table(path=str(path), kind=kind, keys=keys, values=[None] * len(keys))
-    parse = _PARSERS[kind]
-    for i in itertools.compress(range(len(keys)), map(keep, keys)):
-        line = decode_line(lines[i] + b"\n" if i < ended else lines[i], path, i + 1)  # (as iter_lines)
-        t.values[i] = _parse_fields(kind, parse, line.split(), line, path, i + 1, allow_empty_value)
-    _check_unique(t)
-    return t
-
-
-def _check_unique(t: Table) -> None:
-    """Duplicate keys are an error at the second occurrence (one set() in C when all is well)."""
-    if len(set(t.keys)) == len(t.keys):
-        return
-    first: Dict[str, int] = {}
-    for i, k in enumerate(t.keys):
-        if k in first:
-            raise t.error(i, f"a unique key ('{k}' is already at {'entry' if t.binary else 'line'} "
-                             f"{t.lines[first[k]]})", got=k)
-        first[k] = i
+# Reading: binary archives and scp indexes (text archives: rescore.io.text_tables)
 
 
 def _read_binary_float(buf: bytes, pos: int, where: str) -> Tuple[float, int]:
@@ -412,9 +238,9 @@ def _read_scp_table(scp: Path, kind: Kind, keep: Optional[Keep], stack: contextl
             else:
                 end = buf.find(b"\n", pos)
                 text = buf[pos : end if end >= 0 else len(buf)].decode("utf-8")
-                value = _parse_value(kind, text.split())
+                value = parse_value(kind, text.split())
         except (ValueError, UnicodeDecodeError):
-            raise RescoreError(_EXPECTED[kind] + f" at {rx}:{off}", path=path, line=lineno) from None
+            raise RescoreError(EXPECTED[kind] + f" at {rx}:{off}", path=path, line=lineno) from None
         except RescoreError as e:  # name the scp line, and the archive position in the message
             raise RescoreError(f"{e.expected} at {rx}:{off}", path=path, line=lineno, got=e.got) from None
         t.keys.append(key)
@@ -428,12 +254,26 @@ def read_table(path: PathLike, kind: Kind, keep: Optional[Keep] = None) -> Table
     The container is recognised from the bytes (gzip magic, ``\\0B`` after the first key) and
     from a ``.scp`` suffix. keep: parse only the values of the keys it keeps (module doc).
     """
-    path = Path(path)
-    if path.suffix == ".scp":
+    container = table_container(path)
+    if container == "scp":
         return read_scp_table(path, kind, keep)
-    if _is_binary_archive(path):
+    if container == "binary":
         return read_binary_table(path, kind, keep)
     return read_text_table(path, kind, keep=keep)
+
+
+def table_container(path: PathLike) -> str:
+    """How read_table reads path: "scp" (a ``.scp`` suffix), "binary" (``\\0B`` after the first
+    key) or "text"."""
+    if Path(path).suffix == ".scp":
+        return "scp"
+    with contextlib.closing(open_bytes(path)) as f:
+        try:
+            head = f.read(4096)
+        except (EOFError, OSError, zlib.error) as e:
+            raise RescoreError("a complete gzip stream", path=path, line=1, got=f"truncated or corrupt: {e}") from None
+    sp = head.find(b" ")
+    return "binary" if sp > 0 and head[sp + 1 : sp + 3] == b"\0B" else "text"
 
 
 # --------------------------------------------------------------------------------------------
@@ -479,7 +319,7 @@ def read_data_dir(path: PathLike) -> DataDir:
             try:
                 if len(v) != 3:
                     raise ValueError
-                start, end = _parse_float(v[1]), _parse_float(v[2])
+                start, end = parse_float(v[1]), parse_float(v[2])
                 if end < start:
                     raise ValueError
             except ValueError:
@@ -497,10 +337,15 @@ def read_nn_costs(path: PathLike) -> Dict[str, List[float]]:
     """Read ``lmwt.nn``: ``key c1 ... c_{n+1}`` (per-token costs, last = end of sentence) or
     ``key total``. Returns key -> list of finite floats (length n+1 or 1)."""
     t = read_text_table(path, "tokens", allow_empty_value=False)
+    lengths = list(map(len, t.values))
+    flat = parse_floats(list(itertools.chain.from_iterable(t.values)))  # all at once, as a rule
+    if flat is not None:
+        ends = itertools.accumulate(lengths)
+        return dict(zip(t.keys, [flat[e - n:e] for n, e in zip(lengths, ends)]))
     out: Dict[str, List[float]] = {}
-    for k, v, ln in zip(t.keys, t.values, t.lines):
+    for k, v, ln in zip(t.keys, t.values, t.lines):  # a bad cost: find the first
         try:
-            out[k] = [_parse_float(x) for x in v]
+            out[k] = [parse_float(x) for x in v]
         except ValueError:
             raise RescoreError("'key cost [cost ...]' (finite floats)", path=path, line=ln,
                                got=" ".join([k] + v)) from None
@@ -508,23 +353,87 @@ def read_nn_costs(path: PathLike) -> Dict[str, List[float]]:
 
 
 def write_nn_costs(path: PathLike, costs: Mapping[str, Sequence[float]]) -> None:
-    """Write ``lmwt.nn`` (per-token costs or one total per key), Kaldi text style, atomically."""
+    """Write ``lmwt.nn`` (per-token costs or one total per key), Kaldi text style, atomically:
+    ``key c1 c2 ... `` with each cost as repr(float(c)) (float_texts)."""
+    rows = list(costs.values())
+    lengths = list(map(len, rows))
+    flat = np.fromiter(map(float, itertools.chain.from_iterable(rows)), dtype=np.float64, count=sum(lengths))
+    texts = float_texts(flat)
+    ends = list(itertools.accumulate(lengths))
+    lines = [k + " " + " ".join(texts[e - n:e]) + " \n" for k, n, e in zip(costs, lengths, ends)]
     with atomic_output(path, "w") as f:
-        for k, v in costs.items():
-            f.write(k + " " + " ".join(repr(float(x)) for x in v) + " \n")
+        f.write("".join(lines))
 
 
 # --------------------------------------------------------------------------------------------
 # Writing
 
 
-def _format_value(kind: Kind, v) -> str:
+def float_texts(values: np.ndarray) -> List[str]:
+    """repr() of each value of a float64 array: Python's shortest string that reads back to the
+    same float (``0.1``, ``1e-05``, ``-0.0``). repr is the costly part of writing costs, so it
+    runs once per distinct value (by bit pattern, so -0.0 keeps its sign): NN costs repeat a lot,
+    as the hypotheses of an N-best list share prefixes (1.2M costs, 106k distinct on the dev set).
+    """
+    bits, inverse = np.unique(np.ascontiguousarray(values, dtype=np.float64).view(np.int64), return_inverse=True)
+    texts = np.array(list(map(repr, bits.view(np.float64).tolist())), dtype=object)
+    return texts[inverse.ravel()].tolist()
+
+
+def _first_bad_key(keys: List[str]) -> Optional[int]:
+    """The index of the first key that is empty or holds whitespace, None when all are good."""
+    if " ".join(keys).split() == keys:  # (every key one field: one C-level test)
+        return None
+    return next(i for i, k in enumerate(keys) if not k or any(c.isspace() for c in k))
+
+
+def _text_values(kind: Kind, keys: List[str], values: list) -> List[str]:
+    """The text of each value of a text table; ValueError at the first entry with a bad key or
+    a cost that is not finite (its key first), as writing entry by entry would find them."""
+    bad_key = _first_bad_key(keys)
+    head = values if bad_key is None else values[:bad_key]  # the entries before a bad key
     if kind == "float":
-        x = float(v)
-        if not math.isfinite(x):
-            raise ValueError(f"non-finite cost {x}")
-        return repr(x)  # shortest string that reads back to the same float64
-    return " ".join(str(x) for x in v)
+        costs = np.fromiter(map(float, head), dtype=np.float64, count=len(head))
+        bad = np.flatnonzero(~np.isfinite(costs))
+        if len(bad):
+            raise ValueError(f"non-finite cost {float(costs[bad[0]])}")
+        texts = float_texts(costs)
+    else:
+        texts = [" ".join(map(str, v)) for v in head]
+    if bad_key is not None:
+        raise ValueError(f"bad key {keys[bad_key]!r}")
+    return texts
+
+
+def _binary_body(kind: Kind, keys: List[str], values: list, body: io.BytesIO) -> List[int]:
+    """Kaldi binary entries into body (floats as float32 BaseFloat, int vectors through kaldiio);
+    the byte offset of each value."""
+    import kaldiio.matio as matio
+
+    bad_key = _first_bad_key(keys)
+    offsets = []
+    for i, (key, v) in enumerate(zip(keys, values)):
+        if i == bad_key:
+            raise ValueError(f"bad key {key!r}")
+        body.write(key.encode("utf-8") + b" ")
+        offsets.append(body.tell())
+        if kind == "float":
+            body.write(b"\0B\x04" + struct.pack("<f", float(v)))
+            continue
+        arr = np.asarray(v, dtype=np.int32)
+        if arr.ndim != 1:
+            raise ValueError(f"int vector for {key!r} must be 1-D")
+        matio.write_array(body, arr)  # kaldiio's binary int32 vector (with '\0B' header)
+    return offsets
+
+
+def _text_offsets(keys: List[str], lines: List[str]) -> List[int]:
+    """The byte offset of each value of a text table written as ``lines`` (one per key)."""
+    offsets, start = [], 0
+    for key, line in zip(keys, lines):
+        offsets.append(start + len(key.encode("utf-8")) + 1)
+        start += len(line.encode("utf-8"))
+    return offsets
 
 
 def write_table(
@@ -540,38 +449,28 @@ def write_table(
     """Write a Kaldi table atomically.
 
     Text lines are ``key value(s) `` with Kaldi's trailing space (trailing_space=False drops it,
-    as int2sym-style ``words_text`` and ``data/text`` have none). binary=True writes Kaldi binary
-    (floats as float32 BaseFloat, int vectors through kaldiio); gz gzips the archive; scp also
-    writes an index (not with gz: offsets into a gzip stream mean nothing).
+    as int2sym-style ``words_text`` and ``data/text`` have none); a cost is written as repr()
+    (float_texts). binary=True writes Kaldi binary (floats as float32 BaseFloat, int vectors
+    through kaldiio); gz gzips the archive; scp also writes an index (not with gz: offsets into
+    a gzip stream mean nothing).
     """
-    if kind not in _KINDS:
-        raise ValueError(f"kind must be one of {_KINDS}")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}")
     if scp is not None and gz:
         raise ValueError("an scp cannot index a gzipped archive")
     if binary and kind == "tokens":
         raise ValueError("token lists have no binary form")
-    end = " \n" if trailing_space else "\n"
-    body = io.BytesIO()
-    offsets: List[Tuple[str, int]] = []
-    for key, v in items.items():
-        if not key or any(c.isspace() for c in key):
-            raise ValueError(f"bad key {key!r}")
-        body.write(key.encode("utf-8") + b" ")
-        offsets.append((key, body.tell()))
-        if binary and kind == "float":
-            body.write(b"\0B\x04" + struct.pack("<f", float(v)))
-        elif binary:
-            import kaldiio.matio as matio
-
-            arr = np.asarray(v, dtype=np.int32)
-            if arr.ndim != 1:
-                raise ValueError(f"int vector for {key!r} must be 1-D")
-            matio.write_array(body, arr)  # kaldiio's binary int32 vector (with '\0B' header)
-        else:
-            val = _format_value(kind, v)
-            # 'key 1 2 ' + newline as Kaldi writes; an empty vector is 'key ' + newline.
-            body.write((val + end if val else "\n").encode("utf-8"))
-    data = body.getvalue()
+    keys, values = list(items), list(items.values())
+    if binary:
+        body = io.BytesIO()
+        offsets = _binary_body(kind, keys, values, body)
+        data = body.getvalue()
+    else:
+        end = " \n" if trailing_space else "\n"
+        # 'key 1 2 ' + newline as Kaldi writes; an empty vector is 'key ' + newline.
+        lines = [k + " " + (v + end if v else "\n") for k, v in zip(keys, _text_values(kind, keys, values))]
+        data = "".join(lines).encode("utf-8")
+        offsets = _text_offsets(keys, lines) if scp is not None else []
     with atomic_output(path, "wb") as f:
         if gz:
             with gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as g:
@@ -580,5 +479,6 @@ def write_table(
             f.write(data)
     if scp is not None:
         with atomic_output(scp, "w") as f:
-            for key, off in offsets:
+            for key, off in zip(keys, offsets):
                 f.write(f"{key} {path}:{off}\n")
+

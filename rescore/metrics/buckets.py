@@ -16,6 +16,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
+import numpy as np
+
 from rescore.metrics.wer import Alignment
 
 
@@ -47,20 +49,21 @@ def rare_word_buckets(train_counts: Counter, ref_tokens: Iterable[str], n: int =
         raise ValueError("n must be >= 1")
     ref_counts = Counter(ref_tokens)
     total = sum(ref_counts.values())
-    vocab = sorted(set(train_counts) | set(ref_counts), key=lambda w: (train_counts.get(w, 0), w))
-    bucket_of: Dict[str, int] = {}
+    words = sorted(set(train_counts) | set(ref_counts))
+    order = np.argsort([train_counts.get(w, 0) for w in words], kind="stable").tolist()
+    vocab = [words[i] for i in order]  # rarest first, ties by word
+    train = np.array([train_counts.get(w, 0) for w in vocab], dtype=np.int64)
+    ref = np.array([ref_counts.get(w, 0) for w in vocab], dtype=np.int64)
+    before = np.cumsum(ref) - ref  # reference tokens of the rarer words
+    if total:  # (the rule's float arithmetic, in Python's order, on every word at once)
+        bucket = np.minimum(n - 1, (n * (before + ref / 2) / total).astype(np.int64))
+    else:
+        bucket = np.zeros(len(vocab), dtype=np.int64)
     ranges: List[Optional[Tuple[int, int]]] = [None] * n
-    before = 0
-    for w in vocab:
-        r = ref_counts.get(w, 0)
-        b = min(n - 1, int(n * (before + r / 2) / total)) if total else 0
-        bucket_of[w] = b
-        before += r
-        if r:
-            c = train_counts.get(w, 0)
-            lo_hi = ranges[b]
-            ranges[b] = (c, c) if lo_hi is None else (min(lo_hi[0], c), max(lo_hi[1], c))
-    return BucketMap(n, bucket_of, Counter(train_counts), ranges)
+    for b, c in zip(bucket[ref > 0].tolist(), train[ref > 0].tolist()):
+        lo_hi = ranges[b]
+        ranges[b] = (c, c) if lo_hi is None else (min(lo_hi[0], c), max(lo_hi[1], c))
+    return BucketMap(n, dict(zip(vocab, bucket.tolist())), Counter(train_counts), ranges)
 
 
 def bucket_wer(alignments: Mapping[str, Alignment], buckets: BucketMap) -> List[dict]:

@@ -326,13 +326,17 @@ def compare_systems(refs: Mapping[str, Sequence[str]], systems: Mapping[str, Map
                     groups: Optional[Mapping[str, str]] = None, grouping: Optional[str] = None,
                     draws: int = 1000, seed: int = 0, confidence: float = 0.95,
                     allow_missing: bool = False, paths: Optional[Mapping[str, str]] = None,
-                    ref_path: Optional[PathLike] = None) -> Comparison:
+                    ref_path: Optional[PathLike] = None, aligned: Optional[Sequence[tuple]] = None,
+                    buckets: Optional[BucketMap] = None) -> Comparison:
     """Score systems (name -> utt -> tokens; the first is the baseline) on refs and compare each
     further one with the baseline. JSON-ready (no NaN or inf: None instead).
 
     groups: utt -> recording/speaker; the bootstrap then resamples whole groups (errors of one
     recording are correlated), else utterances. grouping names them (e.g. "segments").
     draws: bootstrap samples (0: no bootstrap). train_counts adds the rare-word bucket table.
+    aligned, buckets: what the caller has already computed, so as not to do it twice: each
+    system's align(refs, system) (WerStats, alignments), and rare_word_buckets(train_counts,
+    the reference tokens, num_buckets).
     """
     names = list(systems)
     if not names:
@@ -340,12 +344,12 @@ def compare_systems(refs: Mapping[str, Sequence[str]], systems: Mapping[str, Map
     if draws < 0 or not 0.0 < confidence < 1.0:
         raise ValueError("draws >= 0 and 0 < confidence < 1")
     paths = dict(paths or {})
-    scored = [align(refs, systems[n], allow_missing=allow_missing, ref_path=ref_path, hyp_path=paths.get(n))
-              for n in names]
+    scored = list(aligned) if aligned is not None else [
+        align(refs, systems[n], allow_missing=allow_missing, ref_path=ref_path, hyp_path=paths.get(n)) for n in names]
     alignments = [a for _, a in scored]
     unit_of, n_units = _units(list(refs), groups, grouping)
-    buckets = (rare_word_buckets(train_counts, (w for r in refs.values() for w in r), num_buckets)
-               if train_counts is not None else None)
+    if buckets is None and train_counts is not None:
+        buckets = rare_word_buckets(train_counts, (w for r in refs.values() for w in r), num_buckets)
     units = _UnitCounts.of(refs, alignments, unit_of, n_units, buckets)
     sys_rows = [SystemScore.of(n, paths.get(n), stats) for n, (stats, _) in zip(names, scored)]
     cmp = Comparison(len(refs), int(units.ref.sum()), None if ref_path is None else str(ref_path), names[0],
@@ -371,14 +375,16 @@ FIRST_PASS, RESCORED = "first-pass", "rescored"
 
 
 def compare_nbest(nbest, one_best: Mapping[str, Sequence[str]], *, train_counts: Optional[Counter] = None,
-                  num_buckets: int = 10, draws: int = 1000, seed: int = 0) -> Comparison:
+                  num_buckets: int = 10, draws: int = 1000, seed: int = 0, aligned: Optional[Sequence[tuple]] = None,
+                  buckets: Optional[BucketMap] = None) -> Comparison:
     """The report's comparison of an N-best set's first pass (each utterance's rank 1) with its
-    rescored 1-best (utt -> words), by compare_systems; the bootstrap resamples whole
-    conversations when the set has them (segments or utt2spk), else utterances."""
+    rescored 1-best (utt -> words), by compare_systems (aligned, buckets: its, of the first pass
+    and the 1-best); the bootstrap resamples whole conversations when the set has them
+    (segments or utt2spk), else utterances."""
     first = {u.id: u.hyps[0].words for u in nbest.utterances()}
     groups = None
     if nbest.grouping != "utterance":
         groups = {u.id: c.id for c in nbest.conversations for u in c.utterances}
     return compare_systems(nbest.refs, {FIRST_PASS: first, RESCORED: one_best}, train_counts=train_counts,
                            num_buckets=num_buckets, groups=groups, grouping=nbest.grouping, draws=draws,
-                           seed=seed)
+                           seed=seed, aligned=aligned, buckets=buckets)

@@ -200,18 +200,20 @@ def nbest_report(nbest, best: Mapping[str, int], *, params: Mapping[str, float],
     if nbest.refs is None:
         raise RescoreError("references (a data dir with 'text')", path=nbest.path)
     one_best = {u.id: u.hyps[best[u.id]].words for u in nbest.utterances()}
-    stats, alignments = align(nbest.refs, one_best)
+    first = align(nbest.refs, {u.id: u.hyps[0].words for u in nbest.utterances()})
+    stats, alignments = rescored = align(nbest.refs, one_best)
     nbests = {u.id: [h.words for h in u.hyps] for u in nbest.utterances()}
     report = NbestReport(
         *corpus_figures(stats, finite=False), num_hyps=nbest.num_hyps, num_conversations=len(nbest.conversations),
-        grouping=nbest.grouping, oracle_wer=oracle_wer(nbest.refs, nbests),
-        first_rank_wer=align(nbest.refs, {u.id: u.hyps[0].words for u in nbest.utterances()})[0].wer,
+        grouping=nbest.grouping, oracle_wer=oracle_wer(nbest.refs, nbests), first_rank_wer=first[0].wer,
         changed_utts=sum(1 for i in best.values() if i != 0), params=dict(params), nbest_dir=nbest.path,
         extra=dict(extra or {}))
+    buckets = None
     if train_counts is not None:
         buckets = rare_word_buckets(train_counts, (w for r in nbest.refs.values() for w in r), num_buckets)
         report.buckets = bucket_wer(alignments, buckets)
-    report.comparison = compare_nbest(nbest, one_best, train_counts=train_counts, num_buckets=num_buckets)
+    report.comparison = compare_nbest(nbest, one_best, train_counts=train_counts, num_buckets=num_buckets,
+                                      aligned=(first, rescored), buckets=buckets)
     return report
 
 

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
+import numpy as np
+
 from rescore.errors import RescoreError
 
 PathLike = Union[str, Path]
@@ -133,9 +135,19 @@ def word_errors(ref: Sequence[str], hyp: Sequence[str]) -> int:
     return Levenshtein.distance(ref, hyp)
 
 
+def word_errors_of_each(ref: Sequence[str], hyps: Sequence[Sequence[str]]) -> List[int]:
+    """word_errors(ref, h) of each of hyps (an N-best list), in one rapidfuzz call."""
+    from rapidfuzz.distance import Levenshtein
+    from rapidfuzz.process import cdist
+
+    if not hyps:
+        return []
+    return cdist([ref], hyps, scorer=Levenshtein.distance, dtype=np.int64)[0].tolist()
+
+
 def oracle_errors(ref: Sequence[str], hyps: Iterable[Sequence[str]]) -> int:
     """Fewest word errors of any hypothesis against ref."""
-    return min(word_errors(ref, h) for h in hyps)
+    return min(word_errors_of_each(ref, list(hyps)))
 
 
 def oracle_wer(refs: Mapping[str, Sequence[str]], nbests: Mapping[str, Sequence[Sequence[str]]]) -> float:
