@@ -85,7 +85,9 @@ def parse_args(argv=None):
     p.add_argument("--max-tokens", type=int, default=2048)
     p.add_argument("--conv-batch", type=int, default=16)
     p.add_argument("--schedule", default="auto", help="fast engine: auto, levels, segments, tree")
-    p.add_argument("--precision", default="auto", help="auto, fp32 or bf16 (the engine's autocast)")
+    p.add_argument("--precision", default="auto",
+                   help="auto, fp32, bf16 or int8 (rescore-nbest --precision); a comma list runs every "
+                        "engine in each (ENGINE/PRECISION rows, compared with the first precision's)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads per worker (2 threads on a loaded 2-core machine spin in "
                         "OpenMP barriers: small ops get 1000x slower)")
@@ -98,6 +100,7 @@ def parse_args(argv=None):
     p.add_argument("--worker", help=argparse.SUPPRESS)  # internal: run one engine
     p.add_argument("--costs-out", help=argparse.SUPPRESS)
     p.add_argument("--worker-normalize", default="exact", help=argparse.SUPPRESS)
+    p.add_argument("--worker-precision", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
@@ -183,7 +186,8 @@ def worker(args) -> None:
                             state_carry=args.state_carry, device=args.device,
                             max_tokens=args.max_tokens, engine=args.worker,
                             conv_batch=args.conv_batch, schedule=args.schedule,
-                            precision=args.precision, normalize=args.worker_normalize,
+                            precision=args.worker_precision or args.precision,
+                            normalize=args.worker_normalize,
                             stats=stats, progress=False)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
@@ -242,17 +246,23 @@ def main(argv=None) -> None:
     engines = [(e if n == "exact" else f"{e}:{n}") + ("" if o == "softmax" else f"@{o}")
                for e in args.engines.split(",") for n in args.normalize.split(",")
                for o in outputs if not (o == "class" and n == "none")]  # (refused)
+    precisions = args.precision.split(",")
+    if len(precisions) > 1:  # ENGINE.../PRECISION: every run in each precision
+        engines = [f"{e}/{p}" for e in engines for p in precisions]
     runs, costs = {e: [] for e in engines}, {}
     for r in range(args.repeat):
         for e in engines:  # interleaved, so load changes hit every engine alike
             if e.startswith("naive") and r > 0:
                 continue  # the reference is slow; one run
-            e_norm, _, output = e.partition("@")
+            run, _, precision = e.partition("/")
+            e_norm, _, output = run.partition("@")
             engine, _, norm = e_norm.partition(":")
             model = models[output or "softmax"]
-            out = tmp / f"{e.replace(':', '-').replace('@', '-')}.json"
+            out = tmp / f"{e.replace(':', '-').replace('@', '-').replace('/', '-')}.json"
             cmd = [sys.executable, __file__, *passthrough, "--model", model, "--worker", engine,
                    "--worker-normalize", norm or "exact", "--costs-out", str(out)]
+            if precision:
+                cmd += ["--worker-precision", precision]
             env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
             res = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
             runs[e].append(json.loads(res.stdout.strip().splitlines()[-1]))
@@ -260,6 +270,8 @@ def main(argv=None) -> None:
             print(f"run {r + 1} {e}: {runs[e][-1]['wall_s']:.1f} s", file=sys.stderr)
 
     def reference(e):  # the naive engine of the same normalisation and model, else the first
+        if "/" in e:  # (several precisions: the same run in the first one)
+            return costs[f"{e.partition('/')[0]}/{precisions[0]}"]
         suffix = e[len(e.split(":")[0].split("@")[0]):]  # ":none", "@class", ""
         same = [x for x in engines if x.endswith(suffix) and x[:-len(suffix) or None].isalpha()]
         return costs.get("naive" + suffix) or costs[same[0]]
@@ -293,13 +305,13 @@ def main(argv=None) -> None:
           "the machine's load); ratios against padded; peak = peak resident memory of the "
           "worker, +MiB = its rise while scoring; GF/s = matrix-product GFLOP of the rows "
           "computed per wall second (compare tools/bench_gemm.py)")
-    print(f"{'engine':11} {'wall s':>7} {'cpu s':>7} {'hyps/s':>7} {'tok/s':>7} {'tok/cpu-s':>9} "
+    print(f"{'engine':16} {'wall s':>7} {'cpu s':>7} {'hyps/s':>7} {'tok/s':>7} {'tok/cpu-s':>9} "
           f"{'rows':>8} {'calls':>6} {'x wall':>6} {'x cpu':>6} {'peak MiB':>8} {'+MiB':>5} "
           f"{'max|d|hyp':>9} {'GF/s':>6}")
     for e, s in summary["engines"].items():
         s["speedup_vs_padded"] = base["wall_s"] / s["wall_s"] if base else None
         s["cpu_speedup_vs_padded"] = base["cpu_s"] / s["cpu_s"] if base else None
-        print(f"{e:11} {s['wall_s']:7.1f} {s['cpu_s']:7.1f} {s['hyps_per_s']:7.1f} "
+        print(f"{e:16} {s['wall_s']:7.1f} {s['cpu_s']:7.1f} {s['hyps_per_s']:7.1f} "
               f"{s['tokens_per_s']:7.0f} {s['tokens_per_cpu_s']:9.0f} {s['rows']:8d} "
               f"{s['calls']:6d} {s['speedup_vs_padded'] or 0:6.2f} "
               f"{s['cpu_speedup_vs_padded'] or 0:6.2f} {s['peak_rss_mib']:8.0f} "
