@@ -182,6 +182,13 @@ def _state_bytes_per_row(state: LMState) -> int:
     return sum(v[0].numel() * v.element_size() for v in state.tensors.values())
 
 
+def _levels(ctx: RunContext, state: LMState) -> bool:
+    """Whether the schedule is levels (one-token rows): asked for, or ``auto`` with a state of
+    at most SEGMENT_STATE_BYTES per row (an LSTM's; a Transformer's KV cache goes by segments)."""
+    schedule = ctx.settings.schedule
+    return schedule == "levels" or (schedule == "auto" and _state_bytes_per_row(state) <= SEGMENT_STATE_BYTES)
+
+
 def _score_group(ctx: RunContext, group: List[Item], starts: LMState,
                  wave_costs: Dict[object, List[Optional[Costs]]],
                  finals: Optional[Dict[Tuple[object, int], Tuple[LMState, int]]] = None) -> None:
@@ -194,8 +201,7 @@ def _score_group(ctx: RunContext, group: List[Item], starts: LMState,
     ``finals[(utterance key, hypothesis)]`` receives (states, row) of the state after each
     hypothesis' last word, for the carry."""
     tree = ctx.settings.schedule == "tree"
-    chain = tree or ctx.settings.schedule == "segments" or (
-        ctx.settings.schedule == "auto" and _state_bytes_per_row(starts) > SEGMENT_STATE_BYTES)
+    chain = not _levels(ctx, starts)
     if not chain:  # levels: the tries as arrays (rescore.levels)
         owners = [(key, i) for key, _, idx, _ in group for i in idx]
         costs, ends = score_levels(ctx, [([hyps[i] for i in idx], row) for _, hyps, idx, row in group],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 import zlib
 from collections import Counter
 
@@ -696,3 +697,42 @@ def test_cli_oov_penalty_auto(tmp_path):
     assert bad.exit_code == 2 and "--train-text" in bad.output and "words.txt" in bad.output
     bad = CliRunner().invoke(main, [common[0], str(tmp_path / "y")] + common[1:] + ["--oov-penalty", "lots"])
     assert bad.exit_code == 2 and "number or 'auto'" in bad.output
+
+
+def test_normalised_outputs_are_cut_to_a_bounded_size(monkeypatch):
+    """On a CPU a call's normalised (rows, V) output is cut into chunks of at most OUTPUT_BYTES:
+    more forward calls, the same costs."""
+    import rescore.forward as F
+
+    model = models()["lstm"]
+    convs = make_conversations(seed=25, n_conv=2, n_utt=(2, 3))
+    ref_stats, cut_stats = EngineStats(), EngineStats()
+    ref = score_nbest(model, convs, weight=0.5, device="cpu", stats=ref_stats, progress=False)
+    monkeypatch.setattr(F, "OUTPUT_BYTES", 4 * len(model.vocab) * 3)  # 3 rows a call
+    got = score_nbest(model, convs, weight=0.5, device="cpu", stats=cut_stats, progress=False)
+    assert_close(got, ref)
+    assert cut_stats.calls > ref_stats.calls and cut_stats.rows == ref_stats.rows
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc: Linux only")
+def test_freed_memory_is_kept_for_the_next_tensors():
+    """keep_freed_memory: a 16 MiB tensor of a size that grows a little each time and its
+    log-softmax (as the engine's calls make them), 30 times: under glibc's defaults nearly a page
+    fault per 4 KiB every time, after it about once (a process of its own: it changes the
+    process's allocator)."""
+    import platform
+    import subprocess
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc's malloc only")
+    code = (
+        "import resource, sys, torch\n"
+        "from rescore.forward import keep_freed_memory\n"
+        "if sys.argv[1] == 'tuned': keep_freed_memory()\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+        "for i in range(30): torch.log_softmax(torch.ones(4 * 2**20 + 1000 * i), 0).sum()\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)\n")
+    faults = {how: int(subprocess.run([sys.executable, "-c", code, how], capture_output=True, text=True,
+                                      check=True).stdout.split()[-1]) for how in ("default", "tuned")}
+    assert faults["default"] > 100_000, faults  # two 4,096-page tensors, most times
+    assert faults["tuned"] < 30_000, faults
