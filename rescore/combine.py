@@ -405,7 +405,7 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
     if dev.refs is None:
         raise RescoreError("references for the tuning set (a data dir with 'text')", path=dev.path)
     if nn_costs is None and any(w != 0.0 for w in weights):
-        log.info("no NN LM costs: sweeping weight 0 only")
+        log.warning("no NN LM costs (--nn-costs): sweeping weight 0 only, not the NN LM weights asked for")
         weights = [0.0]
     if any(a <= 0 for a in inv_acwts):
         raise RescoreError("inv_acwt values > 0", got=str(list(inv_acwts)))

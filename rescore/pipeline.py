@@ -351,12 +351,25 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest, write_costs=None) -> Op
 
     train_counts = train_counts_of(job)
     checks, fixed = check_input(job, nbest)
+    warn_unusual(job, nbest)
     results = None
     if job.models:
         lexicon = job.lexicon() if job.scoring.oov_penalty == OOV_AUTO else ()
         results = score_models(nbest, job.params, job.models, job.scoring, fixed, train_counts, lexicon)
     done = rescore_loaded(out.dir, job, nbest, checks, results, train_counts, graph=write_costs is None)
     return write_outputs(out, job, done, write_costs)
+
+
+def warn_unusual(job: NbestJob, nbest) -> None:
+    """Warn of settings that are legal but usually a mistake: an acoustic scale given as the
+    inverse one, and a state carry over a set with no conversations to carry along."""
+    if 0 < job.params.inv_acwt < 1:
+        log.warning("--inv-acwt %g is the size of Kaldi's acoustic scale (acwt, e.g. 0.1); --inv-acwt "
+                    "is its inverse (LMWT, usually 6 to 20): the acoustics now weigh more than the LM",
+                    job.params.inv_acwt)
+    if job.models and job.scoring.state_carry != "none" and getattr(nbest, "grouping", None) == "utterance":
+        log.warning("--state-carry %s: no segments or utt2spk were read (--data-dir), so every utterance is its "
+                    "own conversation and the carry carries nothing", job.scoring.state_carry)
 
 
 def write_outputs(out: OutputSet, job: NbestJob, r: Rescored, write_costs=None) -> Optional[dict]:

@@ -24,6 +24,7 @@ that names them.
 
 from __future__ import annotations
 
+import filecmp
 import logging
 import math
 import os
@@ -55,6 +56,7 @@ def train_lm(config: ModelConfig, opts: TrainOptions) -> Dict[str, Any]:
     """Train ``config`` on ``opts.train``; returns a summary (best valid ppl, tokens/s, paths)."""
     check_config(config)
     check_out_dir(opts)
+    warn_valid_is_train(opts)
     threads_before = torch.get_num_threads()
     if opts.threads:
         torch.set_num_threads(opts.threads)
@@ -65,6 +67,20 @@ def train_lm(config: ModelConfig, opts: TrainOptions) -> Dict[str, Any]:
         if world > 1:
             dist.destroy_process_group()
         torch.set_num_threads(threads_before)  # a library call leaves no global change behind
+
+
+def warn_valid_is_train(opts: TrainOptions) -> None:
+    """Warn when the validation text is the training text (the same file, or the same bytes):
+    early stopping, annealing and the best model then follow the training loss."""
+    train, valid = Path(opts.train), Path(opts.valid)
+    try:
+        same = train.resolve() == valid.resolve() or filecmp.cmp(train, valid, shallow=False)
+    except OSError:  # unreadable: the readers name it
+        return
+    if same:
+        log.warning("--valid %s is the training text --train %s: early stopping, annealing and the best "
+                    "model follow the training loss (hold out other text, e.g. Kaldi's dev text)",
+                    opts.valid, opts.train)
 
 
 def _train(config: ModelConfig, opts: TrainOptions, rank: int, world: int, device) -> Dict[str, Any]:

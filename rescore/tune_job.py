@@ -186,6 +186,17 @@ def _without_choices(result: dict) -> dict:
     return out
 
 
+def warn_unusual(job: TuneJob) -> None:
+    """Warn of settings that are legal but usually a mistake: a grid of acoustic scales given
+    where their inverses are asked for, and a setting applied to the set it was tuned on."""
+    if all(0 < a < 1 for a in job.inv_acwts):
+        log.warning("--inv-acwts %s are the size of Kaldi's acoustic scale (acwt, e.g. 0.1); --inv-acwts are "
+                    "its inverses (LMWT, usually 6 to 20)", ",".join(f"{a:g}" for a in job.inv_acwts))
+    if job.apply is not None and Path(job.apply.nbest_dir).resolve() == Path(job.nbest_dir).resolve():
+        log.warning("--apply-to %s is the N-best dir the setting is tuned on: its WER is not held out "
+                    "(tune on a dev set and apply to a test set, or --cross-validate)", job.apply.nbest_dir)
+
+
 def tune_nbest_dir(job: TuneJob) -> dict:
     """Run a rescore-tune job. Returns tune()'s result (with ``cross_validate``:
     combine.cross_validate's); with ``apply``, result['applied'] holds the report of the applied
@@ -196,6 +207,7 @@ def tune_nbest_dir(job: TuneJob) -> dict:
 
     if job.apply is not None:
         job.apply.output_set().check()
+    warn_unusual(job)
     nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing)
     if nbest.refs is None:
         raise RescoreError("references for the tuning set ('text' in the data dir)", path=job.data_dir)

@@ -67,7 +67,7 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
     from rescore.io.kaldi import read_text_table
     from rescore.vocab import count_words, read_sentences
     from rescore.metrics import (check_scorable, compare_systems, format_comparison, format_wer_report,
-                                 plot_comparison, read_groups, wer_report)
+                                 plot_comparison, read_groups, warn_suspect_inputs, wer_report)
 
     if plot and not train_text:
         raise click.UsageError("--plot needs --train-text (the buckets come from training counts)")
@@ -82,6 +82,9 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
         if not any(read_text_table(ref_text, "tokens").values):
             raise RescoreError("a reference with at least one word (a WER of no words is "
                                "undefined)", path=ref_text, got="no words")
+        refs = read_text_table(ref_text, "tokens").as_dict()
+        for _, p in systems:
+            warn_suspect_inputs(refs, read_text_table(p, "tokens").as_dict(), ref_text, p)
         train_counts = count_words(read_sentences(train_text)) if train_text else None
         if train_counts is not None and not train_counts:
             raise RescoreError("a training text with at least one word", path=train_text,
@@ -93,7 +96,6 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
         else:
             text = None
         if len(systems) > 1 or plot:
-            refs = read_text_table(ref_text, "tokens").as_dict()
             hyps = {n: read_text_table(p, "tokens").as_dict() for n, p in systems}
             for n, p in systems:
                 check_scorable(refs, hyps[n], ref_text, p)

@@ -24,12 +24,12 @@ from rescore.metrics.record import JsonRecord
 from rescore.metrics.report import (NbestReport, WerReport, describe_bootstrap, format_comparison, format_report,
                                     format_wer_report, nbest_report, wer_report)
 from rescore.metrics.wer import (Alignment, WerStats, align, check_scorable, oracle_errors, oracle_wer,
-                                 word_errors)
+                                 warn_suspect_inputs, word_errors)
 
 __all__ = [
     "BUCKET_RULE", "FIRST_PASS", "MIN_BOOTSTRAP_UNITS", "RESCORED", "Alignment", "BootstrapInfo", "BucketComparison",
     "BucketDifference", "BucketMap", "Comparison", "CorpusFigures", "Difference", "JsonRecord", "NbestReport",
-    "SystemScore", "WerReport", "WerStats",
+    "SystemScore", "WerReport", "WerStats", "warn_suspect_inputs",
     "_bootstrap", "_count_label", "_finite", "_range_label", "_resample_counts", "align", "bucket_ce_difference",
     "bucket_cross_entropy", "bucket_ticks", "bucket_wer", "check_scorable", "compare_nbest", "compare_systems",
     "corpus_figures", "describe_bootstrap", "format_bucket_table", "format_comparison", "format_report",

@@ -7,6 +7,7 @@ S + D + I, so the figures agree.
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Uni
 import numpy as np
 
 from rescore.errors import RescoreError
+
+log = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
 
@@ -71,6 +74,29 @@ def check_scorable(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequenc
     if not any(len(r) for r in refs.values()):
         raise RescoreError("references with at least one word (WER is undefined on none)", path=ref_path,
                            got=f"{len(refs)} empty references")
+
+
+DATA_DIR_FILES = ("utt2spk", "spk2utt", "segments")
+
+
+def warn_suspect_inputs(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]],
+                        ref_path: Optional[PathLike] = None, hyp_path: Optional[PathLike] = None) -> None:
+    """Warn of a hypothesis file that is probably not one: a Kaldi data dir's ``text`` (the
+    references given as HYP_TEXT, REF and HYP swapped), or word ids where the references have
+    words (a decode's 1-best without its int2sym.pl step). Both can be right (any two texts can
+    be compared; digits can be words), so they are warned, not refused."""
+    if hyp_path is not None:
+        hp = Path(hyp_path)
+        beside = [n for n in DATA_DIR_FILES if (hp.parent / n).exists()]
+        if hp.name == "text" and beside:
+            log.warning("HYP_TEXT %s is the 'text' of a Kaldi data dir (%s beside it): references given as the "
+                        "hypothesis? rescore-wer takes REF_TEXT first; were the two swapped?", hyp_path,
+                        ", ".join(beside))
+    hyp_words = [w for ws in hyps.values() for w in ws]
+    ref_words = [w for ws in refs.values() for w in ws]
+    if hyp_words and all(w.isdigit() for w in hyp_words) and not all(w.isdigit() for w in ref_words):
+        log.warning("every word of %s is an integer while the references have words: word ids, not words? "
+                    "(map them with words.txt: utils/int2sym.pl -f 2- words.txt)", hyp_path or "the hypotheses")
 
 
 def _check_keys(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]],
