@@ -15,6 +15,7 @@ word targets (not ``<eos>``) are grouped into rare-word buckets by training-text
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
 from pathlib import Path
@@ -27,6 +28,8 @@ from rescore.progress import progress as progress_bar
 from rescore.data import Streams, encode_corpus, make_streams
 from rescore.errors import OptionError, RescoreError
 from rescore.vocab import EOS, read_sentences
+
+log = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
 
@@ -103,6 +106,7 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
     """
     from rescore.models import load_checkpoint
     from rescore.models.cache import with_cache
+    from rescore.sanity import text_vocabulary_warning
 
     check_options(batch_size=batch_size, bptt=bptt, n_buckets=n_buckets, device=device,
                   cache_window=cache_window, cache_theta=cache_theta, cache_lambda=cache_lambda)
@@ -122,6 +126,9 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
 
     def one(path: PathLike, cache_window: int = 0, name: Optional[str] = None) -> Dict[str, Any]:
         model = with_cache(load_checkpoint(path, device), cache_window, cache_theta, cache_lambda)
+        warning = text_vocabulary_warning(str(path), model.vocab.words, (w for s in sentences for w in s), text)
+        if warning:
+            log.warning("%s", warning)
         name = name or model_name(model) + (" + neural cache" if cache_window > 0 else "")
         costs = score_text(model, sentences, batch_size, bptt, device)
         assert len(costs) == len(targets)

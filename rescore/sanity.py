@@ -97,6 +97,36 @@ def spelling_hint(vocab: Collection[str], oov: Counter, what: str = "hypotheses"
     return None
 
 
+REF_SPELLING_SHARE = 0.05  # a reference/hypothesis spelling hint needs this share of reference tokens
+
+
+def reference_spelling_hint(ref_tokens: Iterable[str], hyp_words: Collection[str]) -> Optional[str]:
+    """Why the references' words are not the hypotheses' (hyp_words: the words the hypotheses
+    use), when letter case or Unicode normalisation explains it: the references of another
+    convention score every such word as an error. None when the words case or form explains are
+    under REF_SPELLING_SHARE of the reference tokens, or under half of those outside hyp_words."""
+    ref = Counter(ref_tokens)
+    oov = Counter({w: n for w, n in ref.items() if w not in hyp_words})
+    least = REF_SPELLING_SHARE * sum(ref.values())
+    if sum(oov.values()) < least or not oov:
+        return None
+    folded = {w.casefold() for w in hyp_words}
+    total = sum(oov.values())
+    by_case = sum(n for w, n in oov.items() if w.casefold() in folded)
+    by_form = sum(n for w, n in oov.items()
+                  if unicodedata.normalize("NFC", w) in hyp_words or unicodedata.normalize("NFD", w) in hyp_words)
+    if max(by_case, by_form) < least:  # a few odd spellings, not a convention
+        return None
+    if by_form >= total / 2 and by_form >= by_case:
+        return (f"the references' words differ from the hypotheses' only by Unicode normalisation (references "
+                f"{_form(oov)}, hypotheses {_form(hyp_words)}), so each counts as an error: normalise both the same "
+                f"way (e.g. NFC: uconv -x any-nfc)")
+    if by_case >= total / 2:
+        return (f"the references look {_case_style(oov)} while the hypotheses are {_case_style(hyp_words)}, so "
+                f"each such word counts as an error: map the case of one to the other's")
+    return None
+
+
 @dataclass
 class VocabularyCheck(JsonRecord):
     """One LM's vocabulary against the N-best set's words (rates in percent)."""
@@ -143,6 +173,26 @@ def vocabulary_check(model: str, vocab: Collection[str], hyp_tokens: Iterable[st
                           f"({len(vocab)} words; a warning above {OOV_WARN_RATE:g} %): they are all scored as <unk>"
                           + (f"; {c.hint}" if c.hint else ""))
     return c
+
+
+def text_vocabulary_warning(model: str, vocab: Collection[str], tokens: Iterable[str],
+                            text: PathLike) -> Optional[str]:
+    """rescore-ppl's check of a text against an LM's vocabulary: a warning when more than
+    OOV_WARN_RATE of its tokens are outside it (an LM of other text, or another language), or
+    when letter case or Unicode form explains most of those (spelling_hint); None otherwise."""
+    vocab = set(vocab)
+    counts = Counter(tokens)
+    for special in SPECIALS:
+        counts.pop(special, None)
+    oov = Counter({w: n for w, n in counts.items() if w not in vocab})
+    n, n_oov = sum(counts.values()), sum(oov.values())
+    hint = spelling_hint(vocab, oov, what="sentences")
+    rate = _rate(n_oov, n)
+    if rate <= OOV_WARN_RATE and not hint:
+        return None
+    return (f"{rate:.1f} % of the tokens of {text} are out-of-vocabulary (OOV) for {model} ({len(vocab)} words; "
+            f"a warning above {OOV_WARN_RATE:g} %): each is scored as <unk>, so the perplexity is not that of "
+            f"the words" + (f"; {hint}" if hint else ""))
 
 
 @dataclass
@@ -226,6 +276,10 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
             continue
         checks.vocabulary.append(vocabulary_check(str(m), model_vocabulary(m), hyp_tokens, ref_tokens,
                                                   lexicon=lexicon, words_txt=wt))
+    if ref_tokens is not None:
+        hint = reference_spelling_hint(ref_tokens, set(hyp_tokens))
+        if hint:
+            log.warning("the data dir's text: %s", hint)
     if nbest.refs is not None and find_archive(nd, "words") is not None and find_archive(nd, "words_text") is None:
         first = {u.id: u.hyps[0].words for u in nbest.utterances()}
         checks.symbol_table = symbol_table_check(first, nbest.refs, wt)

@@ -41,6 +41,8 @@ def read_sentences(path: Union[str, Path]) -> List[List[str]]:
         raise RescoreError("a readable text file (plain or gzip)", path=path,
                            got=getattr(e, "strerror", None) or str(e)) from None
     try:
+        if data.startswith(b"\xef\xbb\xbf"):  # a byte order mark: not part of the first word
+            data = data[3:]
         lines = data.decode("utf-8").split("\n")  # (the whole text at once, as a rule)
     except UnicodeDecodeError:
         raise _utf8_error(data, path) from None

@@ -377,3 +377,24 @@ def test_keep_gives_the_full_reads_message_for_a_bad_kept_line(tmp_path):
             read_table(tmp_path / "t", "float", keep=lambda key: key == "u-2")
         assert str(kept.value) == str(full.value) and ":2:" in str(full.value), data
         assert read_table(tmp_path / "t", "float", keep=lambda key: key == "u-1").values == [1.0, None]
+
+
+@pytest.mark.parametrize("keep", [None, lambda k: k != "u2"])
+@pytest.mark.parametrize("gz", [False, True])
+def test_byte_order_mark_is_not_part_of_the_first_key(tmp_path, keep, gz):
+    """A UTF-8 byte order mark first in a text table (as Windows editors write) is dropped by
+    every reader path: bulk, a kept share, and line by line (a bad later line forces it)."""
+    from rescore.io.text_tables import read_text_table as read
+    from rescore.vocab import read_sentences
+
+    body = "u1 a b\nu2 c\n"
+    p = tmp_path / ("t.gz" if gz else "t")
+    raw = b"\xef\xbb\xbf" + body.encode()
+    p.write_bytes(gzip.compress(raw) if gz else raw)
+    t = read(p, "tokens", keep=keep)
+    assert t.keys == ["u1", "u2"] and t.values[0] == ["a", "b"]
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"\xef\xbb\xbfu1 a\n\n")  # an empty line: the line reader names it
+    with pytest.raises(RescoreError, match=r"bad:2: .*empty line"):
+        read(bad, "tokens", keep=keep)
+    assert read_sentences(p) == [["u1", "a", "b"], ["u2", "c"]]

@@ -243,3 +243,16 @@ def test_one_recording_in_rescore_nbest_gives_no_interval(tmp_path, nbest_small,
     assert cmp["bootstrap"]["units"] == 1 and cmp["bootstrap"]["reliable"] is False
     assert cmp["differences"][0]["ci"] is None and cmp["differences"][0]["p_value"] is None
     assert "note: one recording (by segments) only" in (tmp_path / "out" / "report.txt").read_text()
+
+
+def test_reference_spelling_hint_names_case_and_form_not_ordinary_errors():
+    from rescore.sanity import reference_spelling_hint
+
+    hyps = {"the", "cat", "sat", "on", "a", "mat", "cafe\u0301"}
+    refs = "the cat sat on the mat".split() * 5 + ["hat"]  # ordinary errors: words the hypotheses lack
+    assert reference_spelling_hint(refs, hyps) is None
+    assert reference_spelling_hint(refs + ["Mat"], hyps) is None  # one odd spelling in 32 tokens: under the share
+    hint = reference_spelling_hint([w.upper() for w in refs], hyps)
+    assert hint and "upper-case" in hint and "lower-case" in hint
+    hint = reference_spelling_hint(["caf\u00e9"] * 3 + ["the"], hyps)
+    assert hint and "NFC" in hint and "NFD" in hint

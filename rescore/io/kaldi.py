@@ -300,6 +300,9 @@ def read_data_dir(path: PathLike) -> DataDir:
     d = Path(path)
     if not d.is_dir():
         raise RescoreError("a data directory", path=d, got="no such directory")
+    if not any((d / n).exists() for n in ("text", "utt2spk", "segments")):
+        # (read as no data dir, it would give no WER and make every utterance its own conversation)
+        raise RescoreError("a Kaldi data dir with text, utt2spk or segments", path=d, got="none of them")
     out = DataDir(path=str(d))
     if (d / "text").exists():
         out.text = read_text_table(d / "text", "tokens").as_dict()  # type: ignore[assignment]

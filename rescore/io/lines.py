@@ -28,6 +28,9 @@ def open_bytes(path: PathLike) -> IO[bytes]:
     return f
 
 
+BOM = b"\xef\xbb\xbf"  # the UTF-8 byte order mark some editors put first: not part of the text
+
+
 def iter_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
     """(1-based line number, decoded line without newline); gzip and decode errors name the line."""
     f = open_bytes(path)
@@ -36,6 +39,8 @@ def iter_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
         try:
             for raw in f:
                 lineno += 1
+                if lineno == 1 and raw.startswith(BOM):  # (a Windows editor's UTF-8 signature)
+                    raw = raw[len(BOM):]
                 yield lineno, decode_line(raw, path, lineno)
         except (EOFError, zlib.error, gzip.BadGzipFile) as e:
             raise RescoreError("a complete gzip stream", path=path, line=lineno + 1,
