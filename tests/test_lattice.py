@@ -332,7 +332,7 @@ def kaldi(*args, stdout=None):
 
 
 needs_kaldi = pytest.mark.skipif(not KALDI_BIN, reason="needs real Kaldi binaries: set RESCORE_KALDI_BIN "
-                                 "to their directory (../shared/tools/build-kaldi.sh OUT_DIR/bin)")
+                                 "to their directory (a Kaldi build's src/*bin or a build-kaldi.sh OUT_DIR/bin)")
 
 
 @pytest.mark.slow

@@ -15,7 +15,7 @@ The N-best dir's ``words.txt`` holds every word the decoder can say (its diction
 its LM knows, as the hypotheses write them), not only those of the N-best, so that a rescoring
 LM's out-of-vocabulary penalty can count the recognizer's words it never saw.
 
-This is the convention of ``../shared/data/tts-wikitext2-dev`` (its README): ``inv_acwt`` 9.5,
+This is the convention of the tts-wikitext2-dev benchmark (docs/benchmarks.md): ``inv_acwt`` 9.5,
 ``wip`` 0 with PocketSphinx's default weights.
 """
 

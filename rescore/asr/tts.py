@@ -2,7 +2,7 @@
 
 Uses Debian's ``flite`` (``apt-get install flite``), whose built-in voices rms, awb, slt and kal16
 speak 16 kHz 16-bit mono: no resampling needed.  These four gave the lowest PocketSphinx WER
-in the ../shared/data/tts-wikitext2-dev benchmark (espeak-ng was far worse), so they are the
+in the tts-wikitext2-dev benchmark (espeak-ng was far worse), so they are the
 default voice cycle.
 
 One document is one recording (its sentences in order, ``gap`` seconds of silence between

@@ -6,7 +6,7 @@ English, about 900k words with the deuterocanon) as a SWORD zText module: per te
 block index ``*.bzs`` (12 bytes a block: offset, compressed size, size; little-endian u32) over
 zlib-compressed blocks ``*.bzz``, one block per book, with OSIS markup inside.  We read it with
 the standard library (no SWORD tools), split it into chapters (``<chapter sID=...>``), drop
-footnotes and headings, and normalize like ../shared/data/wikitext2-asr: lowercase, words of
+footnotes and headings, and normalize as ASR output looks (as WikiText-2's ASR-style text): lowercase, words of
 ``[a-z']`` only, no punctuation, one sentence a line (split at . ? ! ; :).  One chapter is one
 document: its sentences in order.
 
