@@ -38,7 +38,7 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Collection, Iterable, List, Mapping, Optional, Sequence, Union
+from typing import Collection, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rescore.errors import RescoreError
 from rescore.metrics.record import JsonRecord
@@ -77,21 +77,32 @@ def _form(words: Iterable[str]) -> str:
     return forms.most_common(1)[0][0] if len(forms) == 1 else "mixed"
 
 
-def spelling_hint(vocab: Collection[str], oov: Counter, what: str = "hypotheses") -> Optional[str]:
-    """Why most tokens outside vocab (oov: word -> tokens) are outside it, when it is letter
-    case or Unicode normalisation; None when neither explains at least half of them."""
+def _spelling_cause(vocab: Collection[str], oov: Counter) -> Tuple[Optional[str], int]:
+    """('form' or 'case', the oov tokens it explains) when Unicode normalisation or letter case
+    explains at least half of the tokens outside vocab; else (None, the larger count)."""
     total = sum(oov.values())
-    if not total:
-        return None
     folded = {w.casefold() for w in vocab}
     by_case = sum(n for w, n in oov.items() if w.casefold() in folded)
     by_form = sum(n for w, n in oov.items()
                   if unicodedata.normalize("NFC", w) in vocab or unicodedata.normalize("NFD", w) in vocab)
     if by_form >= total / 2 and by_form >= by_case:
+        return "form", by_form
+    if by_case >= total / 2:
+        return "case", by_case
+    return None, max(by_case, by_form)
+
+
+def spelling_hint(vocab: Collection[str], oov: Counter, what: str = "hypotheses") -> Optional[str]:
+    """Why most tokens outside vocab (oov: word -> tokens) are outside it, when it is letter
+    case or Unicode normalisation; None when neither explains at least half of them."""
+    if not oov:
+        return None
+    cause, _ = _spelling_cause(vocab, oov)
+    if cause == "form":
         return (f"the {what}' words differ from the LM vocabulary's only by Unicode normalisation "
                 f"({what} {_form(oov)}, vocabulary {_form(vocab)}): normalise both the same way "
                 f"(e.g. NFC: uconv -x any-nfc, or unicodedata.normalize)")
-    if by_case >= total / 2:
+    if cause == "case":
         return (f"the {what} look {_case_style(oov)} while the LM vocabulary is {_case_style(vocab)}: "
                 f"map the case of one to the other's")
     return None
@@ -107,21 +118,16 @@ def reference_spelling_hint(ref_tokens: Iterable[str], hyp_words: Collection[str
     under REF_SPELLING_SHARE of the reference tokens, or under half of those outside hyp_words."""
     ref = Counter(ref_tokens)
     oov = Counter({w: n for w, n in ref.items() if w not in hyp_words})
-    least = REF_SPELLING_SHARE * sum(ref.values())
-    if sum(oov.values()) < least or not oov:
+    if not oov:
         return None
-    folded = {w.casefold() for w in hyp_words}
-    total = sum(oov.values())
-    by_case = sum(n for w, n in oov.items() if w.casefold() in folded)
-    by_form = sum(n for w, n in oov.items()
-                  if unicodedata.normalize("NFC", w) in hyp_words or unicodedata.normalize("NFD", w) in hyp_words)
-    if max(by_case, by_form) < least:  # a few odd spellings, not a convention
+    cause, explained = _spelling_cause(hyp_words, oov)
+    if explained < REF_SPELLING_SHARE * sum(ref.values()):  # a few odd spellings, not a convention
         return None
-    if by_form >= total / 2 and by_form >= by_case:
+    if cause == "form":
         return (f"the references' words differ from the hypotheses' only by Unicode normalisation (references "
                 f"{_form(oov)}, hypotheses {_form(hyp_words)}), so each counts as an error: normalise both the same "
                 f"way (e.g. NFC: uconv -x any-nfc)")
-    if by_case >= total / 2:
+    if cause == "case":
         return (f"the references look {_case_style(oov)} while the hypotheses are {_case_style(hyp_words)}, so "
                 f"each such word counts as an error: map the case of one to the other's")
     return None
@@ -148,9 +154,10 @@ class VocabularyCheck(JsonRecord):
 
 def vocabulary_check(model: str, vocab: Collection[str], hyp_tokens: Iterable[str],
                      ref_tokens: Optional[Iterable[str]] = None, *, lexicon: Optional[Sequence[str]] = None,
-                     words_txt: Optional[PathLike] = None) -> VocabularyCheck:
+                     words_txt: Optional[PathLike] = None, what: str = "hypotheses") -> VocabularyCheck:
     """How much of the hypotheses (and references, and the words.txt words ``lexicon``) lies
-    outside ``vocab``; warnings above OOV_WARN_RATE and for a case/normalisation mismatch."""
+    outside ``vocab``; warnings above OOV_WARN_RATE and for a case/normalisation mismatch
+    (``what``: what the hypothesis tokens are called in its hint)."""
     vocab = set(vocab)
     hyp = Counter(hyp_tokens)  # (one C-level count, then the specials out)
     for special in SPECIALS:
@@ -167,7 +174,7 @@ def vocabulary_check(model: str, vocab: Collection[str], hyp_tokens: Iterable[st
         c.words_txt = None if words_txt is None else str(words_txt)
         c.words_txt_words = len(lexicon)
         c.words_txt_oov = sum(1 for w in lexicon if w not in vocab)
-    c.hint = spelling_hint(vocab, oov)
+    c.hint = spelling_hint(vocab, oov, what)
     if c.hyp_oov_rate > OOV_WARN_RATE or c.hint:
         c.warnings.append(f"{c.hyp_oov_rate:.1f} % of the hypothesis tokens are outside the vocabulary of {model} "
                           f"({len(vocab)} words; a warning above {OOV_WARN_RATE:g} %): they are all scored as <unk>"
@@ -177,22 +184,15 @@ def vocabulary_check(model: str, vocab: Collection[str], hyp_tokens: Iterable[st
 
 def text_vocabulary_warning(model: str, vocab: Collection[str], tokens: Iterable[str],
                             text: PathLike) -> Optional[str]:
-    """rescore-ppl's check of a text against an LM's vocabulary: a warning when more than
-    OOV_WARN_RATE of its tokens are outside it (an LM of other text, or another language), or
-    when letter case or Unicode form explains most of those (spelling_hint); None otherwise."""
-    vocab = set(vocab)
-    counts = Counter(tokens)
-    for special in SPECIALS:
-        counts.pop(special, None)
-    oov = Counter({w: n for w, n in counts.items() if w not in vocab})
-    n, n_oov = sum(counts.values()), sum(oov.values())
-    hint = spelling_hint(vocab, oov, what="sentences")
-    rate = _rate(n_oov, n)
-    if rate <= OOV_WARN_RATE and not hint:
+    """rescore-ppl's check of a text against an LM's vocabulary (vocabulary_check): a warning
+    when more than OOV_WARN_RATE of its tokens are outside it (an LM of other text, or another
+    language), or when letter case or Unicode form explains most of those; None otherwise."""
+    c = vocabulary_check(model, vocab, tokens, what="sentences")
+    if c.hyp_oov_rate <= OOV_WARN_RATE and not c.hint:
         return None
-    return (f"{rate:.1f} % of the tokens of {text} are out-of-vocabulary (OOV) for {model} ({len(vocab)} words; "
-            f"a warning above {OOV_WARN_RATE:g} %): each is scored as <unk>, so the perplexity is not that of "
-            f"the words" + (f"; {hint}" if hint else ""))
+    return (f"{c.hyp_oov_rate:.1f} % of the tokens of {text} are out-of-vocabulary (OOV) for {model} "
+            f"({c.vocab_size} words; a warning above {OOV_WARN_RATE:g} %): each is scored as <unk>, so the "
+            f"perplexity is not that of the words" + (f"; {c.hint}" if c.hint else ""))
 
 
 @dataclass

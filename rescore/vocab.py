@@ -17,6 +17,7 @@ from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 from rescore.bulk import gc_paused
 from rescore.errors import RescoreError
+from rescore.io.lines import without_bom
 
 EOS = "<eos>"  # the one sentence-boundary symbol: first input and last target of a sentence
 UNK = "<unk>"  # every out-of-vocabulary word has this vocabulary id
@@ -41,9 +42,7 @@ def read_sentences(path: Union[str, Path]) -> List[List[str]]:
         raise RescoreError("a readable text file (plain or gzip)", path=path,
                            got=getattr(e, "strerror", None) or str(e)) from None
     try:
-        if data.startswith(b"\xef\xbb\xbf"):  # a byte order mark: not part of the first word
-            data = data[3:]
-        lines = data.decode("utf-8").split("\n")  # (the whole text at once, as a rule)
+        lines = without_bom(data).decode("utf-8").split("\n")  # (the whole text at once, as a rule)
     except UnicodeDecodeError:
         raise _utf8_error(data, path) from None
     sentences = []

@@ -79,12 +79,13 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
         inputs = [ref_text, train_text, groups] + [p for _, p in systems]
         check_output_file(report, "--report", inputs)
         check_output_file(plot, "--plot", inputs + [report])
-        if not any(read_text_table(ref_text, "tokens").values):
+        refs = read_text_table(ref_text, "tokens").as_dict()
+        if not any(refs.values()):
             raise RescoreError("a reference with at least one word (a WER of no words is "
                                "undefined)", path=ref_text, got="no words")
-        refs = read_text_table(ref_text, "tokens").as_dict()
-        for _, p in systems:
-            warn_suspect_inputs(refs, read_text_table(p, "tokens").as_dict(), ref_text, p)
+        hyps = {n: read_text_table(p, "tokens").as_dict() for n, p in systems}
+        for n, p in systems:
+            warn_suspect_inputs(refs, hyps[n], ref_text, p)
         train_counts = count_words(read_sentences(train_text)) if train_text else None
         if train_counts is not None and not train_counts:
             raise RescoreError("a training text with at least one word", path=train_text,
@@ -96,7 +97,6 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
         else:
             text = None
         if len(systems) > 1 or plot:
-            hyps = {n: read_text_table(p, "tokens").as_dict() for n, p in systems}
             for n, p in systems:
                 check_scorable(refs, hyps[n], ref_text, p)
             cmp = compare_systems(refs, hyps, train_counts=train_counts, num_buckets=num_buckets,

@@ -31,6 +31,11 @@ def open_bytes(path: PathLike) -> IO[bytes]:
 BOM = b"\xef\xbb\xbf"  # the UTF-8 byte order mark some editors put first: not part of the text
 
 
+def without_bom(data: bytes) -> bytes:
+    """``data`` without a leading UTF-8 byte order mark (the start of a file or its first line)."""
+    return data[len(BOM):] if data.startswith(BOM) else data
+
+
 def iter_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
     """(1-based line number, decoded line without newline); gzip and decode errors name the line."""
     f = open_bytes(path)
@@ -39,8 +44,8 @@ def iter_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
         try:
             for raw in f:
                 lineno += 1
-                if lineno == 1 and raw.startswith(BOM):  # (a Windows editor's UTF-8 signature)
-                    raw = raw[len(BOM):]
+                if lineno == 1:  # (a Windows editor's UTF-8 signature is not text)
+                    raw = without_bom(raw)
                 yield lineno, decode_line(raw, path, lineno)
         except (EOFError, zlib.error, gzip.BadGzipFile) as e:
             raise RescoreError("a complete gzip stream", path=path, line=lineno + 1,

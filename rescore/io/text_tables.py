@@ -29,7 +29,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from rescore.bulk import gc_paused
 from rescore.errors import RescoreError
-from rescore.io.lines import BOM, decode_line, iter_lines, open_bytes
+from rescore.io.lines import decode_line, iter_lines, open_bytes, without_bom
 
 PathLike = Union[str, Path]
 Kind = str  # "float" | "ints" | "tokens"
@@ -233,7 +233,7 @@ def _read_whole(path: PathLike) -> Optional[bytes]:
             data = f.read()
     except (RescoreError, EOFError, OSError, zlib.error, gzip.BadGzipFile):
         return None
-    return data[len(BOM):] if data.startswith(BOM) else data  # (a byte order mark dropped, as iter_lines)
+    return without_bom(data)  # (as iter_lines)
 
 
 def _read_text_in_bulk(path: PathLike, kind: Kind, allow_empty_value: bool) -> Optional[Table]:
