@@ -74,6 +74,15 @@ def test_reduced_mini_recipe(tmp_path):
         first = re.search(r"^first-pass WER: ([0-9.]+)$", r.stdout, re.M)
         rescored = re.search(r"^rescored WER: ([0-9.]+)$", r.stdout, re.M)
         assert first and rescored, r.stdout
+        # The LM: every training word (the reduced run caps them at 3000) through the
+        # class-factored output over round(sqrt(V)) classes.
+        from rescore.models import read_checkpoint
+
+        config = read_checkpoint(exp / "lm" / "model.pt")["config"]
+        types = {w for line in (exp / "text" / "train.txt").read_text().splitlines() for w in line.split()}
+        assert config["vocab_size"] == min(3000, len(types - {"<unk>"}) + 2)
+        assert (config["output"], config["classes"]) == ("class", round(config["vocab_size"] ** 0.5))
+        assert config["head"] == "pointer"
         report = json.loads((exp / "first_pass" / "test" / "report.json").read_text())
         assert float(first.group(1)) == pytest.approx(report["wer"], abs=0.01)
         assert (exp / "test_rescored" / "buckets.png").stat().st_size > 1000

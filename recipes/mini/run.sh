@@ -8,7 +8,8 @@
 #   ASR    PocketSphinx (PyPI) decodes them; its word lattices give 100-best lists with
 #          acoustic and 3-gram LM costs (rescore-make-nbest)
 #   LM     an LSTM (or, --arch transformer, a Transformer) with the implicit cache pointer and memory
-#          augmentation (rescore-train-lm) trained on the other books
+#          augmentation (rescore-train-lm) trained on the other books, over every training word
+#          through the class-factored output layer (round(sqrt(V)) frequency classes)
 #   result weights tuned on dev (rescore-tune), test rescored (rescore-nbest --model), first
 #          pass and rescored compared (rescore-wer): prints "first-pass WER: X" and
 #          "rescored WER: Y", the two-system table (sub/del/ins, relative change, bootstrap CI
@@ -38,8 +39,9 @@ bptt=35                        # also the pointer's history length L
 batch_size=64
 epochs=6
 epoch_batches=100              # batches per epoch (0: the whole text); 6 x 100 x 64 x 35 = 1.3M tokens
-max_vocab=8000
-oov_penalty=auto               # nats added per out-of-vocabulary word; auto: ln(OOV word types of train.txt)
+max_vocab=0                    # LM vocabulary: the most frequent training words (0: every word)
+output=class                   # LM output layer: class (round(sqrt(V)) frequency classes) or softmax
+oov_penalty=auto               # nats per out-of-vocabulary word; auto: rescore-nbest's (ln of the training and recognizer words the LM lacks)
 lm_extra=""                    # more rescore-train-lm options
 reduced=false                  # true: 4 + 4 sentences and a tiny LM, about a minute (a pipeline check; its WERs mean nothing)
 # End configuration section.
@@ -127,9 +129,20 @@ if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
 fi
 
 if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
-  log 5 "LM: $arch ${layers}x$hidden + implicit pointer + memory, bptt $bptt, $epochs epochs"
+  log 5 "LM: $arch ${layers}x$hidden + implicit pointer + memory, $output output, bptt $bptt, $epochs epochs"
   opts=""
   [ "$epoch_batches" -gt 0 ] && opts="--epoch-batches $epoch_batches"
+  [ "$max_vocab" -gt 0 ] && opts="$opts --max-vocab $max_vocab"
+  case $output in
+    class) # V: the training word types and <eos>, <unk>, capped by max_vocab
+      classes=$($python -c 'import math, sys
+v = len({w for line in open(sys.argv[1], encoding="utf-8") for w in line.split()} - {"<unk>"}) + 2
+m = int(sys.argv[2])
+print(round(math.sqrt(min(v, m) if m > 0 else v)))' "$dir/text/train.txt" "$max_vocab")
+      opts="$opts --output class --classes $classes" ;;
+    softmax) ;;
+    *) echo "$0: --output class or softmax, not $output" >&2; exit 1 ;;
+  esac
   case $arch in
     transformer) opts="$opts --n-heads 4 --optimizer adam --lr 1e-3 --warmup 50 --clip 1.0" ;;
     lstm) ;;
@@ -139,17 +152,8 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   $python -m rescore.cli.train_lm --train "$dir/text/train.txt" --valid "$dir/text/valid.txt" \
     --out-dir "$dir/lm" --arch "$arch" --head pointer --memory-aug --history "$bptt" --bptt "$bptt" \
     --hidden "$hidden" --layers "$layers" --batch-size "$batch_size" --epochs "$epochs" \
-    --max-vocab "$max_vocab" --seed 1 \
+    --seed 1 \
     --device auto $opts $lm_extra
-fi
-
-if [ "$oov_penalty" = auto ]; then
-  # <unk> stands for every training word type outside the LM vocabulary (max_vocab counts
-  # <eos> and <unk>); spreading its probability evenly over them keeps the NN LM from
-  # favouring hypotheses with words it never saw (the first pass's out-of-domain words).
-  oov_penalty=$($python -c 'import math, sys
-types = {w for line in open(sys.argv[1]) for w in line.split()}
-print(round(math.log(max(1, len(types) - (int(sys.argv[2]) - 2))), 3))' "$dir/text/train.txt" "$max_vocab")
 fi
 
 if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
@@ -159,7 +163,8 @@ if [ "$stage" -le 6 ] && [ "$stop_stage" -ge 6 ]; then
   # CI [+0.23, +1.39]; docs/benchmarks.md), so the recipe tunes on the fixed costs.
   log 6 "tune: NN LM costs of dev (OOV penalty $oov_penalty), then weight / inv-acwt / wip by dev WER"
   $python -m rescore.cli.nbest "$dir/nbest/dev" "$dir/dev_nn" --data-dir "$dir/data/dev" \
-    --model "$dir/lm/model.pt" --oov-penalty "$oov_penalty" --inv-acwt 9.5 --wip 0 --weight 0.5 > /dev/null
+    --model "$dir/lm/model.pt" --oov-penalty "$oov_penalty" --inv-acwt 9.5 --wip 0 --weight 0.5 \
+    --train-text "$dir/text/train.txt" > /dev/null
   $python -m rescore.cli.tune "$dir/nbest/dev" --data-dir "$dir/data/dev" --nn-costs "$dir/dev_nn/lmwt.nn" \
     --weights 0:1:0.1 --inv-acwts 5:14:1 --wips -1:4:0.5 --params-out "$dir/params.json" \
     --report "$dir/tune.json"
