@@ -33,16 +33,9 @@ def _skip_without_tools():
         pytest.skip("World English Bible missing and no apt-get to fetch it: apt-get install -y sword-text-web")
 
 
-def _has(module: str) -> bool:
-    return importlib.util.find_spec(module) is not None
-
-
 def test_reduced_mini_recipe(tmp_path):
     _skip_without_tools()
-    full = _has("rescore.cli.train_lm") and _has("rescore.engine")
     cmd = ["bash", "recipes/mini/run.sh", "--reduced", "true", "--dir", str(tmp_path / "exp")]
-    if not full:  # the LM and engine branches not merged yet: check the first pass only
-        cmd += ["--stop-stage", "4"]
     env = dict(os.environ, PYTHON=os.environ.get("PYTHON", __import__("sys").executable))
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=600)
     if r.returncode != 0 and "could not get the World English Bible" in r.stderr:
@@ -70,28 +63,27 @@ def test_reduced_mini_recipe(tmp_path):
         segments = (exp / "data" / x / "segments").read_text().splitlines()
         assert len({ln.split()[1] for ln in segments}) >= 2  # several recordings = conversations
 
-    if full:
-        first = re.search(r"^first-pass WER: ([0-9.]+)$", r.stdout, re.M)
-        rescored = re.search(r"^rescored WER: ([0-9.]+)$", r.stdout, re.M)
-        assert first and rescored, r.stdout
-        # The LM: every training word (the reduced run caps them at 3000) through the
-        # class-factored output over round(sqrt(V)) classes.
-        from rescore.models import read_checkpoint
+    first = re.search(r"^first-pass WER: ([0-9.]+)$", r.stdout, re.M)
+    rescored = re.search(r"^rescored WER: ([0-9.]+)$", r.stdout, re.M)
+    assert first and rescored, r.stdout
+    # The LM: every training word (the reduced run caps them at 3000) through the
+    # class-factored output over round(sqrt(V)) classes.
+    from rescore.models import read_checkpoint
 
-        config = read_checkpoint(exp / "lm" / "model.pt")["config"]
-        types = {w for line in (exp / "text" / "train.txt").read_text().splitlines() for w in line.split()}
-        assert config["vocab_size"] == min(3000, len(types - {"<unk>"}) + 2)
-        assert (config["output"], config["classes"]) == ("class", round(config["vocab_size"] ** 0.5))
-        assert config["head"] == "pointer"
-        report = json.loads((exp / "first_pass" / "test" / "report.json").read_text())
-        assert float(first.group(1)) == pytest.approx(report["wer"], abs=0.01)
-        assert (exp / "test_rescored" / "buckets.png").stat().st_size > 1000
-        assert "per rare-word bucket" in r.stdout
-        # the two-system table: first pass against rescored, with the bootstrap over recordings
-        cmp = json.loads((exp / "test_compare.json").read_text())
-        assert [s["name"] for s in cmp["systems"]] == ["first-pass", "rescored"]
-        assert cmp["systems"][0]["wer"] == pytest.approx(report["wer"])
-        assert cmp["bootstrap"]["unit"] == "group" and cmp["bootstrap"]["grouping"] == "segments"
-        assert sum(b["systems"]["rescored"]["errors"] for b in cmp["buckets"]) == cmp["systems"][1]["errors"]
-        assert "rel.change" in r.stdout and "CI of diff" in r.stdout
-        assert (exp / "test_compare.png").stat().st_size > 1000
+    config = read_checkpoint(exp / "lm" / "model.pt")["config"]
+    types = {w for line in (exp / "text" / "train.txt").read_text().splitlines() for w in line.split()}
+    assert config["vocab_size"] == min(3000, len(types - {"<unk>"}) + 2)
+    assert (config["output"], config["classes"]) == ("class", round(config["vocab_size"] ** 0.5))
+    assert config["head"] == "pointer"
+    report = json.loads((exp / "first_pass" / "test" / "report.json").read_text())
+    assert float(first.group(1)) == pytest.approx(report["wer"], abs=0.01)
+    assert (exp / "test_rescored" / "buckets.png").stat().st_size > 1000
+    assert "per rare-word bucket" in r.stdout
+    # the two-system table: first pass against rescored, with the bootstrap over recordings
+    cmp = json.loads((exp / "test_compare.json").read_text())
+    assert [s["name"] for s in cmp["systems"]] == ["first-pass", "rescored"]
+    assert cmp["systems"][0]["wer"] == pytest.approx(report["wer"])
+    assert cmp["bootstrap"]["unit"] == "group" and cmp["bootstrap"]["grouping"] == "segments"
+    assert sum(b["systems"]["rescored"]["errors"] for b in cmp["buckets"]) == cmp["systems"][1]["errors"]
+    assert "rel.change" in r.stdout and "CI of diff" in r.stdout
+    assert (exp / "test_compare.png").stat().st_size > 1000

@@ -16,10 +16,10 @@ helpers) and checks one of three outcomes:
   in another order): the figure equals that of the clean input, or else a clear error that names
   the cause (``must``).
 
-Sections: cases that pass now; cases nobody detects yet (xfail, strict, with the change they
-need named: when it lands they XPASS and move up). Two subprocess tests at the end (Ctrl-C in
-training, a step outside a recipe dir) need the steps' recipe-dir check and the interrupted
-progress line, which are not merged yet: xfail, not strict, until they are.
+Sections: the wrong files, wrong values, damaged or disguised files, the same input written
+another way, warnings, and cases nobody detects yet (none at present; such a case is a strict
+xfail naming the change it needs, and moves up when that lands). Two subprocess tests at
+the end: Ctrl-C in training, and a Kaldi step run outside a recipe dir.
 """
 
 from __future__ import annotations
