@@ -80,12 +80,11 @@ def main(argv=None) -> None:
     words_table = read_text_table(Path(args.nbest_dir) / "words_text", "tokens")
     words = dict(zip(words_table.keys, words_table.values))
     costs = read_nn_costs(args.costs)
-    vocab = set(counts) | {w for ws in words.values() for w in ws}
-    rare = {w for w in vocab if counts.get(w, 0) <= args.max_count}
+    rare = {w for ws in words.values() for w in ws if counts.get(w, 0) <= args.max_count}
     out = boosted(costs, words, rare, args.boost)
     n_rare = sum(w in rare for key in costs for w in words[key])
     n_all = sum(len(words[key]) for key in costs)
-    log.info("rare: training count <= %d (%d words); %d of %d hypothesis tokens (%.1f %%) boosted by %g",
+    log.info("rare: training count <= %d (%d hypothesis words); %d of %d hypothesis tokens (%.1f %%) boosted by %g",
              args.max_count, len(rare), n_rare, n_all, 100.0 * n_rare / max(1, n_all), args.boost)
     write_nn_costs(args.out, out)
 
