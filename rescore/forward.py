@@ -67,15 +67,19 @@ def autocast_for(device: torch.device, precision: str = "auto"):
 def resolve_normalize(model: LanguageModel, normalize: str) -> str:
     """``exact`` or ``none`` for ``--normalize``: ``auto`` is ``none`` for a self-normalised
     model (``config.self_norm > 0``: trained with alpha (log Z)^2), else ``exact``. A
-    class-factored model (``config.output == "class"``) refuses ``none``: it scores exactly at
-    (C + |c(w)|) x H per edge (``HeadOutput.vocab_score``, the same per-edge path)."""
+    class-factored model (``config.output == "class"``) takes ``none`` only when self-normalised:
+    exact costs are already only (C + |c(w)|) x H per edge, and a class model trained without
+    the penalty has two normalisers far from 1, so its raw scores would rank hypotheses by
+    nothing the model learned."""
     check(normalize in NORMALIZE, f"one of {', '.join(NORMALIZE)}", "--normalize", normalize)
     if normalize == "auto":
         normalize = "none" if getattr(model.config, "self_norm", 0.0) > 0 else "exact"
-    if normalize == "none" and getattr(getattr(model, "config", None), "output", "") == "class":
-        raise RescoreError("normalize 'exact' (or auto) for a class-factored model (--output "
-                           "class): its normalisers are exact at (C + class size) x H per edge "
-                           "already, there is no unnormalised score to skip to", got="none")
+    config = getattr(model, "config", None)
+    if normalize == "none" and getattr(config, "output", "") == "class" \
+            and not getattr(config, "self_norm", 0.0) > 0:
+        raise RescoreError("normalize 'exact' (or auto) for a class-factored model trained "
+                           "without --self-norm: its raw class and word scores are not "
+                           "log-probabilities", got="none")
     if normalize == "none" and not getattr(model, "supports_unnormalized", False):
         raise RescoreError("a model that can score without its normaliser (rescore.models) for "
                            "normalize 'none'", got=type(model).__name__)

@@ -186,13 +186,28 @@ def _restore(last_path: Path, config: ModelConfig, opts: TrainOptions, world: in
     return model, model.config, ckpt["train_state"]
 
 
-def _build(config: ModelConfig, opts: TrainOptions) -> torch.nn.Module:
-    """A freshly initialised model, the same in every process, and its vocabulary."""
+def vocabulary(opts: TrainOptions) -> Vocabulary:
+    """The vocabulary a fresh run trains: ``--words-txt``'s, or the training text's words
+    (the ``--max-vocab`` most frequent)."""
     if opts.words_txt is not None and opts.max_vocab is not None:
         raise RescoreError("either a words.txt or a maximum vocabulary size, not both",
                            path=opts.words_txt)
-    vocab = (Vocabulary.from_words_txt(opts.words_txt) if opts.words_txt is not None
-             else Vocabulary.from_text(opts.train, opts.max_vocab))
+    return (Vocabulary.from_words_txt(opts.words_txt) if opts.words_txt is not None
+            else Vocabulary.from_text(opts.train, opts.max_vocab))
+
+
+def auto_classes(opts: TrainOptions) -> int:
+    """``--classes auto``: round(sqrt(V)) for the vocabulary ``opts`` trains, where a token's
+    cost (C + V/C) x H is smallest (rescore.models.classes)."""
+    n = len(vocabulary(opts))
+    classes = max(1, round(math.sqrt(n)))
+    log.info("--classes auto: %d classes for %d words (round(sqrt(V)))", classes, n)
+    return classes
+
+
+def _build(config: ModelConfig, opts: TrainOptions) -> torch.nn.Module:
+    """A freshly initialised model, the same in every process, and its vocabulary."""
+    vocab = vocabulary(opts)
     torch.manual_seed(opts.seed)  # same initial weights on every process
     counts = None
     if config.output == "class":
@@ -309,11 +324,21 @@ def train_step(run: TrainRun) -> Tuple[float, int]:
 def compute_loss(config: ModelConfig, out: HeadOutput, y: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
     """The training loss of a chunk: the mean negative log-probability of its targets, plus the
     head's own term and the self-normalisation penalty where configured."""
-    loss = -out.log_prob(y, yi).mean()
+    within_z = None
+    if config.self_norm and out.target_norm is not None:  # class-factored: log P and the
+        B, T = y.shape  # within-class log Z of each target, in one pass
+        b = torch.arange(B, device=y.device).repeat_interleave(T)
+        t = torch.arange(T, device=y.device).repeat(B)
+        lp, within_z = out.target_norm(b, t, y.reshape(-1))
+        loss = -lp.mean()
+    else:
+        loss = -out.log_prob(y, yi).mean()
     if out.aux_loss is not None:  # a head's own term (pointer-generator coverage)
         loss = loss + out.aux_loss.mean()
     if config.self_norm:  # alpha (log Z)^2: self-normalisation (Devlin et al. 2014)
         loss = loss + config.self_norm * out.log_norm.float().pow(2).mean()
+        if within_z is not None:  # and the class's: unnormalised scores add both log Zs
+            loss = loss + config.self_norm * within_z.pow(2).mean()
     return loss
 
 

@@ -145,8 +145,8 @@ def check_config(config: ModelConfig) -> None:
         need("head", getattr(HEADS[config.head], "supports_class_output", False),
              "a head with a class-factored output for --output class: " + ", ".join(
                  sorted(n for n, h in HEADS.items() if getattr(h, "supports_class_output", False))))
-        need("self_norm", not config.self_norm, "no --self-norm with --output class (its "
-             "normalisers are cheap and exact already)")
+        need("self_norm", not config.self_norm or config.head == "softmax",
+             "--self-norm with --output class only with --head softmax")
     else:
         need("classes", not config.classes, "--classes only with --output class")
     if config.arch == "transformer":

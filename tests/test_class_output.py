@@ -93,7 +93,8 @@ def test_factored_probabilities_sum_to_one(kw):
     B, T = ids.shape
     with torch.no_grad():
         out, _ = model(ids, ids, model.initial_state(B))
-        assert out.log_vocab is None and out.log_norm is None
+        assert out.log_vocab is None  # log_norm: the class softmax's (softmax head) or None
+        assert (out.log_norm is not None) == (kw["head"] == "softmax")
         total = torch.stack([out.log_prob(torch.full((B, T), w), torch.full((B, T), w)).exp()
                              for w in range(V)]).sum(0)
     assert torch.allclose(total, torch.ones(B, T, dtype=total.dtype), atol=1e-5), total
@@ -264,8 +265,9 @@ def test_bad_options(monkeypatch, corpus):
         check_config(ModelConfig(output="softmax", classes=5, **base))
     with pytest.raises(OptionError, match="--output"):
         check_config(ModelConfig(output="hierarchical", **base))
-    with pytest.raises(OptionError, match="--self-norm"):
-        check_config(ModelConfig(output="class", classes=4, self_norm=0.1, **base))
+    check_config(ModelConfig(output="class", classes=4, self_norm=0.1, **base))  # softmax head
+    with pytest.raises(OptionError, match="--self-norm.*--head softmax"):
+        check_config(ModelConfig(output="class", classes=4, self_norm=0.1, head="pointer", **base))
     monkeypatch.setitem(HEADS, "noclass", _NoClassHead)
     with pytest.raises(OptionError, match="--head.*class-factored"):
         check_config(ModelConfig(head="noclass", output="class", classes=4, **base))
@@ -308,6 +310,15 @@ def test_cli_train_ppl_nbest(corpus, tmp_path):
         r = CliRunner().invoke(train_main, args + ["--out-dir", str(tmp_path / "x")]
                                + (["--output", "class"] if "only" not in msg else []) + bad)
         assert r.exit_code == 2 and msg in r.output, r.output
+    # --classes auto (the default): round(sqrt(V)) of the vocabulary trained
+    r = CliRunner().invoke(train_main, args + ["--out-dir", str(tmp_path / "auto"), "--output",
+                                                "class", "--max-vocab", "10"])
+    assert r.exit_code == 0, r.output
+    auto = load_checkpoint(tmp_path / "auto" / "model.pt")
+    assert len(auto.vocab) == 10 and auto.config.classes == 3  # round(sqrt(10))
+    r = CliRunner().invoke(train_main, args + ["--out-dir", str(tmp_path / "y"), "--output",
+                                                "class", "--classes", "many"])
+    assert r.exit_code == 2 and "an integer or auto" in r.output, r.output
     r = CliRunner().invoke(ppl_main, [str(ckpt), str(train), "--device", "cpu"])
     assert r.exit_code == 0 and "5 classes" in r.output, r.output
     common = [str(FIXTURE), "--data-dir", str(FIXTURE / "data"), "--model", str(ckpt),
@@ -319,3 +330,100 @@ def test_cli_train_ppl_nbest(corpus, tmp_path):
     r = CliRunner().invoke(nbest_main, [common[0], str(tmp_path / "nb2")] + common[1:]
                            + ["--normalize", "none"])
     assert r.exit_code != 0 and "class-factored" in r.output, r.output
+
+
+def flat(B, T):
+    return torch.arange(B).repeat_interleave(T), torch.arange(T).repeat(B)
+
+
+def test_self_normalised_class_output_adds_both_log_zs():
+    """--self-norm with the class layer: ``log_norm`` is the class softmax's log Z,
+    ``target_norm`` gives log P and the target class's within-class log Z (both checked
+    against log-sum-exps over the full layers), and the raw score of ``normalize=False`` is
+    log P plus both."""
+    model = class_model(dict(arch="lstm", head="softmax", self_norm=0.5))
+    dec = model.class_decoder
+    ids = inputs(len(model.vocab))
+    B, T = ids.shape
+    with torch.no_grad():
+        exact, _ = model(ids, ids.clone(), model.initial_state(B))
+        raw, _ = model(ids, ids.clone(), model.initial_state(B), normalize=False)
+        b, t = flat(B, T)
+        targets = torch.roll(ids, 1, dims=1).reshape(-1)  # any words, every class
+        lp = exact.vocab_score(b, t, targets)
+        lp2, z_in = exact.target_norm(b, t, targets)
+        h = exact.hidden[b, t]
+        word_logits = dec.words(h)  # (E, V)
+        same = dec.word_class.unsqueeze(0) == dec.word_class[targets].unsqueeze(1)
+        want_z_in = torch.logsumexp(word_logits.masked_fill(~same, float("-inf")), dim=1)
+        want_z_cls = torch.logsumexp(dec.class_logits(exact.hidden), dim=-1)  # (B, T)
+        got = raw.vocab_score(b, t, targets)
+    assert torch.allclose(lp2, lp, atol=1e-5)
+    assert torch.allclose(z_in, want_z_in, atol=1e-4)
+    assert torch.allclose(exact.log_norm, want_z_cls, atol=1e-4)
+    assert torch.allclose(got, lp + exact.log_norm[b, t] + z_in, atol=1e-4)
+    assert exact.log_norm.abs().mean() > 0.5 and z_in.abs().mean() > 0.5  # Z far from 1 here
+
+
+def test_self_norm_loss_has_both_terms():
+    """The training loss of a self-normalised class model is -log P plus alpha times the
+    squares of both normalisers, the within-class one taken at each target's class."""
+    from rescore.train import compute_loss
+
+    model = class_model(dict(arch="lstm", head="softmax", self_norm=0.25))
+    ids = inputs(len(model.vocab))
+    B, T = ids.shape
+    x, y = ids[:, :-1], ids[:, 1:]
+    out, _ = model(x, x.clone(), model.initial_state(B))
+    loss = compute_loss(model.config, out, y, y.clone())
+    b, t = flat(B, T - 1)
+    lp, z_in = out.target_norm(b, t, y.reshape(-1))
+    want = -lp.mean() + 0.25 * (out.log_norm.pow(2).mean() + z_in.pow(2).mean())
+    assert torch.allclose(loss, want, atol=1e-5)
+    plain = compute_loss(ModelConfig(output="class", classes=5), out, y, y.clone())
+    assert torch.allclose(plain, -out.log_prob(y, y.clone()).mean(), atol=1e-6)
+    assert float((loss - plain).detach()) > 0.01
+    loss.backward()  # both terms reach the class and word rows
+    assert model.class_decoder.classes.weight.grad.abs().sum() > 0
+
+
+def test_self_norm_class_training_and_unnormalised_scoring(corpus):
+    """A tiny class model trained with --self-norm 1 ends with both normalisers near 1 on
+    held-out text, one trained without does not; the engines agree on its unnormalised costs,
+    --normalize auto picks them, and they differ from the exact ones by the log Zs only."""
+    got, models = {}, {}
+    for alpha in (0.0, 1.0):
+        cfg = ModelConfig(hidden=16, layers=1, dropout=0.0, output="class", classes=4,
+                          self_norm=alpha)
+        out = corpus / f"a{alpha}"
+        train_lm(cfg, TrainOptions(train=corpus / "train.txt", valid=corpus / "valid.txt",
+                                   out_dir=out, epochs=2, batch_size=4, bptt=8, lr=1.0,
+                                   device="cpu", threads=1))
+        model = models[alpha] = load_checkpoint(out / "model.pt")
+        from rescore.data import load_streams
+
+        s = load_streams(corpus / "valid.txt", model.vocab, 4, pad=True)
+        with torch.no_grad():
+            o, _ = model(s.ids, s.ident, model.initial_state(s.ids.shape[0]))
+            B, T = s.ids.shape
+            b, t = flat(B, T)
+            y = torch.roll(s.ids, -1, dims=1).reshape(-1)
+            _, z_in = o.target_norm(b, t, y)
+            mask = s.mask.reshape(-1)
+            got[alpha] = float((o.log_norm.reshape(-1)[mask] ** 2).mean()
+                               + (z_in[mask] ** 2).mean())
+    assert got[1.0] < 0.3 < 1.0 < got[0.0], got
+    model = models[1.0].eval()
+    convs = make_conversations(seed=43, n_conv=2, n_utt=(2, 3), n_hyp=(2, 5))
+    run = lambda **o: score_nbest(model, convs, weight=0.7, device="cpu", max_tokens=64,  # noqa: E731
+                                  conv_batch=2, progress=False, **o)
+    assert E.resolve_normalize(model, "auto") == "none"
+    ref = run(engine="naive", normalize="none")
+    for engine in ("padded", "fast"):
+        assert_close(run(engine=engine, normalize="none"), ref)
+    exact = run(normalize="exact")
+    diffs = [abs(a - b) for ce, cr in zip(exact, ref) for ue, ur in zip(ce, cr)
+             for he, hr in zip(ue, ur) for a, b in zip(he, hr)]
+    assert 0 < max(diffs)  # different costs; near because the log Zs are near 0
+    with pytest.raises(RescoreError, match="without --self-norm"):
+        score_nbest(models[0.0], convs, weight=0.7, device="cpu", normalize="none", progress=False)

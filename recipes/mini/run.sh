@@ -134,12 +134,7 @@ if [ "$stage" -le 5 ] && [ "$stop_stage" -ge 5 ]; then
   [ "$epoch_batches" -gt 0 ] && opts="--epoch-batches $epoch_batches"
   [ "$max_vocab" -gt 0 ] && opts="$opts --max-vocab $max_vocab"
   case $output in
-    class) # V: the training word types and <eos>, <unk>, capped by max_vocab
-      classes=$($python -c 'import math, sys
-v = len({w for line in open(sys.argv[1], encoding="utf-8") for w in line.split()} - {"<unk>"}) + 2
-m = int(sys.argv[2])
-print(round(math.sqrt(min(v, m) if m > 0 else v)))' "$dir/text/train.txt" "$max_vocab")
-      opts="$opts --output class --classes $classes" ;;
+    class) opts="$opts --output class" ;;  # --classes auto: round(sqrt(V)) of the words trained
     softmax) ;;
     *) echo "$0: --output class or softmax, not $output" >&2; exit 1 ;;
   esac

@@ -83,9 +83,8 @@ for model in $models; do
     *) opts+=(--head softmax) ;;
   esac
   if [ "$output" = class ]; then
-    # C = round(sqrt(V)), V the words of words.txt (less Kaldi's symbols) and the LM's <eos>
-    opts+=(--output class --classes "${classes:-$(awk '$1 != "<eps>" && $1 != "<s>" && $1 != "</s>" &&
-      $1 !~ /^#/ { n++ } END { printf "%d", sqrt(n + 1) + 0.5 }' "$lmdata/words.txt")}")
+    opts+=(--output class)  # without --classes: round(sqrt(V)), V the words of words.txt
+    if [ -n "$classes" ]; then opts+=(--classes "$classes"); fi
   else
     opts+=(--output softmax)
   fi

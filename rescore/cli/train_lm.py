@@ -3,6 +3,7 @@ full softmax or a class-factored output layer."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import sys
 
@@ -50,11 +51,12 @@ from rescore.train_options import DEFAULT_LR  # torch-free: --help stays instant
                    "it pays with a large vocabulary (no --max-vocab: 30k words on wikitext2), "
                    "where the full softmax dominates a step (7.9x training tokens/s there for "
                    "a 2x256 LSTM, docs/benchmarks.md). "
-                   "Heads: softmax, pointer, psmm, pointer-generator; not with --self-norm.")
-@click.option("--classes", type=int, default=0, metavar="C",
-              help="Word classes of --output class (needed with it; 0: none), binned by "
-                   "training frequency; about sqrt(V): 174 for 30k words. Stored in the "
-                   "checkpoint.")
+                   "Heads: softmax, pointer, psmm, pointer-generator; --self-norm with the "
+                   "softmax head (it then self-normalises both factors).")
+@click.option("--classes", default="auto", metavar="C|auto",
+              help="Word classes of --output class, binned by training frequency; auto: "
+                   "round(sqrt(V)) of the vocabulary trained (174 for wikitext-2's 30,379 "
+                   "words), where a token costs least. Stored in the checkpoint.")
 @click.option("--epochs", type=int, default=10, help="Maximum epochs.")
 @click.option("--batch-size", type=int, default=20, help="Parallel streams per process.")
 @click.option("--eval-batch-size", type=int, default=10, help="Parallel streams for validation.")
@@ -104,8 +106,15 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
     setup_logging(verbose)
     _refuse_unused_options(click.get_current_context(), arch, head)
     from rescore.models import ModelConfig
-    from rescore.train import train_lm
+    from rescore.train import auto_classes, train_lm
     from rescore.train_options import TrainOptions, parse_save_every
+
+    auto = classes == "auto"  # resolved for --output class once the options are known
+    try:
+        classes = 0 if auto else int(classes)
+    except ValueError:
+        raise click.BadParameter(f"an integer or auto, not {classes!r}",
+                                 param_hint="'--classes'") from None
 
     config = ModelConfig(arch=arch, head=head, hidden=hidden, layers=layers, dropout=dropout,
                          history=bptt if history is None else history,
@@ -126,6 +135,8 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
                                 epoch_batches=epoch_batches, max_minutes=max_minutes, seed=seed,
                                 device=device, threads=threads, resume=resume,
                                 save_every_steps=steps, save_every_minutes=minutes)
+            if output == "class" and auto:
+                config = dataclasses.replace(config, classes=auto_classes(opts))
             from rescore.io.outdir import dir_lock
 
             with dir_lock(out_dir):  # one training per OUT_DIR: a second one fails at once

@@ -31,7 +31,7 @@ Conventions
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, Optional
+from typing import Callable, Dict, Iterable, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -62,8 +62,13 @@ class HeadOutput:
                 too (implicit pointer: the raw slot logits; PSMM / pointer-generator keep their
                 exact L-way attention, only P_vocab is left unnormalised).
                 A class-factored output layer (``--output class``, rescore.models.classes)
-                also gives ``log_vocab`` None and ``vocab_score``, but exact, normalised:
-                (C + |c(w)|) x H per target; its ``log_norm`` is None.
+                also gives ``log_vocab`` None and ``vocab_score``, normalised: (C + |c(w)|) x H
+                per target; with the softmax head its ``log_norm`` is the class softmax's log Z
+                (else None), and ``normalize=False`` gives the two raw rows, 2 x H per target.
+    target_norm: the class-factored softmax head only: ``target_norm(b, t, ids)`` -> (log P(w),
+                log Z of c(w)'s within-class softmax), (E,) float32 each, in one pass; that
+                normaliser depends on the target, so ``log_norm`` cannot hold it. Self-normalised
+                training adds alpha * its square too.
     """
 
     log_vocab: Optional[Tensor]
@@ -73,6 +78,7 @@ class HeadOutput:
     aux_loss: Optional[Tensor] = None
     log_norm: Optional[Tensor] = None
     vocab_score: Optional[Callable[[Tensor, Tensor, Tensor], Tensor]] = None
+    target_norm: Optional[Callable[[Tensor, Tensor, Tensor], Tuple[Tensor, Tensor]]] = None
 
     def vocab_at(self, b: Tensor, t: Tensor, ids: Tensor) -> Tensor:
         """log_vocab[b, t, ids] for (E,) int64 rows, positions and ids -> (E,) float."""

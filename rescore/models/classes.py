@@ -20,7 +20,7 @@ class), so scoring needs no training text.
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -120,9 +120,11 @@ class ClassDecoder(nn.Module):
         """(..., H) -> (..., C + extra): U h + d."""
         return self.classes(hidden)
 
-    def within(self, h: Tensor, ids: Tensor) -> Tensor:
+    def within(self, h: Tensor, ids: Tensor, with_norm: bool = False):
         """log softmax over the members of c(w) of W h + b, at w: (E, H) float, (E,) int64 ->
-        (E,) float32. |c(w)| x H per row; rows are grouped by class, one product per class."""
+        (E,) float32. |c(w)| x H per row; rows are grouped by class, one product per class.
+        ``with_norm``: also the (E,) log-normaliser of each row's class (the within-class log Z
+        that self-normalised training drives to 0), as a pair."""
         W, b = self.words.weight, self.words.bias
         cls = self.word_class[ids]  # (E,)
         order = torch.argsort(cls)
@@ -136,7 +138,7 @@ class ClassDecoder(nn.Module):
         if torch.is_grad_enabled() and W.requires_grad:  # training: the rows in class order
             sizes = [e - s for s, e in zip(self.starts[:-1], self.starts[1:])]
             Ws, bs = W[self.perm].split(sizes), b[self.perm].split(sizes)
-        parts = []
+        parts, norms = [], []
         for c, hc, pc in zip(present.tolist(), hs, ps):
             if torch.is_grad_enabled() and W.requires_grad:
                 Wc, bc = Ws[c], bs[c]  # (|c|, H), (|c|,)
@@ -144,12 +146,15 @@ class ClassDecoder(nn.Module):
                 members = self.perm[self.starts[c]:self.starts[c + 1]]
                 Wc, bc = W.index_select(0, members), b.index_select(0, members)
             logits = torch.addmm(bc.to(hc.dtype), hc, Wc.t().to(hc.dtype)).float()  # (n, |c|)
-            parts.append(logits.gather(1, pc.unsqueeze(1)).squeeze(1)
-                         - torch.logsumexp(logits, dim=1))
+            lse = torch.logsumexp(logits, dim=1)
+            parts.append(logits.gather(1, pc.unsqueeze(1)).squeeze(1) - lse)
+            norms.append(lse)
         if not parts:
-            return h.new_zeros(0, dtype=torch.float32)
-        out = torch.cat(parts)  # in class order
-        return out[torch.argsort(order)]
+            empty = h.new_zeros(0, dtype=torch.float32)
+            return (empty, empty) if with_norm else empty
+        back = torch.argsort(order)
+        out = torch.cat(parts)[back]  # from class order back to the rows' order
+        return (out, torch.cat(norms)[back]) if with_norm else out
 
     def scorer(self, hidden: Tensor, class_lp: Tensor,
                offset: Optional[Tensor] = None) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
@@ -163,6 +168,33 @@ class ClassDecoder(nn.Module):
             if offset is not None:
                 s = s + offset[b, t].float()
             return s
+
+        return score
+
+    def scorer_with_norm(self, hidden: Tensor,
+                         class_lp: Tensor) -> Callable[[Tensor, Tensor, Tensor], Tuple[Tensor, Tensor]]:
+        """For self-normalised training: (b, t, ids) -> (log P(w), the within-class log Z of
+        c(w)), each (E,) float32, in one pass (``scorer`` without an offset, and the
+        normaliser that a (B, T) ``HeadOutput.log_norm`` cannot hold: it depends on the target)."""
+
+        def score(b: Tensor, t: Tensor, ids: Tensor) -> Tuple[Tensor, Tensor]:
+            within, log_z = self.within(hidden[b, t], ids, with_norm=True)
+            return class_lp[b, t, self.word_class[ids]].float() + within, log_z
+
+        return score
+
+    def raw_scorer(self, hidden: Tensor) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+        """``HeadOutput.vocab_score`` without either normaliser (``--normalize none`` of a model
+        trained with ``--self-norm``): (U h + d)[c(w)] + (W h + b)[w], the two rows a target
+        needs and nothing else, 2 x H multiply-adds per target instead of (C + |c(w)|) x H."""
+        U, d = self.classes.weight, self.classes.bias
+        W, bw = self.words.weight, self.words.bias
+
+        def score(b: Tensor, t: Tensor, ids: Tensor) -> Tensor:
+            h = hidden[b, t].float()  # (E, H)
+            c = self.word_class[ids]
+            return (torch.einsum("eh,eh->e", h, U[c].float()) + d[c].float()
+                    + torch.einsum("eh,eh->e", h, W[ids].float()) + bw[ids].float())
 
         return score
 

@@ -14,9 +14,11 @@ with the input embedding). It offers
 
 A head with ``supports_class_output`` also takes a ``rescore.models.classes.ClassDecoder`` as
 ``decoder`` (``--output class``): its P_vocab is then the class-factored one, exact, given only
-through ``HeadOutput.vocab_score`` (one target costs (C + |c(w)|) x H; ``normalize`` changes
-nothing). ``extra_classes``: rows the head adds to the class layer (the implicit pointer's
-history slots are one more class).
+through ``HeadOutput.vocab_score`` (one target costs (C + |c(w)|) x H). The softmax head's
+also self-normalises: ``log_norm`` is the class softmax's log Z, ``target_norm`` gives the
+within-class one, and ``normalize=False`` reads the target's two rows only (2 x H).
+``extra_classes``: rows the head adds to the class layer (the implicit pointer's history slots
+are one more class).
 """
 
 from __future__ import annotations
@@ -87,9 +89,13 @@ class SoftmaxHead(nn.Module):
     def forward(self, hidden: Tensor, emb: Tensor, ident: Tensor, state: Dict[str, Tensor],
                 normalize: bool = True) -> Tuple[HeadOutput, Dict[str, Tensor]]:
         if isinstance(self.decoder, ClassDecoder):
-            class_lp = F.log_softmax(self.decoder.class_logits(hidden).float(), dim=-1)  # (B,T,C)
-            return HeadOutput(None, hidden=hidden,
-                              vocab_score=self.decoder.scorer(hidden, class_lp)), {}
+            if not normalize:  # self-normalised: the target's class and word rows only
+                return HeadOutput(None, hidden=hidden, vocab_score=self.decoder.raw_scorer(hidden)), {}
+            cl = self.decoder.class_logits(hidden).float()  # (B, T, C)
+            class_lp = F.log_softmax(cl, dim=-1)
+            return HeadOutput(None, hidden=hidden, vocab_score=self.decoder.scorer(hidden, class_lp),
+                              log_norm=log_norm(cl, class_lp),  # the class softmax's log Z
+                              target_norm=self.decoder.scorer_with_norm(hidden, class_lp)), {}
         if not normalize:
             return HeadOutput(None, hidden=hidden, vocab_score=output_rows(self.decoder, hidden)), {}
         if quant.enabled() and hidden.device.type == "cpu" and not self.training:  # --precision int8

@@ -35,9 +35,9 @@ def check_output(config: ModelConfig) -> None:
         ok = sorted(n for n, h in HEADS.items() if getattr(h, "supports_class_output", False))
         raise ValueError(f"--output class: not with --head {config.head} (heads with a "
                          f"class-factored output: {', '.join(ok)})")
-    if config.self_norm:
-        raise ValueError("--output class with --self-norm: a class model's normalisers are "
-                         "already cheap and exact (self-normalisation is for --output softmax)")
+    if config.self_norm and config.head != "softmax":
+        raise ValueError(f"--output class with --self-norm: only with --head softmax (not "
+                         f"{config.head})")
 
 
 class NeuralLM(LanguageModel):
