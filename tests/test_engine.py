@@ -458,6 +458,30 @@ def test_int8_products_match_the_float_layer():
         Forward(models()["lstm"], torch.device("cuda"), 64, EngineStats(), "int8")
 
 
+def test_int8_row_buckets_change_no_output():
+    """Int8Linear rounds its row count up to a few sizes per octave (so that a scoring run's
+    thousands of row counts do not fragment the heap: peak memory, docs/benchmarks.md); the
+    zero rows it adds change no real row's output, bit for bit, as the input's quantisation
+    range holds 0 already."""
+    from rescore.models import quant
+
+    if quant.engine() is None:
+        pytest.skip("this PyTorch build has no quantised CPU engine")
+    sizes = [quant.bucket_rows(n) for n in range(1, 1025)]
+    assert all(n <= b <= max(n, 1.25 * n) for n, b in zip(range(1, 1025), sizes))
+    assert len(set(sizes)) <= 15 + 4 * 7  # 1..15 as they are, then 4 per octave
+    torch.manual_seed(0)
+    w, b = torch.randn(300, 64) * 0.1, torch.randn(300)
+    x = torch.randn(419, 64) + 0.5
+    with quant.int8_products():
+        lin = quant.Int8Linear(w, b)
+        for n in (1, 15, 17, 33, 100, 419):
+            assert quant.bucket_rows(n) != n or n < 16
+            plain = torch.ops.quantized.linear_dynamic(x[:n].contiguous(), lin.packed, True)
+            got = lin(x[:n].view(1, n, 64))
+            assert got.shape == (1, n, 300) and torch.equal(got[0], plain)
+
+
 @pytest.mark.parametrize("carry", ["none", "first-pass"])
 def test_real_model_other_carry_modes(carry):
     model = real_model(dict(arch="transformer", head="pointer", memory_aug=True,
