@@ -358,7 +358,8 @@ t_opt("--head", "nonsense")
 t_opt("--classes", "0", ["--output", "class"], id="--classes=0-with-class")
 t_opt("--classes", "100000", ["--output", "class"], id="--classes-above-vocab")
 t_opt("--classes", "5", [], id="--classes-with-softmax")
-t_opt("--output", "class", ["--self-norm", "0.1", "--classes", "5"], id="--output-class-self-norm")
+t_opt("--output", "class", ["--self-norm", "0.1", "--classes", "5", "--head", "pointer"],
+      id="--output-class-self-norm-pointer")
 CASES[-1].must = ["--self-norm"]
 add("train-lm", "--words-txt-and-max-vocab", T + ["--words-txt", "{w}/nb/words.txt", "--max-vocab", "10"],
     must=["--words-txt"], codes=USAGE)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import os
 import re
 import shutil
@@ -130,7 +131,8 @@ def test_readme_quickstart_runs(tmp_path, kaldi_lstm):  # noqa: F811 (the fixtur
     # The recommended model, as the block trained it.
     model_dir = recipe / "exp" / "rescore" / "lstm"
     config = json.loads((model_dir / "train.json").read_text())["config"]
-    assert (config["arch"], config["output"], config["classes"]) == ("lstm", "class", 174)
+    assert (config["arch"], config["output"]) == ("lstm", "class")  # --classes auto: round(sqrt V)
+    assert config["classes"] == round(math.sqrt(config["vocab_size"])) > 1
     # Both steps wrote rescored lattices and a 1-best of every utterance, and scored them.
     for out in (f"{decode}_rescore", f"{decode}_pytorchnn"):
         assert Path(out, "lat.1.gz").is_file(), out

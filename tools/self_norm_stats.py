@@ -4,7 +4,8 @@
 The text is scored as rescore-ppl scores it (``rescore.ppl``: cut into --batch-size streams,
 state carried over --bptt chunks, every word and sentence end a target). For every target it
 records log P and log Z (``HeadOutput.log_norm``: the normaliser of the head's V-sized softmax,
-over V + L for the implicit pointer) and reports the perplexity, the mean, standard deviation
+over V + L for the implicit pointer; with the class-factored layer the sum of the class
+softmax's and the target class's within-class one) and reports the perplexity, the mean, standard deviation
 and quantiles of log Z, and the perplexity the unnormalised costs (``rescore-nbest --normalize
 none``: -ln P - log Z for the softmax and the implicit pointer) would give.
 
@@ -46,8 +47,16 @@ def stats(model_path: str, text: str, batch_size: int, bptt: int):
     with torch.inference_mode():
         for x, xi, y, yi, m in s.chunks(bptt):
             out, state = model(x, xi, state)
-            lps.append(out.log_prob(y, yi).double())
-            lzs.append(out.log_norm.double())
+            if out.target_norm is not None:  # class-factored: the class softmax's log Z plus
+                B, T = y.shape  # the within-class one of each target's class
+                b = torch.arange(B).repeat_interleave(T)
+                t = torch.arange(T).repeat(B)
+                lp, z_in = out.target_norm(b, t, y.reshape(-1))
+                lps.append(lp.view(B, T).double())
+                lzs.append((out.log_norm + z_in.view(B, T)).double())
+            else:
+                lps.append(out.log_prob(y, yi).double())
+                lzs.append(out.log_norm.double())
             masks.append(m)
     mask = torch.cat(masks, 1)
     lp, lz = torch.cat(lps, 1)[mask], torch.cat(lzs, 1)[mask]  # (n,) over the targets
