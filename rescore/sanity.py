@@ -241,10 +241,11 @@ class InputChecks(JsonRecord):
 
 
 def model_vocabulary(path: PathLike) -> List[str]:
-    """The words of a rescore checkpoint (its vocabulary; nothing else of it is used here)."""
+    """The words of a rescore checkpoint (its vocabulary; nothing else of it is used here; the
+    dict read is kept for the model's loading, which follows)."""
     from rescore.models import read_checkpoint
 
-    vocab = read_checkpoint(path, "cpu")["vocab"]
+    vocab = read_checkpoint(path, "cpu", keep=True)["vocab"]
     if not isinstance(vocab, (list, tuple)) or not all(isinstance(w, str) for w in vocab):
         raise RescoreError("a checkpoint whose vocab is a list of words", path=path)
     return list(vocab)

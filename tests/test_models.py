@@ -141,3 +141,35 @@ def test_checkpoint_corrupt_and_foreign(tmp_path):
     torch.save(ckpt, foreign)
     with pytest.raises(RescoreError, match="weights"):
         load_checkpoint(foreign)
+
+
+def test_rescore_nbest_reads_its_checkpoint_once(tmp_path, monkeypatch):
+    """rescore-nbest checks the model's vocabulary and then loads it from the one read of the
+    file; a checkpoint changed in between is read again (its new weights are the ones used)."""
+    import rescore.models as M
+    from click.testing import CliRunner
+
+    from rescore.cli.nbest import main as nbest_main
+    from rescore.nbest import load_nbest_dir
+    from test_engine import FIXTURE
+
+    words = sorted({w for u in load_nbest_dir(FIXTURE, FIXTURE / "data").utterances()
+                    for h in u.hyps for w in h.words})
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(hidden=8, layers=1), Vocabulary(["<eos>", "<unk>"] + words))
+    path = tmp_path / "m.pt"
+    save_checkpoint(model, path)
+    reads = []
+    real = M._read_checkpoint
+    monkeypatch.setattr(M, "_read_checkpoint", lambda p, d: reads.append(p) or real(p, d))
+    r = CliRunner().invoke(nbest_main, [str(FIXTURE), str(tmp_path / "out"), "--data-dir",
+                                        str(FIXTURE / "data"), "--model", str(path), "--device", "cpu"])
+    assert r.exit_code == 0, r.output
+    assert len(reads) == 1 and not M._READ
+    M.read_checkpoint(path, keep=True)  # kept, then the file changes: the new one is loaded
+    with torch.no_grad():
+        model.embedding.weight.add_(1.0)
+    save_checkpoint(model, path)
+    got = load_checkpoint(path)
+    assert len(reads) == 3 and torch.equal(got.embedding.weight, model.embedding.weight)
+    assert not M._READ  # the stale read is dropped too

@@ -56,11 +56,31 @@ def save_checkpoint(model: LanguageModel, path: Union[str, Path], **extra: Any) 
         torch.save(payload, f)
 
 
-def read_checkpoint(path: Union[str, Path], device="cpu") -> Dict[str, Any]:
-    """The checkpoint dict, checked to be a rescore LM checkpoint (no code is executed)."""
+# Checkpoints read once and not yet loaded into a model: rescore-nbest checks each model's
+# vocabulary before it scores, and unpickling a checkpoint's word list (30k strings through
+# torch's weights-only unpickler) takes about 0.4 s, so ``load_checkpoint`` takes the dict that
+# check read (when the file is unchanged) instead of reading it again. Each entry is taken once.
+_READ: Dict[tuple, Dict[str, Any]] = {}
+
+
+def _file_key(path: Path) -> tuple:
+    st = path.stat()
+    return (str(path.resolve()), st.st_mtime_ns, st.st_size)
+
+
+def read_checkpoint(path: Union[str, Path], device="cpu", keep: bool = False) -> Dict[str, Any]:
+    """The checkpoint dict, checked to be a rescore LM checkpoint (no code is executed).
+    ``keep``: also hold it for the next ``load_checkpoint`` of the unchanged file."""
     path = Path(path)
     if not path.is_file():
         raise RescoreError("an existing checkpoint file", path=path)
+    ckpt = _read_checkpoint(path, device)
+    if keep:
+        _READ[_file_key(path)] = ckpt
+    return ckpt
+
+
+def _read_checkpoint(path: Path, device) -> Dict[str, Any]:
     try:
         ckpt = torch.load(path, map_location=device, weights_only=True)
     except Exception as e:  # corrupt file, or a pickle with code weights_only refuses
@@ -112,4 +132,9 @@ def model_from_checkpoint(ckpt: Dict[str, Any], path=None, device="cpu") -> Neur
 
 def load_checkpoint(path: Union[str, Path], device="cpu") -> NeuralLM:
     """The model saved at ``path``, on ``device``, in eval mode."""
-    return model_from_checkpoint(read_checkpoint(path, device), path=path, device=device)
+    path = Path(path)
+    kept = _READ.pop(_file_key(path), None) if path.is_file() else None  # moved to device below
+    for key in [k for k in _READ if k[0] == str(path.resolve())]:  # read before the file changed
+        del _READ[key]
+    return model_from_checkpoint(kept if kept is not None else read_checkpoint(path, device),
+                                 path=path, device=device)
