@@ -51,6 +51,13 @@ def test_train_text_adds_buckets(tmp_path):
     assert sum(b["errors"] for b in rep["buckets"]) == rep["errors"]  # S + D + I per bucket
     assert all(set(b) >= {"ref_tokens", "errors", "wer", "insertions"} for b in rep["buckets"])
     assert (tmp_path / "o" / "buckets.png").is_file()
+    # --no-plot (the Kaldi step's per-job runs): the same report, no chart
+    r = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "n"), "--data-dir", str(NBEST_SMALL / "data"),
+                                  "--train-text", str(train), "--inv-acwt", "10", "--no-plot"])
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "n" / "report.json").read_text())["buckets"] == rep["buckets"]
+    assert not (tmp_path / "n" / "buckets.png").exists()
+    assert "buckets.png" not in (tmp_path / "n" / "manifest.json").read_text()
 
 
 def test_bad_input_exits_1_with_file_and_line(nbest_small, tmp_path):

@@ -140,6 +140,7 @@ def test_readme_quickstart_runs(tmp_path, kaldi_lstm):  # noqa: F811 (the fixtur
     rescore_log = Path(f"{decode}_rescore", "log", "rescore.log").read_text()  # run.pl: one process
     assert "--model exp/rescore/lstm/model.pt --weight 0.6" in rescore_log
     assert "--state-carry rescored" in rescore_log and "--oov-penalty auto" in rescore_log
+    assert "--no-plot" in rescore_log and not list(Path(decode).parent.glob("**/buckets.png"))
     report = json.loads(Path(f"{decode}_rescore", "archives.1", "report.json").read_text())
     assert report["num_utts"] == len(utts)
     assert "importing exp/pytorch_lstm/model.pt (LSTM)" in r.stdout

@@ -251,7 +251,7 @@ if [ "$stage" -le 5 ]; then
   [ -n "$train_text" ] && extra_opts="$extra_opts --train-text $train_text"
   extra_opts="$extra_opts $rescore_opts"
   rescore_args=("$adir.JOB" "$adir.JOB" \
-      --data-dir "$jdata" --allow-missing --words-txt "$oldlang/words.txt" "${model_opts[@]}" \
+      --data-dir "$jdata" --allow-missing --no-plot --words-txt "$oldlang/words.txt" "${model_opts[@]}" \
       --weight "$weight" --inv-acwt "$inv_acwt" --wip "$wip" \
       --state-carry "$state_carry" --device "$device" --oov-penalty "$oov_penalty")
   # $extra_opts is a list of options: it must split.

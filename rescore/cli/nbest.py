@@ -76,6 +76,9 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
 @click.option("--train-text", type=click.Path(dir_okay=False),
               help="LM training text: adds the per rare-word bucket table and buckets.png.")
 @click.option("--buckets", "num_buckets", type=int, default=10, help="Number of rare-word buckets (>= 1).")
+@click.option("--plot/--no-plot", default=True, show_default=True,
+              help="With --train-text and references, draw buckets.png (about a CPU-second: the Kaldi "
+                   "step's per-job runs leave it out).")
 @click.option("--allow-missing", is_flag=True,
               help="References without an N-best are dropped with a warning instead of an error.")
 @click.option("--allow-oov-rate", is_flag=True,
@@ -95,7 +98,7 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
 @interchange_options
 @verbose_option
 def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix_spec, inv_acwt, wip, train_text,
-         num_buckets, allow_missing, allow_oov_rate, jobs_spec, verbose, model, split_spec, **settings):
+         num_buckets, plot, allow_missing, allow_oov_rate, jobs_spec, verbose, model, split_spec, **settings):
     """Rescore NBEST_DIR (Kaldi layout: words/words_text, acwt, lmwt.withlm, lmwt.nolm) into
     OUT_DIR: lmwt.interp (new graph costs, Kaldi text archive for linear-to-nbest), text
     (1-best words), lmwt.nn with --model (the mixed costs with several --model, each model's own
@@ -129,7 +132,7 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
                             has_nn_costs=bool(model or nn_costs))
     job = dict(nbest_dir=nbest_dir, out_dir=out_dir, params=params, data_dir=data_dir, words_txt=words_txt,
                nn_costs=tuple(nn_costs), models=tuple(model), scoring=scoring, train_text=train_text,
-               num_buckets=num_buckets, allow_missing=allow_missing,
+               num_buckets=num_buckets, plot=plot, allow_missing=allow_missing,
                split=parse_split(split_spec) if split_spec else None, params_file=params_file,
                allow_oov_rate=allow_oov_rate)
     if numbers is not None:  # Kaldi's jobs in one process
