@@ -159,6 +159,7 @@ def test_rescore_nbest_reads_its_checkpoint_once(tmp_path, monkeypatch):
     model = build_model(ModelConfig(hidden=8, layers=1), Vocabulary(["<eos>", "<unk>"] + words))
     path = tmp_path / "m.pt"
     save_checkpoint(model, path)
+    M._READ.clear()  # (other tests' checks may have kept files they did not load)
     reads = []
     real = M._read_checkpoint
     monkeypatch.setattr(M, "_read_checkpoint", lambda p, d: reads.append(p) or real(p, d))
