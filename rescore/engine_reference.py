@@ -16,6 +16,7 @@ from typing import Callable, List
 import torch
 from torch import Tensor
 
+from rescore.models.base import positions
 from rescore.forward import Costs, RunContext, progress_bar, target_log_prob
 
 
@@ -85,8 +86,7 @@ def run_padded(ctx: RunContext, encoded, fixed) -> List[List[List[Costs]]]:
 
         def reduce(out, s, e):
             B = e - s
-            b = torch.arange(B, device=ctx.device).repeat_interleave(T)
-            t = torch.arange(T, device=ctx.device).repeat(B)
+            b, t = positions(tid[s:e])
             ti, tn = tid[s:e].reshape(-1), tident[s:e].reshape(-1)
             lp[s:e] = target_log_prob(out, b, t, ti, tn, tn >= ctx.n_vocab,
                                       ctx.oov_penalty).view(B, T)

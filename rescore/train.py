@@ -326,10 +326,7 @@ def compute_loss(config: ModelConfig, out: HeadOutput, y: torch.Tensor, yi: torc
     head's own term and the self-normalisation penalty where configured."""
     within_z = None
     if config.self_norm and out.target_norm is not None:  # class-factored: log P and the
-        B, T = y.shape  # within-class log Z of each target, in one pass
-        b = torch.arange(B, device=y.device).repeat_interleave(T)
-        t = torch.arange(T, device=y.device).repeat(B)
-        lp, within_z = out.target_norm(b, t, y.reshape(-1))
+        lp, within_z = out.log_prob_and_norm(y)  # within-class log Z of each target
         loss = -lp.mean()
     else:
         loss = -out.log_prob(y, yi).mean()

@@ -48,12 +48,9 @@ def stats(model_path: str, text: str, batch_size: int, bptt: int):
         for x, xi, y, yi, m in s.chunks(bptt):
             out, state = model(x, xi, state)
             if out.target_norm is not None:  # class-factored: the class softmax's log Z plus
-                B, T = y.shape  # the within-class one of each target's class
-                b = torch.arange(B).repeat_interleave(T)
-                t = torch.arange(T).repeat(B)
-                lp, z_in = out.target_norm(b, t, y.reshape(-1))
-                lps.append(lp.view(B, T).double())
-                lzs.append((out.log_norm + z_in.view(B, T)).double())
+                lp, z_in = out.log_prob_and_norm(y)  # the within-class one of each target's class
+                lps.append(lp.double())
+                lzs.append((out.log_norm + z_in).double())
             else:
                 lps.append(out.log_prob(y, yi).double())
                 lzs.append(out.log_norm.double())

@@ -91,10 +91,8 @@ class HeadOutput:
 
         With unnormalised output, the same mixture without the normaliser Z."""
         if self.log_vocab is None:
-            B, T = target_ids.shape
-            b = torch.arange(B, device=target_ids.device).repeat_interleave(T)
-            t = torch.arange(T, device=target_ids.device).repeat(B)
-            lp = self.vocab_score(b, t, target_ids.reshape(-1)).view(B, T)
+            b, t = positions(target_ids)
+            lp = self.vocab_score(b, t, target_ids.reshape(-1)).view(target_ids.shape)
         else:
             lp = self.log_vocab.gather(-1, target_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
         if self.log_slot is None:
@@ -102,6 +100,20 @@ class HeadOutput:
         match = self.slot_ident == target_ident.unsqueeze(-1)  # (B, T, L)
         copy = self.log_slot.masked_fill(~match, float("-inf"))
         return torch.logsumexp(torch.cat([lp.unsqueeze(-1), copy], dim=-1), dim=-1)
+
+    def log_prob_and_norm(self, target_ids: Tensor) -> Tuple[Tensor, Tensor]:
+        """With ``target_norm`` (the class-factored softmax head): log P(target) and the
+        within-class log Z of its class at each position, (B, T) float each, in one pass."""
+        b, t = positions(target_ids)
+        lp, log_z = self.target_norm(b, t, target_ids.reshape(-1))
+        return lp.view(target_ids.shape), log_z.view(target_ids.shape)
+
+
+def positions(ids: Tensor) -> Tuple[Tensor, Tensor]:
+    """The (row, position) of every entry of a (B, T) tensor, row-major: two (B * T,) int64."""
+    B, T = ids.shape
+    return (torch.arange(B, device=ids.device).repeat_interleave(T),
+            torch.arange(T, device=ids.device).repeat(B))
 
 
 @dataclass
