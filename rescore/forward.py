@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Tuple, Union
+from typing import Callable, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -83,6 +83,12 @@ def resolve_normalize(model: LanguageModel, normalize: str) -> str:
     if normalize == "none" and not getattr(model, "supports_unnormalized", False):
         raise RescoreError("a model that can score without its normaliser (rescore.models) for "
                            "normalize 'none'", got=type(model).__name__)
+    if normalize == "none" and not getattr(config, "self_norm", 0.0) > 0:
+        # allowed (a model imported from elsewhere may be self-normalised without saying so),
+        # but its costs are log-probabilities only where log Z ~ 0
+        log.warning("--normalize none with a model not trained with --self-norm: its costs are "
+                    "log-probabilities only if its log Z stays near 0; else use "
+                    "--normalize exact")
     return normalize
 
 
@@ -284,20 +290,31 @@ class RunContext:
                 hyp.ids + [self.eos], hyp.ident + [self.eos])
 
     def end_states(self, roots: LMState, root_rows: List[int], hyps: List[Hyp]) -> LMState:
-        """States after ``<eos> w1..wn`` of each hypothesis from its root row, without padding:
-        hypotheses of equal length go together in one multi-token forward call."""
-        out: Dict[int, LMState] = {}
-        by_len: Dict[int, List[int]] = {}
-        for i, h in enumerate(hyps):
-            by_len.setdefault(len(h.ids), []).append(i)
-        for n, idx in by_len.items():
-            ids = self.tensor([[self.eos] + hyps[i].ids for i in idx])
-            ident = self.tensor([[self.eos] + hyps[i].ident for i in idx])
-            st = self.forward(ids, ident, roots, self.tensor([root_rows[i] for i in idx]),
+        """States after ``<eos> w1..wn`` of each hypothesis from its root row, without padding.
+
+        Shortest first, the hypotheses run side by side over the positions they all still have:
+        one multi-token call per distinct length takes every unfinished hypothesis from the
+        previous length to this one. A call's cost is mostly per position (its products are
+        matrix-vector sized), so k hypotheses of k lengths cost about the longest one's positions,
+        not the sum of all (the first-pass carry's chain of rank-1 hypotheses, one per job)."""
+        order = sorted(range(len(hyps)), key=lambda i: len(hyps[i].ids))
+        seqs = [[self.eos] + hyps[i].ids for i in order]
+        idents = [[self.eos] + hyps[i].ident for i in order]
+        state, rows = roots, self.tensor([root_rows[i] for i in order])
+        done, pos, finished = 0, 0, []
+        while done < len(order):
+            n = len(seqs[done])
+            st = self.forward(self.tensor([s[pos:n] for s in seqs[done:]]),
+                              self.tensor([s[pos:n] for s in idents[done:]]), state, rows,
                               lambda *a: None, outputs=False)
-            for j, i in enumerate(idx):
-                out[i] = st.select(self.tensor([j]))
-        return LMState.cat([out[i] for i in range(len(hyps))])
+            k = sum(1 for s in seqs[done:] if len(s) == n)  # those that end here come first
+            finished.append(st.select(self.tensor(list(range(k)))))
+            state, rows = st, self.tensor(list(range(k, len(seqs) - done)))
+            done, pos = done + k, n
+        back = [0] * len(order)  # position in sorted order of each hypothesis
+        for j, i in enumerate(order):
+            back[i] = j
+        return LMState.cat(finished).select(self.tensor(back))
 
     def count(self, hyps: List[Hyp]):
         self.stats.hyps += len(hyps)

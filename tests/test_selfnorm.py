@@ -265,6 +265,20 @@ def test_normalize_option_checks():
     assert E.resolve_normalize(model, "auto") == "none"
 
 
+def test_normalize_none_warns_for_a_model_not_self_normalised(caplog):
+    """--normalize none is allowed for a softmax model trained without --self-norm (an imported
+    model may be self-normalised without saying so), with a warning; not for one trained with it."""
+    model = real_model(dict(arch="lstm", head="softmax"))
+    with caplog.at_level("WARNING", logger="rescore.engine"):
+        assert E.resolve_normalize(model, "none") == "none"
+    assert "not trained with --self-norm" in caplog.text
+    caplog.clear()
+    model.config.self_norm = 0.1
+    with caplog.at_level("WARNING", logger="rescore.engine"):
+        assert E.resolve_normalize(model, "none") == "none"
+    assert "self-norm" not in caplog.text
+
+
 def test_cli_normalize(tmp_path):
     """rescore-nbest --normalize none writes the unnormalised costs; auto picks them for a
     self-normalised checkpoint and the exact ones otherwise."""
