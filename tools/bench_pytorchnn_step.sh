@@ -12,7 +12,10 @@
 # Environment: NJ (jobs, default 4), NBEST (N, default 20), ROUNDS (default 1), RUNS (default
 #   "kaldi ours-kaldi ours": Kaldi's step; ours with --carry kaldi; ours with its default carry;
 #   ours-kaldi-per-job and ours-per-job: the same with one rescore-nbest process per job,
-#   --one-process false, where run.pl otherwise gets one process for all jobs).
+#   --one-process false, where run.pl otherwise gets one process for all jobs). Suffixes of
+#   ours' runs, in this order: -per-job; -none (--rescore-opts "--normalize none": for a
+#   self-normalised model); -int8 (--precision int8); -cached (the model imported by an earlier
+#   run is kept, as on every run after the first with that model; run one without it first).
 # Example:
 #   PATH=$PWD/.venv/bin:$PATH tools/bench_pytorchnn_step.sh ~/kaldi-build/bin /tmp/step exp/sn-lstm/model.pt
 # Every step runs with one thread per job (OMP_NUM_THREADS=1 MKL_NUM_THREADS=1). Prints one line
@@ -51,15 +54,23 @@ export PATH=$kbin:$PATH LC_ALL=C
 step() {  # NAME: run one step, print "NAME user sys wall"
   local name=$1 out=exp/bench_$1 script=$repo/recipes/steps/pytorchnn/lmrescore_nbest_pytorchnn.sh
   local extra=()
-  case $name in
+  local base=$name opts=() keep=false
+  # suffixes, in this order: -per-job, -none, -int8, -cached
+  case $base in *-cached) keep=true; base=${base%-cached};; esac
+  case $base in *-int8) opts+=(--precision int8); base=${base%-int8};; esac
+  case $base in *-none) opts+=(--normalize none); base=${base%-none};; esac
+  case $base in *-per-job) extra+=(--one-process false); base=${base%-per-job};; esac
+  case $base in
     kaldi) script=steps/pytorchnn/lmrescore_nbest_pytorchnn.sh;;  # Kaldi's own (utils/steps of the snapshot)
-    ours-kaldi) extra=(--carry kaldi --device cpu);;
-    ours) extra=(--device cpu);;
-    ours-kaldi-per-job) extra=(--carry kaldi --device cpu --one-process false);;
-    ours-per-job) extra=(--device cpu --one-process false);;
+    ours-kaldi) extra+=(--carry kaldi --device cpu);;
+    ours) extra+=(--device cpu);;
     *) echo "$0: unknown run $name"; exit 1;;
   esac
-  rm -rf "$out" "$kmodel.rescore"  # ours imports the model again each run, as a first run does
+  [ ${#opts[@]} -gt 0 ] && extra+=(--rescore-opts "${opts[*]}")
+  rm -rf "$out"
+  # ours imports the model again each run, as a first run does; -cached: the import of an
+  # earlier run is kept, as on every later run with the same model
+  $keep || rm -rf "$kmodel.rescore"
   /usr/bin/time -f "%U %S %e" -o "exp/bench_$name.time" bash "$script" --cmd run.pl --N "$N" \
     "${kopts[@]}" --weight 0.8 --skip-scoring true "${extra[@]}" data/lang "$kmodel" "$kvocab" \
     data/dev exp/decode_dev "$out" > "exp/bench_$name.log" 2>&1 ||
