@@ -69,7 +69,7 @@ from rescore.errors import RescoreError
 from rescore.forward import (Costs, EngineStats, Forward, Hyp, RunContext, autocast_for, resolve_device,
                              resolve_normalize, target_log_prob)
 from rescore.interp import mixed_nn_cost, total_cost
-from rescore.models.base import LanguageModel
+from rescore.models.base import LanguageModel, has_history
 from rescore.settings import ENGINES, NORMALIZE, PRECISIONS, SCHEDULES, STATE_CARRY, EngineSettings
 
 log = logging.getLogger(__name__)
@@ -282,6 +282,10 @@ def _prepare(model, conversations, weight: float, settings: EngineSettings, devi
     if settings.schedule == "tree" and not getattr(model, "supports_tree", False):
         raise RescoreError("a model with a tree forward for schedule 'tree' (a Transformer "
                            "with a softmax head)", got=type(model).__name__)
+    if settings.history_min_posterior > 0 and not has_history(model.initial_state(1)):
+        raise RescoreError("a model with a word history for --history-min-posterior (a pointer "
+                           "head, or --cache-window > 0)",
+                           got=f"head {getattr(getattr(model, 'config', None), 'head', type(model).__name__)}")
     normalized = resolve_normalize(model, settings.normalize) == "exact"
     dev = resolve_device(device)
     stats = stats if stats is not None else EngineStats()

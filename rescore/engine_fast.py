@@ -128,6 +128,8 @@ def _run_fast_block(ctx: RunContext, encoded, fixed, bar) -> List[List[List[Cost
             else:
                 ends = ctx.end_states(starts, carried,
                                       [encoded[c][k][i] for c, i in zip(carried, best)])
+            ends = ctx.carried(ends, [(encoded[c][k], result[c][k], fixed[c][k], i)
+                                      for c, i in zip(carried, best)])
             _set_rows(starts, carried, ends, ctx)
     return result
 

@@ -39,7 +39,8 @@ def _by_utterance(ctx: RunContext, encoded, fixed, desc: str, score: Callable):
             bar.update(len(hyps))
             conv_costs.append(costs)
             if ctx.settings.state_carry != "none":
-                start = state_after((yield [(costs, fx)])[0])  # the carried best (see _lockstep)
+                best = (yield [(costs, fx)])[0]  # the carried best (see _lockstep)
+                start = ctx.carried(state_after(best), [(hyps, costs, fx, best)])
         result.append(conv_costs)
     bar.close()
     return result

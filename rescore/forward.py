@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple, Union
 
@@ -14,7 +15,7 @@ import torch
 from torch import Tensor
 
 from rescore.errors import RescoreError, check, check_device
-from rescore.models.base import HeadOutput, LanguageModel, LMState
+from rescore.models.base import HeadOutput, LanguageModel, LMState, forget_inputs
 from rescore.settings import NORMALIZE, EngineSettings
 
 log = logging.getLogger("rescore.engine")
@@ -316,9 +317,38 @@ class RunContext:
             back[i] = j
         return LMState.cat(finished).select(self.tensor(back))
 
+    def carried(self, ends: LMState, utts: List[Tuple[List[Hyp], List[Costs], List[float], int]]) -> LMState:
+        """The carried states ``ends`` (one row per utterance of ``utts``: (hypotheses, their
+        costs, their fixed costs, the index of the best one)) with the history filter of
+        ``--history-min-posterior``: each word of the best hypothesis whose posterior is below
+        it is left out of the history (rescore.models.base.forget_inputs)."""
+        floor = self.settings.history_min_posterior
+        if floor <= 0:
+            return ends
+        forget_inputs(ends, [[p < floor for p in word_posteriors(hyps, costs, fixed, self.weight, best)]
+                             for hyps, costs, fixed, best in utts])
+        return ends
+
     def count(self, hyps: List[Hyp]):
         self.stats.hyps += len(hyps)
         self.stats.tokens += sum(len(h.ids) + 1 for h in hyps)
+
+
+def word_posteriors(hyps: List[Hyp], costs: List[Costs], fixed: List[float], weight: float,
+                    best: int) -> List[float]:
+    """The N-best posterior of each word of ``hyps[best]``: the summed posterior of the hypotheses
+    that hold the word (its identity) anywhere, a hypothesis' posterior being proportional to
+    exp(-total cost), total = fixed + weight * sum(costs) (the acoustic cost already scaled in
+    ``fixed``, as a lattice's posteriors take it)."""
+    totals = [f + weight * sum(c) for f, c in zip(fixed, costs)]
+    low = min(totals)
+    post = [math.exp(low - t) for t in totals]
+    z = sum(post)
+    mass: dict = {}
+    for h, p in zip(hyps, post):
+        for w in set(h.ident):
+            mass[w] = mass.get(w, 0.0) + p
+    return [mass[w] / z for w in hyps[best].ident]
 
 
 def progress_bar(ctx: RunContext, total: int, desc: str):

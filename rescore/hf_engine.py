@@ -59,6 +59,9 @@ def score_hf(lm, conversations, weight: float, settings: EngineSettings, device,
     checked and ``device`` resolved: a spec or a torch.device; module docstring). Hypotheses
     longer than the model's positions (less one) are refused."""
     _check_settings(lm, settings)
+    if settings.history_min_posterior > 0:
+        raise RescoreError("a model with a word history for --history-min-posterior (a pointer head, "
+                           "or --cache-window > 0)", got="a Hugging Face causal LM")
     engine, state_carry, conv_batch = settings.engine, settings.state_carry, settings.conv_batch
     from rescore.progress import progress as progress_bar
 

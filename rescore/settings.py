@@ -96,6 +96,11 @@ class EngineSettings:
                        "pairs kept, over the decoded history; 0: no cache.")
     cache_theta: float = _setting(0.3, help="Neural cache flatness theta (> 0).")
     cache_lambda: float = _setting(0.1, help="Neural cache interpolation weight lambda, in [0, 1).")
+    history_min_posterior: float = _setting(
+        0.0, help="Leave out of the carried word history (a pointer head's, the neural "
+                  "cache's) each word of the decoded best hypothesis whose N-best posterior "
+                  "is below this, so that a likely misrecognised word is not copied later; "
+                  "0: keep every word. Needs --state-carry rescored.")
     hf_context: int = _setting(
         512, low=1, help="--model hf:DIR (a Hugging Face causal LM): tokens of carried context, the "
                          "last ones of the conversation's best hypotheses so far.")
@@ -119,6 +124,12 @@ class EngineSettings:
               "--cache-theta", self.cache_theta)
         check(math.isfinite(self.cache_lambda) and 0.0 <= self.cache_lambda < 1.0, "a number in [0, 1)",
               "--cache-lambda", self.cache_lambda)
+
+        check(math.isfinite(self.history_min_posterior) and 0.0 <= self.history_min_posterior <= 1.0,
+              "a posterior in [0, 1]", "--history-min-posterior", self.history_min_posterior)
+        check(self.history_min_posterior == 0 or self.state_carry == "rescored",
+              "--state-carry rescored with --history-min-posterior (the posteriors are the "
+              "rescored costs')", "--state-carry", self.state_carry)
 
     def replace(self, **changes) -> "EngineSettings":
         """These settings with some changed (checked again)."""

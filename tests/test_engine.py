@@ -183,6 +183,61 @@ def test_oov_copied_from_history():
     assert math.isclose(c5[0][0][0][0], c0[0][0][0][0], abs_tol=1e-6)
 
 
+def test_history_filter_leaves_unsure_words_out():
+    """--history-min-posterior: an OOV word of the carried best hypothesis that the other
+    hypotheses do not hold (posterior below the floor) is not copied in the next utterance; one
+    that every hypothesis holds (posterior 1) still is; every engine agrees."""
+    pointer = models()["pointer+mem"]
+
+    def first_cost(convs, floor, engine="naive"):  # weight 0: the fixed costs pick and weigh
+        return score_nbest(pointer, convs, weight=0.0, device="cpu", engine=engine,
+                           history_min_posterior=floor, progress=False)[0][1][0][0]
+
+    nxt = UttInput([["zyx", "c"], ["c", "zyx"]], [0.0, 1.0])
+    # utterance 0: "zyx" only in the best hypothesis (posterior 1 / (1 + e^-1) = 0.73)
+    unsure = [[UttInput([["a", "zyx", "b"], ["a", "b"]], [0.0, 1.0]), nxt]]
+    sure = [[UttInput([["a", "zyx", "b"], ["b", "zyx", "a"]], [0.0, 1.0]), nxt]]
+    kept, dropped = first_cost(unsure, 0.0), first_cost(unsure, 0.8)
+    assert dropped > kept + 1e-3  # the copy mass of "zyx" is gone
+    assert math.isclose(first_cost(unsure, 0.7), kept, abs_tol=1e-6)  # 0.73 is above 0.7
+    assert math.isclose(first_cost(sure, 0.99), first_cost(sure, 0.0), abs_tol=1e-6)
+    # another OOV word in its place (the same <unk> input), forgotten alike: the same cost
+    other = [[UttInput([["a", "qqq", "b"], ["a", "b"]], [0.0, 1.0]), nxt]]
+    assert math.isclose(dropped, first_cost(other, 0.8), abs_tol=1e-6)
+    assert first_cost(other, 0.0) > kept + 1e-3  # (kept: "zyx" was copied)
+    for engine in ("padded", "fast"):
+        assert math.isclose(first_cost(unsure, 0.8, engine), dropped, abs_tol=1e-5)
+    convs = make_conversations(seed=8, n_conv=3, n_utt=(3, 4))
+    runs = {e: score_nbest(pointer, convs, weight=0.7, device="cpu", engine=e,
+                           history_min_posterior=0.5, progress=False) for e in E.ENGINES}
+    assert_close(runs["fast"], runs["naive"])
+    assert_close(runs["padded"], runs["naive"])
+
+
+def test_word_posteriors():
+    from rescore.forward import Hyp, word_posteriors
+
+    hyps = [Hyp([1, 2], [1, 2]), Hyp([1, 3], [1, 3]), Hyp([1, 2, 2], [1, 2, 2])]
+    costs = [[1.0, 1.0, 1.0], [0.5, 0.5, 0.5], [1.0, 1.0, 1.0, 1.0]]
+    fixed = [0.0, 0.0, 0.0]
+    # totals with weight 2: 6, 3, 8
+    p = [math.exp(-6), math.exp(-3), math.exp(-8)]
+    z = sum(p)
+    assert word_posteriors(hyps, costs, fixed, 2.0, 0) == pytest.approx([1.0, (p[0] + p[2]) / z])
+    assert word_posteriors(hyps, costs, fixed, 2.0, 1) == pytest.approx([1.0, p[1] / z])
+
+
+def test_history_filter_needs_rescored_carry_and_a_history():
+    convs = make_conversations(seed=1, n_conv=1)
+    with pytest.raises(RescoreError, match="--state-carry rescored"):
+        score_nbest(models()["pointer"], convs, weight=1, state_carry="first-pass",
+                    history_min_posterior=0.5)
+    with pytest.raises(RescoreError, match="in \\[0, 1\\]"):
+        score_nbest(models()["pointer"], convs, weight=1, history_min_posterior=1.5)
+    with pytest.raises(RescoreError, match="word history"):
+        score_nbest(models()["lstm"], convs, weight=1, history_min_posterior=0.5, progress=False)
+
+
 @pytest.mark.parametrize("max_tokens", [1, 5])
 def test_small_token_budget_splits_lists(max_tokens):
     """A budget smaller than an N-best list cuts it into parts: same costs."""
@@ -396,6 +451,25 @@ def test_real_models_engines_agree(kw):
     else:
         with pytest.raises(RescoreError, match="tree forward"):
             score_nbest(model, convs, weight=0.7, device="cpu", schedule="tree", progress=False)
+
+
+@pytest.mark.parametrize("kw", [dict(arch="lstm", head="softmax", ncache=True),
+                                dict(arch="transformer", head="pointer", memory_aug=True, ncache=True,
+                                     positions="learned")],
+                         ids=["lstm-ncache", "transformer-pointer+mem-ncache"])
+def test_real_models_history_filter(kw):
+    """--history-min-posterior on the real heads' histories and the neural cache's: every
+    engine agrees, and leaving words out changes the costs of later utterances only."""
+    model = real_model(kw)  # weight 0: the fixed costs pick the carried hypothesis and weigh it
+    convs = make_conversations(seed=33, n_conv=2, n_utt=(3, 3), n_hyp=(3, 6))
+    runs = {e: score_nbest(model, convs, weight=0.0, device="cpu", engine=e, max_tokens=64,
+                           history_min_posterior=1.0, progress=False) for e in E.ENGINES}
+    assert_close(runs["fast"], runs["naive"])
+    assert_close(runs["padded"], runs["naive"])
+    plain = score_nbest(model, convs, weight=0.0, device="cpu", progress=False)
+    assert_close([[c[0]] for c in runs["fast"]], [[c[0]] for c in plain], tol=1e-6)
+    assert max(abs(sum(a) - sum(b)) for ca, cb in zip(runs["fast"], plain) for ua, ub in zip(ca[1:], cb[1:])
+               for a, b in zip(ua, ub)) > 1e-3
 
 
 @pytest.mark.parametrize("kw", real_variants())

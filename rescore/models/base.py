@@ -31,12 +31,15 @@ Conventions
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
 EMPTY = -1  # identity of a history slot that holds no token (start of a conversation)
+# State tensors that hold the identities of the last L inputs, (B, L) int64, slot L - 1 the latest
+# (a pointer head's history, the neural cache's words): what forget_inputs empties.
+HISTORY_IDENT_KEYS = ("hist_ident", "ncache_ident")
 
 
 @dataclass
@@ -142,6 +145,29 @@ class LMState:
 
     def detach(self) -> "LMState":
         return LMState({k: v.detach() for k, v in self.tensors.items()})
+
+
+def has_history(state: LMState) -> bool:
+    """Whether a model's state holds a word history (a pointer head, a neural cache)."""
+    return any(k in state.tensors for k in HISTORY_IDENT_KEYS)
+
+
+def forget_inputs(state: LMState, drop: List[List[bool]]) -> None:
+    """Empty history slots of the latest inputs: ``drop[b][i]`` True empties the slot
+    of row b's i-th of its last ``len(drop[b])`` inputs (the words of the hypothesis it has just
+    consumed). The slot then never matches a target: the word can no longer be copied, while the
+    body's state (and every other slot) stays as it is. The tensors are replaced, not written
+    into: others may share them."""
+    for key in HISTORY_IDENT_KEYS:
+        if key not in state.tensors:
+            continue
+        ident = state.tensors[key] = state.tensors[key].clone()
+        L = ident.shape[1]
+        for b, flags in enumerate(drop):
+            n = min(L, len(flags))
+            cols = [L - n + i for i, f in enumerate(flags[len(flags) - n:]) if f]
+            if cols:
+                ident[b, cols] = EMPTY
 
 
 class LanguageModel(nn.Module):
