@@ -100,7 +100,8 @@ class EngineSettings:
         0.0, help="Leave out of the carried word history (a pointer head's, the neural "
                   "cache's) each word of the decoded best hypothesis whose N-best posterior "
                   "is below this, so that a likely misrecognised word is not copied later; "
-                  "0: keep every word. Needs --state-carry rescored.")
+                  "0: keep every word, which measured best (docs/models.md). Needs "
+                  "--state-carry rescored.")
     hf_context: int = _setting(
         512, low=1, help="--model hf:DIR (a Hugging Face causal LM): tokens of carried context, the "
                          "last ones of the conversation's best hypotheses so far.")
