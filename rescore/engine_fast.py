@@ -94,11 +94,7 @@ def _score_wave(ctx: RunContext, utts: List[Utt], starts: LMState, bar,
 
 def _set_rows(states: LMState, rows: List[int], new: LMState, ctx: RunContext) -> None:
     """Rows ``rows`` of ``states`` become the rows of ``new``, in place."""
-    idx = ctx.tensor(rows)
-    for key, v in states.tensors.items():
-        v = v.clone()  # under autocast the new states may be in a lower precision
-        v.index_copy_(0, idx, new.tensors[key].to(v.dtype))
-        states.tensors[key] = v
+    states.put(ctx.tensor(rows), new)
 
 
 def _run_fast_block(ctx: RunContext, encoded, fixed, bar) -> List[List[List[Costs]]]:

@@ -64,8 +64,17 @@ def reference(model, ids, ident):
 HEADS = [("softmax", {}), ("pointer", {"memory_aug": True}), ("psmm", {})]
 
 
+@pytest.fixture(params=[None, 2], ids=["own-pairs-whole-window", "own-pairs-2"])
+def recent(request, monkeypatch):
+    """The pairs a state keeps of its own: the whole window (the cache's RECENT is above it) or
+    2, so that most of the window sits in shared store rows (the case of a long window)."""
+    if request.param is not None:
+        monkeypatch.setattr("rescore.models.cache.RECENT", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("head,kw", HEADS, ids=[h for h, _ in HEADS])
-def test_matches_slow_reference_with_gradients(head, kw):
+def test_matches_slow_reference_with_gradients(head, kw, recent):
     model = tiny(head, **kw)
     cached = NeuralCacheLM(model, WINDOW, THETA, LAMBDA)
     ids, ident = tokens()
@@ -96,7 +105,7 @@ def test_matches_slow_reference_with_gradients(head, kw):
     assert oov_seen and all(lp_f[b, t] > plain[b, t] + math.log(1 - LAMBDA) for b, t in oov_seen)
 
 
-def test_whole_sequence_equals_single_token_calls_and_state_ops():
+def test_whole_sequence_equals_single_token_calls_and_state_ops(recent):
     cached = with_cache(tiny("pointer", memory_aug=True), WINDOW, THETA, LAMBDA)
     ids, ident = tokens(B=3, T=10, seed=5)
     x, xi, y, yi = ids[:, :-1], ident[:, :-1], ids[:, 1:], ident[:, 1:]
@@ -107,9 +116,13 @@ def test_whole_sequence_equals_single_token_calls_and_state_ops():
             lp, s = cached.score(x[:, t:t + 1], xi[:, t:t + 1], y[:, t:t + 1], yi[:, t:t + 1], s)
             steps.append(lp)
         torch.testing.assert_close(torch.cat(steps, 1), whole, atol=1e-10, rtol=0)
-        assert set(s.tensors) == set(s_all.tensors)
-        for k in s.tensors:
-            torch.testing.assert_close(s.tensors[k], s_all.tensors[k])
+        # The two states hold the same window (its parts may sit differently: the state's own
+        # pairs or a shared store row), so the next tokens score the same from either.
+        assert set(s.tensors) == set(s_all.tensors) and set(s.stores) == set(s_all.stores)
+        more, more_i = tokens(B=3, T=6, seed=6)
+        nxt = [cached.score(more[:, :-1], more_i[:, :-1], more[:, 1:], more_i[:, 1:], st)[0]
+               for st in (s, s_all)]
+        torch.testing.assert_close(nxt[0], nxt[1], atol=1e-10, rtol=0)
         # States of different rows can be picked and stacked (the engine's trie expansion).
         picked = LMState.cat([s_all.select(torch.tensor([2])), s_all.select(torch.tensor([0]))])
         a, _ = cached.score(x[[2, 0], :2], xi[[2, 0], :2], y[[2, 0], :2], yi[[2, 0], :2], picked)

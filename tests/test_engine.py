@@ -453,6 +453,26 @@ def test_real_models_engines_agree(kw):
             score_nbest(model, convs, weight=0.7, device="cpu", schedule="tree", progress=False)
 
 
+@pytest.mark.parametrize("carry", ["none", "first-pass", "rescored"])
+def test_neural_cache_window_in_shared_rows_engines_agree(carry, monkeypatch):
+    """A neural cache whose window is mostly in shared store rows (a state keeps 3 pairs of its
+    own, the window is 7): every engine and schedule gives the same costs, and the same as
+    with every pair kept per state."""
+    kw = dict(arch="lstm", head="pointer", memory_aug=True, ncache=True)
+    convs = make_conversations(seed=12, n_conv=3, n_utt=(2, 4), n_hyp=(2, 6))
+    whole = score_nbest(real_model(kw), convs, weight=0.7, device="cpu", engine="naive",
+                        state_carry=carry, progress=False)
+    monkeypatch.setattr("rescore.models.cache.RECENT", 3)
+    model = real_model(kw)
+    assert model.recent == 3
+    for engine in E.ENGINES:
+        assert_close(score_nbest(model, convs, weight=0.7, device="cpu", engine=engine, max_tokens=64,
+                                 conv_batch=2, state_carry=carry, progress=False), whole)
+    for schedule in ("levels", "segments"):
+        assert_close(score_nbest(model, convs, weight=0.7, device="cpu", schedule=schedule,
+                                 state_carry=carry, progress=False), whole)
+
+
 @pytest.mark.parametrize("kw", [dict(arch="lstm", head="softmax", ncache=True),
                                 dict(arch="transformer", head="pointer", memory_aug=True, ncache=True,
                                      positions="learned")],

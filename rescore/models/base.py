@@ -125,9 +125,16 @@ class LMState:
 
     ``tensors`` maps a name to a tensor whose dim 0 is the batch; its other dims are fixed for a
     given model (no ragged caches), so ``select`` and ``cat`` work for every model alike.
+
+    ``stores`` holds rows that many states share (a neural cache's history before the current
+    utterance: megabytes per row, the same for every node of an utterance's trie): for a name
+    in ``stores``, ``tensors[name]`` is each state's row of ``stores[name]`` ((B,) int64), so
+    ``select`` copies row numbers, not rows. ``cat`` and ``put`` merge different stores, keeping
+    only the rows still referred to.
     """
 
     tensors: Dict[str, Tensor] = field(default_factory=dict)
+    stores: Dict[str, Tensor] = field(default_factory=dict)
 
     @property
     def batch_size(self) -> int:
@@ -135,16 +142,56 @@ class LMState:
 
     def select(self, index: Tensor) -> "LMState":
         """Rows ``index`` ((N,) int64) of every tensor: expand a trie level, pick best hyps."""
-        return LMState({k: v.index_select(0, index) for k, v in self.tensors.items()})
+        return LMState({k: v.index_select(0, index) for k, v in self.tensors.items()}, dict(self.stores))
 
     @staticmethod
     def cat(states: Iterable["LMState"]) -> "LMState":
         states = list(states)
         keys = states[0].tensors.keys()
-        return LMState({k: torch.cat([s.tensors[k] for s in states], dim=0) for k in keys})
+        out = LMState({k: torch.cat([s.tensors[k] for s in states], dim=0) for k in keys
+                       if k not in states[0].stores})
+        for name in states[0].stores:
+            out.stores[name], out.tensors[name] = _merged([s.stores[name] for s in states],
+                                                          [s.tensors[name] for s in states])
+        return out
+
+    def put(self, index: Tensor, new: "LMState") -> None:
+        """Rows ``index`` ((N,) int64) become the rows of ``new``, in place (the tensors are
+        replaced, not written into: others may share them)."""
+        for key, v in self.tensors.items():
+            if key in self.stores:
+                continue
+            v = v.clone()  # under autocast the new states may be in a lower precision
+            v.index_copy_(0, index, new.tensors[key].to(v.dtype))
+            self.tensors[key] = v
+        for name, store in self.stores.items():
+            same = new.stores[name] is store
+            refs = self.tensors[name].clone()
+            refs.index_copy_(0, index, new.tensors[name] + (0 if same else len(store)))
+            self.tensors[name] = refs
+            if not same:  # one store of the rows still referred to
+                self.stores[name], self.tensors[name] = _merged(
+                    [torch.cat([store, new.stores[name].to(store.dtype)])], [refs], compact=True)
 
     def detach(self) -> "LMState":
-        return LMState({k: v.detach() for k, v in self.tensors.items()})
+        return LMState({k: v.detach() for k, v in self.tensors.items()},
+                       {k: v.detach() for k, v in self.stores.items()})
+
+
+def _merged(stores: List[Tensor], refs: List[Tensor], compact: bool = False) -> Tuple[Tensor, Tensor]:
+    """One store and the (B,) row numbers into it for states with ``stores`` and ``refs``: the
+    one store where all share it (no copy) unless ``compact``, else the rows referred to,
+    gathered."""
+    if not compact and all(s is stores[0] for s in stores):
+        return stores[0], torch.cat(refs) if len(refs) > 1 else refs[0]
+    parts, out = [], []
+    offset = 0
+    for store, r in zip(stores, refs):
+        uniq, inv = torch.unique(r, return_inverse=True)
+        parts.append(store.index_select(0, uniq).to(stores[0].dtype))
+        out.append(inv + offset)
+        offset += len(uniq)
+    return (torch.cat(parts) if len(parts) > 1 else parts[0]), (torch.cat(out) if len(out) > 1 else out[0])
 
 
 def has_history(state: LMState) -> bool:

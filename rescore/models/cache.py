@@ -25,7 +25,7 @@ still empty (start of a conversation) the model's distribution is used alone.
 from __future__ import annotations
 
 import math
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -34,6 +34,10 @@ from rescore.models.base import EMPTY, HeadOutput, LanguageModel, LMState
 from rescore.progress import Progress
 
 PREFIX = "ncache_"  # the wrapper's keys in LMState; the wrapped model keeps its own
+# most pairs a state keeps of its own before they move to a shared store row: above the length
+# of nearly every hypothesis, so an utterance's words stay the state's own (and can be left out
+# of the history at the carry: rescore.models.base.forget_inputs)
+RECENT = 128
 
 
 class NeuralCacheLM(LanguageModel):
@@ -43,9 +47,20 @@ class NeuralCacheLM(LanguageModel):
     window: L, number of (hidden state, next word) pairs kept.
     theta:  flatness of the cache distribution (Grave et al. 2017, eq. 2).
     lam:    interpolation weight lambda in [0, 1) of the cache (eq. 4).
-    State keys added: ``ncache_h`` (B, L, H) keys h_i, ``ncache_ident`` (B, L) identities of
-    x_{i+1} (EMPTY = no pair), ``ncache_last_h`` (B, H) hidden state of the last position,
-    ``ncache_last_ok`` (B,) bool: whether ``ncache_last_h`` belongs to a real position.
+    The window lives in two parts. The pairs before the current utterance are a row of a store
+    shared by every state that has them (``LMState.stores``: the nodes of an utterance's trie
+    all start from the same carried window, 2 MB a row at L = 2000, H = 256, which is then never
+    copied per node); the pairs since then, at most R = min(L, RECENT), are each state's own.
+    An input ``<eos>`` (the start of an utterance) moves a state's own pairs into a new store
+    row, and so does having more than R of them.
+
+    State keys added: ``ncache_h`` (B, R, H) the state's own keys h_i and ``ncache_ident``
+    (B, R) the identities of x_{i+1} (EMPTY = no pair), both right-aligned (slot R - 1 the
+    latest pair); ``ncache_n`` (B,) how many of them there are; ``ncache_base_h`` and
+    ``ncache_base_ident`` (B,) the row of the stores of the same names ((S, L, H) keys and
+    (S, L) identities, right-aligned) that holds the window before them;
+    ``ncache_last_h`` (B, H) hidden state of the last position, ``ncache_last_ok`` (B,) bool:
+    whether ``ncache_last_h`` belongs to a real position.
     """
 
     def __init__(self, inner: LanguageModel, window: int, theta: float, lam: float):
@@ -60,6 +75,7 @@ class NeuralCacheLM(LanguageModel):
         self.lam = float(lam)
         self.config = inner.config
         self.vocab = inner.vocab
+        self.recent = min(self.window, RECENT)
 
     def initial_state(self, batch_size: int, device=None) -> LMState:
         state = self.inner.initial_state(batch_size, device)
@@ -67,13 +83,21 @@ class NeuralCacheLM(LanguageModel):
             if k.startswith(PREFIX):
                 raise ValueError(f"state key {k!r} of the wrapped model clashes with the cache")
         H = self._hidden_size()
-        L = self.window
+        L, R = self.window, self.recent
         dtype = next(self.inner.parameters()).dtype
+        row = torch.zeros(batch_size, dtype=torch.long, device=device)
         state.tensors.update({
-            PREFIX + "h": torch.zeros(batch_size, L, H, dtype=dtype, device=device),
-            PREFIX + "ident": torch.full((batch_size, L), EMPTY, dtype=torch.long, device=device),
+            PREFIX + "h": torch.zeros(batch_size, R, H, dtype=dtype, device=device),
+            PREFIX + "ident": torch.full((batch_size, R), EMPTY, dtype=torch.long, device=device),
+            PREFIX + "n": row.clone(),
+            PREFIX + "base_h": row.clone(),
+            PREFIX + "base_ident": row,
             PREFIX + "last_h": torch.zeros(batch_size, H, dtype=dtype, device=device),
             PREFIX + "last_ok": torch.zeros(batch_size, dtype=torch.bool, device=device),
+        })
+        state.stores.update({
+            PREFIX + "base_h": torch.zeros(1, L, H, dtype=dtype, device=device),
+            PREFIX + "base_ident": torch.full((1, L), EMPTY, dtype=torch.long, device=device),
         })
         return state
 
@@ -93,14 +117,23 @@ class NeuralCacheLM(LanguageModel):
         With ``normalize=False`` the wrapped model's part is unnormalised (its Z left out; for
         a self-normalised model Z ~ 1) and the cache's part stays exact."""
         own = {k: v for k, v in state.tensors.items() if k.startswith(PREFIX)}
-        inner_state = LMState({k: v for k, v in state.tensors.items() if not k.startswith(PREFIX)})
+        stores = {k: v for k, v in state.stores.items() if k.startswith(PREFIX)}
+        inner_state = LMState({k: v for k, v in state.tensors.items() if not k.startswith(PREFIX)},
+                              {k: v for k, v in state.stores.items() if not k.startswith(PREFIX)})
         out, inner_next = self.inner(ids, ident, inner_state,
                                      **({} if normalize else {"normalize": False}))
         if out.hidden is None:
             raise ValueError("the wrapped model gives no HeadOutput.hidden; the cache needs it")
         hidden = out.hidden  # (B, T, H)
         B, T, H = hidden.shape
-        L = self.window
+        L, R = self.window, self.recent
+        dev = hidden.device
+
+        # An utterance starts: the state's own pairs move to a store row first.
+        start = (ids[:, 0] == self.vocab.eos_id) & (own[PREFIX + "n"] > 0)
+        if bool(start.any()):
+            own, stores = self._fold(own, stores, start.nonzero().squeeze(1))
+        n = own[PREFIX + "n"]  # (B,)
 
         # Pair completed by input t: key h_{t-1} (the carried last hidden state for t = 0).
         prev_h = torch.cat([own[PREFIX + "last_h"].to(hidden.dtype).unsqueeze(1),
@@ -108,14 +141,25 @@ class NeuralCacheLM(LanguageModel):
         prev_ok = torch.cat([own[PREFIX + "last_ok"].unsqueeze(1),
                              prev_h.new_ones(B, T - 1, dtype=torch.bool)], dim=1)  # (B, T)
         new_ident = ident.masked_fill(~prev_ok, EMPTY)
-        full_h = torch.cat([own[PREFIX + "h"].to(hidden.dtype), prev_h], dim=1)  # (B, L+T, H)
-        full_ident = torch.cat([own[PREFIX + "ident"], new_ident], dim=1)  # (B, L+T)
-        slot_ident = full_ident.unfold(1, L, 1)[:, 1:]  # (B, T, L)
 
-        scores_full = self.theta * (hidden @ full_h.transpose(1, 2))  # (B, T, L+T)
-        idx = (torch.arange(T, device=hidden.device).unsqueeze(1) + 1
-               + torch.arange(L, device=hidden.device).unsqueeze(0)).expand(B, T, L)
-        scores = scores_full.gather(2, idx)  # (B, T, L): theta h_t . h_i
+        # The window of position t: the store row's pairs but the n + t + 1 oldest, the state's
+        # own n pairs, and this call's pairs up to t; each part's slots outside it are EMPTY.
+        t = torch.arange(T, device=dev)
+        j = torch.arange(L, device=dev)
+        r = torch.arange(R, device=dev)
+        base_ok = j.view(1, 1, L) >= (n.view(B, 1, 1) + t.view(1, T, 1) + 1)
+        rec_ok = ((r.view(1, 1, R) >= (R - n).view(B, 1, 1))
+                  & ((R - r).view(1, 1, R) + t.view(1, T, 1) <= L - 1))
+        new_ok = (t.view(1, T) <= t.view(T, 1)) & (t.view(T, 1) - t.view(1, T) <= L - 1)  # (t, s)
+        base_ident = stores[PREFIX + "base_ident"].index_select(0, own[PREFIX + "base_ident"])
+        slot_ident = torch.cat([
+            base_ident.unsqueeze(1).expand(B, T, L).masked_fill(~base_ok, EMPTY),
+            own[PREFIX + "ident"].unsqueeze(1).expand(B, T, R).masked_fill(~rec_ok, EMPTY),
+            new_ident.unsqueeze(1).expand(B, T, T).masked_fill(~new_ok, EMPTY)], dim=2)  # (B, T, L+R+T)
+        scores = self.theta * torch.cat([
+            self._store_scores(hidden, stores[PREFIX + "base_h"], own[PREFIX + "base_h"]),
+            hidden @ own[PREFIX + "h"].to(hidden.dtype).transpose(1, 2),
+            hidden @ prev_h.transpose(1, 2)], dim=2)  # theta h_t . h_i
         empty = slot_ident == EMPTY
         any_pair = ~empty.all(-1, keepdim=True)  # (B, T, 1)
         # A finite fill keeps log_softmax finite (and its gradient NaN-free) on empty rows.
@@ -144,14 +188,82 @@ class NeuralCacheLM(LanguageModel):
                            slot_ident=torch.cat(slot_ids, dim=-1),
                            hidden=hidden, aux_loss=out.aux_loss, log_norm=out.log_norm,
                            vocab_score=vocab_score)
-        next_tensors = dict(inner_next.tensors)
-        next_tensors.update({
-            PREFIX + "h": full_h[:, -L:].to(own[PREFIX + "h"].dtype),  # the state's dtype
-            PREFIX + "ident": full_ident[:, -L:],
-            PREFIX + "last_h": hidden[:, -1].to(own[PREFIX + "last_h"].dtype),
-            PREFIX + "last_ok": torch.ones_like(own[PREFIX + "last_ok"]),
-        })
-        return mixed, LMState(next_tensors)
+
+        # This call's pairs join the state's own; beyond R they all move to a store row.
+        dtype = own[PREFIX + "h"].dtype
+        nxt = dict(own)
+        nxt[PREFIX + "h"] = torch.cat([own[PREFIX + "h"], prev_h.to(dtype)], 1)[:, -R:]
+        nxt[PREFIX + "ident"] = torch.cat([own[PREFIX + "ident"], new_ident], 1)[:, -R:]
+        nxt[PREFIX + "n"] = n + T
+        full = n + T > R
+        if bool(full.any()):
+            nxt, stores = self._fold(own, stores, full.nonzero().squeeze(1), nxt,
+                                     prev_h.to(dtype), new_ident)
+        nxt[PREFIX + "last_h"] = hidden[:, -1].to(own[PREFIX + "last_h"].dtype)
+        nxt[PREFIX + "last_ok"] = torch.ones_like(own[PREFIX + "last_ok"])
+        return mixed, LMState({**inner_next.tensors, **nxt}, {**inner_next.stores, **stores})
+
+    def _store_scores(self, hidden: Tensor, store: Tensor, rows: Tensor) -> Tensor:
+        """hidden (B, T, H) . the keys of each row's store row ``store[rows]`` ((S, L, H),
+        (B,)) -> (B, T, L), one product per distinct store row (the states of an utterance's
+        trie share theirs), without gathering a copy of the keys per row."""
+        uniq, inv = torch.unique(rows, return_inverse=True)
+        if uniq.numel() == 1:
+            return hidden @ store[uniq[0]].to(hidden.dtype).t()
+        out = None
+        for k, u in enumerate(uniq.tolist()):
+            sel = (inv == k).nonzero().squeeze(1)
+            part = hidden[sel] @ store[u].to(hidden.dtype).t()  # (autocast picks its dtype)
+            if out is None:
+                out = part.new_empty(hidden.shape[0], hidden.shape[1], store.shape[1])
+            out[sel] = part
+        return out
+
+    def _fold(self, own, stores, rows: Tensor, nxt=None, new_h: Optional[Tensor] = None,
+              new_ident: Optional[Tensor] = None):
+        """Rows ``rows`` of the state: the last L of their store row's pairs, their own n pairs
+        and (``new_h``/``new_ident`` (B, T, H)/(B, T): this call's) become a new store row, and
+        they keep no pairs of their own. Returns (the state's tensors, the stores); the stores
+        keep only the rows still referred to."""
+        nxt = dict(own if nxt is None else nxt)
+        L, R = self.window, self.recent
+        n = own[PREFIX + "n"][rows]  # (F,)
+        F = rows.numel()
+        parts_h = [stores[PREFIX + "base_h"].index_select(0, own[PREFIX + "base_h"][rows]),
+                   own[PREFIX + "h"][rows]]
+        parts_i = [stores[PREFIX + "base_ident"].index_select(0, own[PREFIX + "base_ident"][rows]),
+                   own[PREFIX + "ident"][rows]]
+        T = 0
+        if new_h is not None:
+            T = new_h.shape[1]
+            parts_h.append(new_h[rows])
+            parts_i.append(new_ident[rows])
+        seq_h = torch.cat([p.to(parts_h[0].dtype) for p in parts_h], 1)  # (F, L + R + T, H)
+        seq_i = torch.cat(parts_i, 1)
+        # the last L of the valid positions: the store row's L, own slots R - n .. R - 1, the T new
+        p = (L + n + T - L).view(F, 1) + torch.arange(L, device=rows.device).view(1, L)  # (F, L)
+        nn = n.view(F, 1)
+        pos = torch.where(p < L, p, torch.where(p < L + nn, p + (R - nn), L + R + (p - L - nn)))
+        folded_h = seq_h.gather(1, pos.unsqueeze(-1).expand(F, L, seq_h.shape[2]))
+        folded_i = seq_i.gather(1, pos)
+        for key, folded in (("base_h", folded_h), ("base_ident", folded_i)):
+            store, refs = stores[PREFIX + key], nxt[PREFIX + key].clone()
+            refs[rows] = len(store) + torch.arange(F, device=rows.device)
+            stores = dict(stores)
+            stores[PREFIX + key], nxt[PREFIX + key] = _compact(torch.cat([store, folded.to(store.dtype)]), refs)
+        nxt[PREFIX + "h"] = nxt[PREFIX + "h"].clone()
+        nxt[PREFIX + "h"][rows] = 0
+        nxt[PREFIX + "ident"] = nxt[PREFIX + "ident"].clone()
+        nxt[PREFIX + "ident"][rows] = EMPTY
+        nxt[PREFIX + "n"] = nxt[PREFIX + "n"].clone()
+        nxt[PREFIX + "n"][rows] = 0
+        return nxt, stores
+
+
+def _compact(store: Tensor, refs: Tensor):
+    """(the rows of ``store`` that ``refs`` refer to, the refs into them)."""
+    uniq, inv = torch.unique(refs, return_inverse=True)
+    return store.index_select(0, uniq), inv
 
 
 def with_cache(model: LanguageModel, window: int, theta: float, lam: float) -> LanguageModel:
