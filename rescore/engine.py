@@ -65,7 +65,7 @@ import torch
 from rescore.bulk import gc_paused
 from rescore.engine_fast import SEGMENT_STATE_BYTES, run_fast
 from rescore.engine_reference import run_naive, run_padded
-from rescore.errors import RescoreError
+from rescore.errors import OptionError, RescoreError
 from rescore.forward import (Costs, EngineStats, Forward, Hyp, RunContext, autocast_for, resolve_device,
                              resolve_normalize, target_log_prob)
 from rescore.interp import mixed_nn_cost, total_cost
@@ -283,9 +283,9 @@ def _prepare(model, conversations, weight: float, settings: EngineSettings, devi
         raise RescoreError("a model with a tree forward for schedule 'tree' (a Transformer "
                            "with a softmax head)", got=type(model).__name__)
     if settings.history_min_posterior > 0 and not has_history(model.initial_state(1)):
-        raise RescoreError("a model with a word history for --history-min-posterior (a pointer "
-                           "head, or --cache-window > 0)",
-                           got=f"head {getattr(getattr(model, 'config', None), 'head', type(model).__name__)}")
+        raise OptionError("a model with a word history (a pointer head, or --cache-window > 0)",
+                          "--history-min-posterior",
+                          got=f"head {getattr(getattr(model, 'config', None), 'head', type(model).__name__)}")
     normalized = resolve_normalize(model, settings.normalize) == "exact"
     dev = resolve_device(device)
     stats = stats if stats is not None else EngineStats()

@@ -30,7 +30,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 from rescore.forward import EngineStats, autocast_for, resolve_device
-from rescore.errors import RescoreError
+from rescore.errors import OptionError, RescoreError
 from rescore.interp import total_cost
 from rescore.settings import OOV_AUTO, EngineSettings
 
@@ -60,8 +60,8 @@ def score_hf(lm, conversations, weight: float, settings: EngineSettings, device,
     longer than the model's positions (less one) are refused."""
     _check_settings(lm, settings)
     if settings.history_min_posterior > 0:
-        raise RescoreError("a model with a word history for --history-min-posterior (a pointer head, "
-                           "or --cache-window > 0)", got="a Hugging Face causal LM")
+        raise OptionError("a model with a word history (a pointer head, or --cache-window > 0)",
+                          "--history-min-posterior", got="a Hugging Face causal LM")
     engine, state_carry, conv_batch = settings.engine, settings.state_carry, settings.conv_batch
     from rescore.progress import progress as progress_bar
 

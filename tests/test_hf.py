@@ -207,7 +207,7 @@ def test_missing_dir_and_missing_tokenizer_are_clean_errors(tmp_path, tiny_dir):
 def test_unsupported_options_are_refused(tiny):
     convs = _toy_conversations(n_conv=1, n_utt=1)
     for kw in ({"oov_penalty": 1.0}, {"normalize": "none"}, {"schedule": "levels"}, {"precision": "fp8"},
-               {"engine": "tree"}, {"max_tokens": 0}):
+               {"engine": "tree"}, {"max_tokens": 0}, {"history_min_posterior": 0.5}):
         with pytest.raises(RescoreError):
             _score(tiny, convs, **kw)
     too_long = [[UttInput([["lobster"] * tiny.max_positions], [0.0])]]
@@ -252,7 +252,8 @@ def test_cli_end_to_end(tiny_dir, tmp_path, caplog):
     for k in (1, 2):
         assert (tmp_path / "two" / f"lmwt.nn.{k}").read_text() == (out / "lmwt.nn").read_text()
     for opts, name in ((["--hf-context", "0"], "--hf-context"), (["--oov-penalty", "1"], "--oov-penalty"),
-                       (["--cache-window", "10"], "--cache-window"), (two[2:4], "--mix-carry")):  # bad: exit 2
+                       (["--cache-window", "10"], "--cache-window"), (two[2:4], "--mix-carry"),
+                       (["--history-min-posterior", "0.5"], "--history-min-posterior")):  # bad: exit 2
         r = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "q"), "--model", f"hf:{tiny_dir}", *opts])
         assert r.exit_code == 2 and name in r.output and "Traceback" not in r.output, r.output
 
