@@ -37,8 +37,9 @@ import torch
 from torch import Tensor, nn
 
 EMPTY = -1  # identity of a history slot that holds no token (start of a conversation)
-# State tensors that hold the identities of the last L inputs, (B, L) int64, slot L - 1 the latest
-# (a pointer head's history, the neural cache's words): what forget_inputs empties.
+# State tensors that hold the identities of the latest inputs, (B, L) int64, slot L - 1 the latest
+# (a pointer head's history; the neural cache's own pairs since its utterance began): what
+# forget_inputs empties.
 HISTORY_IDENT_KEYS = ("hist_ident", "ncache_ident")
 
 
