@@ -27,6 +27,7 @@ INTERNAL = [
     (re.compile(r"(?<![a-z])agents?(?![a-z])", re.I), "'agent'"),
     (re.compile(r"shared/design", re.I), "the private design notes"),
     (re.compile(r"design\s*§", re.I), "a section of the private design notes"),
+    (re.compile(r"(?<![\w.~])/work/"), "a path of the machine it was written on"),
 ]
 
 
@@ -48,6 +49,8 @@ def is_binary(data: bytes) -> bool:
     ("see issue 16 for the ablation", ["issue 16"]),
     ("as issue #7 asked", ["issue #7"]),
     ("Issues 3 and 5", ["Issues 3"]),
+    ("N-best dir   /work/shared/data/x", ["/work/"]),
+    ("see network/work/ and ~/work/", []),
     ("tools/ablation_issue16.sh", ["issue16"]),
     ("work item 4", ["work item 4"]),
     ("measured this session", ["session"]),

@@ -7,7 +7,7 @@ per-hypothesis costs equal the naive reference and prints hypotheses/s, tokens/s
 the speed-up over padded and the peak memory, as a table and JSON.
 
     PYTHONPATH=. python tools/bench_engine.py --convs 20 --utts 3            # random 2x256 LSTM
-    PYTHONPATH=. python tools/bench_engine.py --model /work/exp/lm/lstm/model.pt --convs 60
+    PYTHONPATH=. python tools/bench_engine.py --model exp/lm/lstm/model.pt --convs 60
     PYTHONPATH=. python tools/bench_engine.py --bound --convs 1000 --utts 1000   # no model
     PYTHONPATH=. python tools/bench_engine.py --convs 4 --utts 50 --one-conversation \
         --state-carry first-pass --engines fast,naive                      # one job's carry
