@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple, Union
 
@@ -15,6 +14,7 @@ import torch
 from torch import Tensor
 
 from rescore.errors import RescoreError, check, check_device
+from rescore.interp import total_cost, word_posterior_mass
 from rescore.models.base import HeadOutput, LanguageModel, LMState, forget_inputs
 from rescore.settings import NORMALIZE, EngineSettings
 
@@ -336,19 +336,11 @@ class RunContext:
 
 def word_posteriors(hyps: List[Hyp], costs: List[Costs], fixed: List[float], weight: float,
                     best: int) -> List[float]:
-    """The N-best posterior of each word of ``hyps[best]``: the summed posterior of the hypotheses
-    that hold the word (its identity) anywhere, a hypothesis' posterior being proportional to
-    exp(-total cost), total = fixed + weight * sum(costs) (the acoustic cost already scaled in
-    ``fixed``, as a lattice's posteriors take it)."""
-    totals = [f + weight * sum(c) for f, c in zip(fixed, costs)]
-    low = min(totals)
-    post = [math.exp(low - t) for t in totals]
-    z = sum(post)
-    mass: dict = {}
-    for h, p in zip(hyps, post):
-        for w in set(h.ident):
-            mass[w] = mass.get(w, 0.0) + p
-    return [mass[w] / z for w in hyps[best].ident]
+    """The N-best posterior of each word of ``hyps[best]`` (rescore.interp.word_posterior_mass
+    over identities), the totals being fixed + weight * sum(costs)."""
+    mass = word_posterior_mass([total_cost(f, sum(c), weight) for f, c in zip(fixed, costs)],
+                               (h.ident for h in hyps))
+    return [mass[w] for w in hyps[best].ident]
 
 
 def progress_bar(ctx: RunContext, total: int, desc: str):

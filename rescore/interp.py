@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Sequence, Tuple, Union
+from typing import Dict, Hashable, Iterable, Sequence, Tuple, Union
 
 from rescore.errors import OptionError, RescoreError, check
 
@@ -51,6 +51,21 @@ def mixed_nn_cost(l_nns: Sequence, mix: Sequence[float]):
 def total_cost(fixed, l_nn, weight: float):
     """The final interpolated cost: fixed_cost + weight * l_nn."""
     return fixed + weight * l_nn
+
+
+def word_posterior_mass(totals: Sequence[float], words: Iterable[Iterable[Hashable]]) -> Dict[Hashable, float]:
+    """word -> the summed N-best posterior of the hypotheses that hold it (anywhere), for one
+    utterance's hypotheses with final costs ``totals`` and words ``words`` (any hashable: words
+    or identities); a hypothesis' posterior is proportional to exp(-total cost), the acoustic
+    cost already scaled in the total, as a lattice's posteriors take it."""
+    low = min(totals)
+    post = [math.exp(low - t) for t in totals]
+    z = sum(post)
+    mass: Dict[Hashable, float] = {}
+    for ws, p in zip(words, post):
+        for w in set(ws):
+            mass[w] = mass.get(w, 0.0) + p / z
+    return mass
 
 
 def graph_cost(withlm, nolm, l_nn, weight: float):

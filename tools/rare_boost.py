@@ -35,6 +35,26 @@ def count_threshold(train_counts, valid_tokens, share: float) -> int:
     return counts[max(0, min(len(counts) - 1, int(share * len(counts)) - 1))]
 
 
+def add_rare_class_options(ap: argparse.ArgumentParser) -> None:
+    """The options that set the rare class: the training text, and --valid/--share or --max-count."""
+    ap.add_argument("--train-text", required=True, help="the LM training text")
+    ap.add_argument("--valid", help="a validation text that sets --max-count (not the references)")
+    ap.add_argument("--share", type=float, default=0.1,
+                    help="share of --valid's tokens in the rare class (default 0.1: one bucket of 10)")
+    ap.add_argument("--max-count", type=int, help="rare: training count at most this (instead of --valid)")
+
+
+def rare_class_count(ap: argparse.ArgumentParser, args, counts) -> int:
+    """The rare class's largest training count: --max-count, else from --valid and --share."""
+    if args.max_count is not None:
+        return args.max_count
+    if not args.valid:
+        ap.error("give --valid or --max-count")
+    from rescore.vocab import read_sentences
+
+    return count_threshold(counts, [w for s in read_sentences(args.valid) for w in s], args.share)
+
+
 def boosted(costs, words, rare, boost: float):
     """key -> costs with ``boost`` taken off every rare word's token (per-token rows: n + 1
     costs, the last for the end of sentence) or off the total (one cost per key)."""
@@ -57,11 +77,7 @@ def main(argv=None) -> None:
     ap.add_argument("nbest_dir", help="the N-best dir whose words_text the costs belong to")
     ap.add_argument("costs", help="the NN LM costs (a lmwt.nn of that dir)")
     ap.add_argument("out", help="the boosted copy to write")
-    ap.add_argument("--train-text", required=True, help="the LM training text")
-    ap.add_argument("--valid", help="a validation text that sets --max-count (not the references)")
-    ap.add_argument("--share", type=float, default=0.1,
-                    help="share of --valid's tokens in the rare class (default 0.1: one bucket of 10)")
-    ap.add_argument("--max-count", type=int, help="rare: training count at most this (instead of --valid)")
+    add_rare_class_options(ap)
     ap.add_argument("--boost", type=float, default=4.0, help="cost taken off per rare word (nats)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
@@ -72,11 +88,7 @@ def main(argv=None) -> None:
     from rescore.vocab import count_words, read_sentences
 
     counts = count_words(read_sentences(args.train_text))
-    if args.max_count is None:
-        if not args.valid:
-            ap.error("give --valid or --max-count")
-        valid = [w for s in read_sentences(args.valid) for w in s]
-        args.max_count = count_threshold(counts, valid, args.share)
+    args.max_count = rare_class_count(ap, args, counts)
     words_table = read_text_table(Path(args.nbest_dir) / "words_text", "tokens")
     words = dict(zip(words_table.keys, words_table.values))
     costs = read_nn_costs(args.costs)

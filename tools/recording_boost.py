@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import sys
 from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rare_boost import add_rare_class_options, rare_class_count  # noqa: E402  (this folder's tool)
 
 log = logging.getLogger("recording_boost")
 
@@ -33,18 +36,11 @@ log = logging.getLogger("recording_boost")
 def utterance_posteriors(hyps, nn_costs, weight: float, inv_acwt: float, wip: float):
     """word -> P(the utterance holds the word), from its N-best list (``hyps``: rescore.nbest
     Hypothesis; ``nn_costs``: each one's per-token NN costs)."""
-    from rescore.interp import fixed_cost, total_cost
+    from rescore.interp import fixed_cost, total_cost, word_posterior_mass
 
     totals = [total_cost(fixed_cost(h.ac, h.withlm, h.nolm, len(h.words), weight, inv_acwt, wip),
                          sum(c), weight) for h, c in zip(hyps, nn_costs)]
-    low = min(totals)
-    post = [math.exp(low - t) for t in totals]
-    z = sum(post)
-    out = defaultdict(float)
-    for h, p in zip(hyps, post):
-        for w in set(h.words):
-            out[w] += p / z
-    return out
+    return word_posterior_mass(totals, (h.words for h in hyps))
 
 
 def recording_evidence(conversation, costs, weight: float, inv_acwt: float, wip: float):
@@ -66,10 +62,7 @@ def main(argv=None) -> None:
     ap.add_argument("costs", help="the NN LM costs (a lmwt.nn of that dir, per-token rows)")
     ap.add_argument("out", help="the boosted copy to write")
     ap.add_argument("--data-dir", required=True, help="the data dir whose segments group the recordings")
-    ap.add_argument("--train-text", required=True, help="the LM training text (the rare class)")
-    ap.add_argument("--valid", help="a validation text that sets --max-count (as rare_boost.py)")
-    ap.add_argument("--share", type=float, default=0.1, help="share of --valid's tokens in the rare class")
-    ap.add_argument("--max-count", type=int, help="rare: training count at most this (instead of --valid)")
+    add_rare_class_options(ap)
     ap.add_argument("--all-words", action="store_true", help="boost every supported word, not only rare ones")
     ap.add_argument("--boost", type=float, default=5.0, help="cost taken off per fully supported word (nats)")
     ap.add_argument("--weight", type=float, default=0.5)
@@ -78,19 +71,13 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
 
-    sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
-    from rare_boost import count_threshold
-
     from rescore.io.kaldi import read_nn_costs, write_nn_costs
     from rescore.nbest import load_nbest_dir
     from rescore.vocab import count_words, read_sentences
 
     counts = count_words(read_sentences(args.train_text))
-    if not args.all_words and args.max_count is None:
-        if not args.valid:
-            ap.error("give --valid or --max-count (or --all-words)")
-        args.max_count = count_threshold(counts, [w for s in read_sentences(args.valid) for w in s],
-                                         args.share)
+    if not args.all_words:
+        args.max_count = rare_class_count(ap, args, counts)
     nbest = load_nbest_dir(args.nbest_dir, args.data_dir)
     costs = read_nn_costs(args.costs)
     out, n_tokens, n_boosted, mass = {}, 0, 0, 0.0

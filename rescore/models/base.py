@@ -188,11 +188,17 @@ def _merged(stores: List[Tensor], refs: List[Tensor], compact: bool = False) -> 
     parts, out = [], []
     offset = 0
     for store, r in zip(stores, refs):
-        uniq, inv = torch.unique(r, return_inverse=True)
-        parts.append(store.index_select(0, uniq).to(stores[0].dtype))
+        rows, inv = compact_store(store, r)
+        parts.append(rows.to(stores[0].dtype))
         out.append(inv + offset)
-        offset += len(uniq)
+        offset += len(rows)
     return (torch.cat(parts) if len(parts) > 1 else parts[0]), (torch.cat(out) if len(out) > 1 else out[0])
+
+
+def compact_store(store: Tensor, refs: Tensor) -> Tuple[Tensor, Tensor]:
+    """(the rows of ``store`` that ``refs`` refer to, the refs into them)."""
+    uniq, inv = torch.unique(refs, return_inverse=True)
+    return store.index_select(0, uniq), inv
 
 
 def has_history(state: LMState) -> bool:

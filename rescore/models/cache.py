@@ -30,7 +30,7 @@ from typing import Dict, List, Optional, Sequence
 import torch
 from torch import Tensor
 
-from rescore.models.base import EMPTY, HeadOutput, LanguageModel, LMState
+from rescore.models.base import EMPTY, HeadOutput, LanguageModel, LMState, compact_store
 from rescore.progress import Progress
 
 PREFIX = "ncache_"  # the wrapper's keys in LMState; the wrapped model keeps its own
@@ -241,7 +241,7 @@ class NeuralCacheLM(LanguageModel):
         seq_h = torch.cat([p.to(parts_h[0].dtype) for p in parts_h], 1)  # (F, L + R + T, H)
         seq_i = torch.cat(parts_i, 1)
         # the last L of the valid positions: the store row's L, own slots R - n .. R - 1, the T new
-        p = (L + n + T - L).view(F, 1) + torch.arange(L, device=rows.device).view(1, L)  # (F, L)
+        p = (n + T).view(F, 1) + torch.arange(L, device=rows.device).view(1, L)  # (F, L)
         nn = n.view(F, 1)
         pos = torch.where(p < L, p, torch.where(p < L + nn, p + (R - nn), L + R + (p - L - nn)))
         folded_h = seq_h.gather(1, pos.unsqueeze(-1).expand(F, L, seq_h.shape[2]))
@@ -250,7 +250,7 @@ class NeuralCacheLM(LanguageModel):
             store, refs = stores[PREFIX + key], nxt[PREFIX + key].clone()
             refs[rows] = len(store) + torch.arange(F, device=rows.device)
             stores = dict(stores)
-            stores[PREFIX + key], nxt[PREFIX + key] = _compact(torch.cat([store, folded.to(store.dtype)]), refs)
+            stores[PREFIX + key], nxt[PREFIX + key] = compact_store(torch.cat([store, folded.to(store.dtype)]), refs)
         nxt[PREFIX + "h"] = nxt[PREFIX + "h"].clone()
         nxt[PREFIX + "h"][rows] = 0
         nxt[PREFIX + "ident"] = nxt[PREFIX + "ident"].clone()
@@ -258,12 +258,6 @@ class NeuralCacheLM(LanguageModel):
         nxt[PREFIX + "n"] = nxt[PREFIX + "n"].clone()
         nxt[PREFIX + "n"][rows] = 0
         return nxt, stores
-
-
-def _compact(store: Tensor, refs: Tensor):
-    """(the rows of ``store`` that ``refs`` refer to, the refs into them)."""
-    uniq, inv = torch.unique(refs, return_inverse=True)
-    return store.index_select(0, uniq), inv
 
 
 def with_cache(model: LanguageModel, window: int, theta: float, lam: float) -> LanguageModel:
