@@ -45,6 +45,10 @@ def load_model(path: str, settings: EngineSettings, train_counts=None, lexicon=(
 
         return load_for_scoring(path, dev, settings)
     lm = load_checkpoint(path, dev)
+    if dev.type == "cpu":
+        from rescore.models import native
+
+        log.info(native.describe())
     if settings.cache_window > 0:
         from rescore.models.cache import with_cache
 

@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from rescore.models import native
+
 BODIES: Dict[str, type] = {}
 
 
@@ -75,6 +77,8 @@ class LSTMBody(nn.Module):
         H = self.hidden
         # the new state, written in place layer by layer: (B, layers, H) each
         hs, cs = table.new_empty(ids.shape[0], self.layers, H), table.new_empty(ids.shape[0], self.layers, H)
+        if native.usable(table, state["h"], state["c"]):
+            return self._step_native(ids, table, upper, state, low, hs, cs)
         for k in range(self.layers):
             h = state["h"][:, k]
             if k == 0:
@@ -103,6 +107,39 @@ class LSTMBody(nn.Module):
             c.addcmul_(i, s, value=2.0).sub_(i)  # f c + i tanh(u) (B, H)
             x = torch.mul(c, 2.0, out=hs[:, k]).sigmoid_().mul_(2.0).sub_(1.0).mul_(o)  # o tanh(c) (B, H)
         return x.unsqueeze(1), {"h": hs, "c": cs}
+
+    def _step_native(self, ids: Tensor, table: Tensor, upper: list, state: Dict[str, Tensor],
+                     low: Optional[torch.dtype], hs: Tensor, cs: Tensor) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """step_ids with each layer's cell one fused kernel (rescore.models.native): the same
+        products, then the table row, the gates and the cell in one pass; an upper layer's
+        input [x, h] is written in place (the lower cell writes x into it) instead of
+        concatenated."""
+        B, H = ids.shape[0], self.hidden
+        xh = table.new_empty(B, 2 * H) if self.layers > 1 else None
+        for k in range(self.layers):
+            h = state["h"][:, k]
+            if k == 0:
+                w_hh = upper[0]
+                if low is None:
+                    pre = torch.mm(h, w_hh.t())
+                elif low is torch.qint8:
+                    pre = w_hh(h)
+                else:
+                    pre = torch.mm(h.to(low), w_hh.t()).float()
+                tab, rows = table, ids[:, 0]
+            else:
+                w, b = upper[k]
+                xh[:, H:].copy_(h)
+                if low is None:
+                    pre = torch.addmm(b, xh, w.t())
+                elif low is torch.qint8:
+                    pre = w(xh)
+                else:
+                    pre = torch.mm(xh.to(low), w.t()).float().add_(b)
+                tab = rows = None
+            native.lstm_cell(pre.contiguous(), state["c"][:, k], cs[:, k], hs[:, k], table=tab, ids=rows,
+                             h_copy=xh[:, :H] if k + 1 < self.layers else None)
+        return hs[:, -1].unsqueeze(1), {"h": hs, "c": cs}
 
     def _step_weights(self, embedding: Tensor, low: Optional[torch.dtype] = None):
         """Cached while the weights stay: the (V, 4H) layer-0 input projection of every word,

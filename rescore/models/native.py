@@ -1,0 +1,94 @@
+"""A fused LSTM cell for scoring on a CPU, where the install compiled it.
+
+``rescore._kernels`` (rescore/_kernels.c, built by ``pip install``; optional: without a C
+compiler the install goes on without it) runs an LSTM cell step in one pass, with a vectorised
+exp (AVX2 where the CPU has it). PyTorch runs the same cell as about ten separate kernels, each
+a pass over memory; on the scoring engine's one-token rows the fused cell takes about a tenth
+off the engine's time (docs/benchmarks.md).
+
+Used at inference on CPU float32 tensors only (training keeps PyTorch's autograd); the results
+equal PyTorch's to a few units in the last place. ``RESCORE_NATIVE=0`` in the environment turns
+it off (the PyTorch path, for comparison).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+try:
+    from rescore import _kernels
+except ImportError:  # not compiled at install: the PyTorch path
+    _kernels = None
+
+
+def available() -> bool:
+    """Whether the kernels are compiled here and not turned off by ``RESCORE_NATIVE=0``."""
+    return _kernels is not None and os.environ.get("RESCORE_NATIVE", "1") != "0"
+
+
+def variant() -> str:
+    """'avx2', 'generic' (compiled, no AVX2 path on this CPU), 'off' or 'absent'."""
+    if _kernels is None:
+        return "absent"
+    return _kernels.variant() if available() else "off"
+
+
+def describe() -> str:
+    """One line for the scoring log: which code runs the cell here."""
+    return {"avx2": "fused CPU kernels: AVX2",
+            "generic": "fused CPU kernels: generic (this CPU has no AVX2 and FMA)",
+            "off": "fused CPU kernels: off (RESCORE_NATIVE=0)",
+            "absent": "fused CPU kernels: not compiled at install (no C compiler?); the LSTM cell "
+                      "runs as separate PyTorch kernels, about 10 % slower"}[variant()]
+
+
+def _rows_ok(t: Tensor, width: int) -> bool:
+    """A CPU float32 (rows, width) tensor whose rows are contiguous."""
+    return (t.device.type == "cpu" and t.dtype == torch.float32 and t.dim() == 2
+            and t.shape[1] == width and (t.stride(1) == 1 or width == 1))
+
+
+def usable(*tensors: Tensor) -> bool:
+    """The kernels run for these tensors: available, CPU float32, no autograd."""
+    return (available() and not torch.is_grad_enabled()
+            and all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors))
+
+
+def lstm_cell(pre: Tensor, c_prev: Tensor, c_out: Tensor, h_out: Tensor,
+              table: Optional[Tensor] = None, ids: Optional[Tensor] = None,
+              h_copy: Optional[Tensor] = None) -> None:
+    """One LSTM cell step, in place: ``c_out = f c_prev + i tanh(a)``, ``h_out = o tanh(c_out)``
+    (and ``h_copy`` = ``h_out`` where given), from the (B, 4H) pre-activations ``pre`` (gate
+    order i, f, u, o, the cell input's rows doubled: u = 2a, as LSTMBody._step_weights makes
+    them) plus, with ``table``, row ``ids[b]`` of the (V, 4H) ``table``. c_prev, c_out, h_out,
+    h_copy: (B, H) float32 with contiguous rows (any row stride)."""
+    B, H4 = pre.shape
+    H = H4 // 4
+    if not pre.is_contiguous() or not _rows_ok(pre, H4) or H4 != 4 * H:
+        raise ValueError(f"lstm_cell: pre must be a contiguous (B, 4H) float32 CPU tensor, got {tuple(pre.shape)}")
+    for name, t in (("c_prev", c_prev), ("c_out", c_out), ("h_out", h_out)) + (
+            (("h_copy", h_copy),) if h_copy is not None else ()):
+        if not _rows_ok(t, H) or t.shape[0] != B:
+            raise ValueError(f"lstm_cell: {name} must be ({B}, {H}) float32 on the CPU with contiguous rows, "
+                             f"got {tuple(t.shape)} {t.dtype}")
+    tab_ptr = ids_ptr = 0
+    if table is not None:
+        if not (table.is_contiguous() and _rows_ok(table, H4)):
+            raise ValueError(f"lstm_cell: table must be a contiguous (V, {H4}) float32 CPU tensor")
+        if ids is None or ids.dtype != torch.int64 or ids.numel() != B:
+            raise ValueError(f"lstm_cell: ids must be {B} int64 rows of the table")
+        ids = ids.reshape(B).contiguous()
+        if B and (int(ids.min()) < 0 or int(ids.max()) >= table.shape[0]):
+            raise IndexError(f"lstm_cell: ids outside the table's {table.shape[0]} rows")
+        tab_ptr, ids_ptr = table.data_ptr(), ids.data_ptr()
+    if B == 0:
+        return
+    h2_ptr, h2_stride = (0, 0) if h_copy is None else (h_copy.data_ptr(), h_copy.stride(0))
+    _kernels.lstm_cell(pre.data_ptr(), tab_ptr, ids_ptr, B, H, c_prev.data_ptr(), c_prev.stride(0),
+                       c_out.data_ptr(), c_out.stride(0), h_out.data_ptr(), h_out.stride(0),
+                       h2_ptr, h2_stride)
+

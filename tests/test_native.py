@@ -1,0 +1,95 @@
+"""The fused LSTM cell (rescore._kernels through rescore.models.native) against PyTorch's
+arithmetic: the cell alone, and the LSTM body's step with and without it."""
+
+import os
+
+import pytest
+import torch
+
+from rescore.models import native
+from rescore.models.bodies import LSTMBody
+from rescore.models.config import ModelConfig
+from rescore.models.quant import int8_products
+
+needs_kernels = pytest.mark.skipif(native._kernels is None,
+                                   reason="rescore._kernels was not compiled at install (no C compiler)")
+
+
+def test_kernels_are_built_in_ci():
+    """The README's install compiles them; CI must not pass silently on the slower path."""
+    if os.environ.get("CI") and native._kernels is None:
+        pytest.fail("rescore._kernels is missing: the install did not compile rescore/_kernels.c")
+    assert native.variant() in ("avx2", "generic", "off", "absent")
+    assert native.describe().startswith("fused CPU kernels")
+
+
+def torch_cell(pre, c_prev, table=None, ids=None):
+    """The cell as LSTMBody's PyTorch path computes it (u doubled: tanh(a) = 2 sigmoid(2a) - 1)."""
+    g = pre + table[ids] if table is not None else pre.clone()
+    i, f, u, o = g.sigmoid().chunk(4, 1)
+    c = f * c_prev + i * (2 * u - 1)
+    return c, o * (2 * torch.sigmoid(2 * c) - 1)
+
+
+@needs_kernels
+@pytest.mark.parametrize("with_table", [False, True])
+def test_lstm_cell_equals_pytorch(with_table):
+    torch.manual_seed(0)
+    B, H, V = 37, 24, 11
+    pre = torch.randn(B, 4 * H) * 4
+    pre[0, :5] = torch.tensor([100.0, -100.0, 0.0, 88.5, -90.0])  # saturation, no NaN or inf
+    table, ids = (torch.randn(V, 4 * H), torch.randint(0, V, (B,))) if with_table else (None, None)
+    state = torch.randn(B, 3, H)  # strided rows, as the engine's (B, layers, H) states
+    c_out, h_out = torch.full((B, 3, H), float("nan")), torch.full((B, 3, H), float("nan"))
+    copy = torch.full((B, 2 * H), float("nan"))
+    native.lstm_cell(pre, state[:, 1], c_out[:, 2], h_out[:, 2], table=table, ids=ids, h_copy=copy[:, :H])
+    c, h = torch_cell(pre, state[:, 1], table, ids)
+    assert torch.allclose(c_out[:, 2], c, atol=2e-6, rtol=1e-6)
+    assert torch.allclose(h_out[:, 2], h, atol=2e-6, rtol=1e-6)
+    assert torch.equal(copy[:, :H], h_out[:, 2])
+    assert torch.isnan(c_out[:, :2]).all() and torch.isnan(copy[:, H:]).all()  # nothing else written
+
+
+@needs_kernels
+def test_lstm_cell_refuses_bad_tensors():
+    pre, c = torch.zeros(4, 32), torch.zeros(4, 8)
+    with pytest.raises(ValueError, match="pre must be"):
+        native.lstm_cell(pre.double(), c, c.clone(), c.clone())
+    with pytest.raises(ValueError, match="c_prev must be"):
+        native.lstm_cell(pre, torch.zeros(3, 8), c.clone(), c.clone())
+    with pytest.raises(ValueError, match="h_out must be"):
+        native.lstm_cell(pre, c, c.clone(), torch.zeros(4, 16)[:, ::2])
+    with pytest.raises(IndexError, match="outside the table"):
+        native.lstm_cell(pre, c, c.clone(), c.clone(), table=torch.zeros(5, 32), ids=torch.tensor([0, 1, 5, 2]))
+    native.lstm_cell(torch.zeros(0, 32), torch.zeros(0, 8), torch.zeros(0, 8), torch.zeros(0, 8))  # no rows
+
+
+@needs_kernels
+@pytest.mark.parametrize("precision", ["fp32", "int8", "bf16"])
+def test_lstm_step_native_equals_pytorch_path(monkeypatch, precision):
+    torch.manual_seed(2)
+    body = LSTMBody(ModelConfig(vocab_size=50, hidden=32, layers=3, dropout=0.0)).eval()
+    emb = torch.randn(50, 32)
+    ids = torch.randint(0, 50, (29, 1))
+    state = {"h": torch.randn(29, 3, 32), "c": torch.randn(29, 3, 32)}
+    low = {"fp32": None, "int8": torch.qint8, "bf16": torch.bfloat16}[precision]
+    runs = []
+    with torch.no_grad(), (int8_products() if low is torch.qint8 else torch.autocast("cpu", enabled=False)):
+        for flag in ("1", "0"):
+            monkeypatch.setenv("RESCORE_NATIVE", flag)
+            runs.append(body.step_ids(ids, emb, state, low))
+        if low is None:  # and nn.LSTM itself, the reference of the engine tests
+            monkeypatch.setenv("RESCORE_NATIVE", "1")
+            ref, ref_state = body(emb[ids], state)
+            assert torch.allclose(runs[0][0], ref, atol=1e-5)
+            assert torch.allclose(runs[0][1]["c"], ref_state["c"], atol=1e-5)
+    (a, sa), (b, sb) = runs
+    assert torch.allclose(a, b, atol=1e-6) and a.shape == (29, 1, 32)
+    for k in ("h", "c"):
+        assert torch.allclose(sa[k], sb[k], atol=1e-6)
+
+
+def test_switched_off_by_environment(monkeypatch):
+    monkeypatch.setenv("RESCORE_NATIVE", "0")
+    assert not native.available() and not native.usable(torch.zeros(1))
+    assert native.variant() in ("off", "absent")
