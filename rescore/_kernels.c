@@ -1,10 +1,13 @@
 /*
- * rescore._kernels: a fused LSTM cell for inference on a CPU (rescore.models.native).
+ * rescore._kernels: a fused LSTM cell and an output layer's target rows, for inference on a
+ * CPU (rescore.models.native).
  *
  * PyTorch runs an LSTM cell's element-wise work as about ten separate kernels, each a pass
  * over memory with its own dispatch; with the table look-up, the additions and the
  * concatenation around them that was about a sixth of an unnormalised int8 scoring run.
- * Here the whole cell is one pass over the rows, with a vectorised exp.
+ * Here the whole cell is one pass over the rows, with a vectorised exp. Unnormalised scoring
+ * reads one output row per target: a dot product each, where PyTorch first gathers the rows
+ * (and the hidden states) into copies.
  *
  * Every function takes raw addresses (the tensors' data_ptr()) and sizes; the Python side
  * (rescore/models/native.py) checks dtypes, devices and strides before it calls. No state,
@@ -87,6 +90,24 @@ cell_body(const float *restrict pre, const float *restrict table, const int64_t 
     }
 }
 
+/* out[e] = hidden[b[e] * hs0 + t[e] * hs1, :] . weight[ids[e], :] + bias[ids[e]] for E edges
+ * of width H: the target rows of an output layer, without gathering them into copies. */
+static inline __attribute__((always_inline)) void
+rows_dot_body(const float *restrict hidden, int64_t hs0, int64_t hs1, const int64_t *restrict b,
+              const int64_t *restrict t, const float *restrict weight, int64_t ws,
+              const float *restrict bias, const int64_t *restrict ids, int64_t E, int64_t H,
+              float *restrict out) {
+    for (int64_t e = 0; e < E; e++) {
+        const float *restrict h = hidden + b[e] * hs0 + t[e] * hs1;
+        const float *restrict w = weight + ids[e] * ws;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < H; j++)
+            s += h[j] * w[j];
+        out[e] = s + (bias ? bias[ids[e]] : 0.0f);
+    }
+}
+
 #define CELL_ARGS                                                                              \
     const float *pre, const float *table, const int64_t *ids, int64_t rows, int64_t H,         \
         const float *c_prev, int64_t c_prev_stride, float *c_out, int64_t c_out_stride,        \
@@ -95,14 +116,23 @@ cell_body(const float *restrict pre, const float *restrict table, const int64_t 
     pre, table, ids, rows, H, c_prev, c_prev_stride, c_out, c_out_stride, h_out, h_out_stride, \
         h2, h2_stride
 
+#define DOT_ARGS                                                                               \
+    const float *hidden, int64_t hs0, int64_t hs1, const int64_t *b, const int64_t *t,         \
+        const float *weight, int64_t ws, const float *bias, const int64_t *ids, int64_t E,     \
+        int64_t H, float *out
+#define DOT_PASS hidden, hs0, hs1, b, t, weight, ws, bias, ids, E, H, out
+
 static void cell_generic(CELL_ARGS) { cell_body(CELL_PASS); }
+static void dot_generic(DOT_ARGS) { rows_dot_body(DOT_PASS); }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_AVX2_VARIANT 1
 __attribute__((target("avx2,fma"))) static void cell_avx2(CELL_ARGS) { cell_body(CELL_PASS); }
+__attribute__((target("avx2,fma"))) static void dot_avx2(DOT_ARGS) { rows_dot_body(DOT_PASS); }
 #endif
 
 static void (*cell_impl)(CELL_ARGS) = cell_generic;
+static void (*dot_impl)(DOT_ARGS) = dot_generic;
 static const char *variant = "generic";
 
 static PyObject *py_lstm_cell(PyObject *self, PyObject *args) {
@@ -125,6 +155,25 @@ static PyObject *py_lstm_cell(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_rows_dot(PyObject *self, PyObject *args) {
+    unsigned long long hidden, b, t, weight, bias, ids, out;
+    long long hs0, hs1, ws, E, H;
+    if (!PyArg_ParseTuple(args, "KLLKKKLKKLLK", &hidden, &hs0, &hs1, &b, &t, &weight, &ws, &bias,
+                          &ids, &E, &H, &out))
+        return NULL;
+    if (E < 0 || H < 0 || !hidden || !b || !t || !weight || !ids || !out) {
+        PyErr_SetString(PyExc_ValueError, "rows_dot: null address or negative size");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    dot_impl((const float *)(uintptr_t)hidden, hs0, hs1, (const int64_t *)(uintptr_t)b,
+             (const int64_t *)(uintptr_t)t, (const float *)(uintptr_t)weight, ws,
+             (const float *)(uintptr_t)bias, (const int64_t *)(uintptr_t)ids, E, H,
+             (float *)(uintptr_t)out);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_variant(PyObject *self, PyObject *noargs) {
     return PyUnicode_FromString(variant);
 }
@@ -134,11 +183,14 @@ static PyMethodDef methods[] = {
      "lstm_cell(pre, table, ids, rows, H, c_prev, c_prev_stride, c_out, c_out_stride, h_out, "
      "h_out_stride, h2, h2_stride): one fused LSTM cell step on float32 rows (addresses; 0 for "
      "no table / no h2)."},
+    {"rows_dot", py_rows_dot, METH_VARARGS,
+     "rows_dot(hidden, hs0, hs1, b, t, weight, ws, bias, ids, E, H, out): out[e] = "
+     "hidden[b[e], t[e]] . weight[ids[e]] + bias[ids[e]] (addresses; 0 for no bias)."},
     {"variant", py_variant, METH_NOARGS, "The code path in use: 'avx2' or 'generic'."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels",
-                                    "A fused LSTM cell for inference on a CPU (rescore.models.native).", -1,
+                                    "Fused CPU kernels for scoring (rescore.models.native).", -1,
                                     methods};
 
 PyMODINIT_FUNC PyInit__kernels(void) {
@@ -146,6 +198,7 @@ PyMODINIT_FUNC PyInit__kernels(void) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         cell_impl = cell_avx2;
+        dot_impl = dot_avx2;
         variant = "avx2";
     }
 #endif

@@ -126,6 +126,7 @@ def test_run_names():
     assert bench.run_settings("none-first-pass") == ("none", "first-pass", "fp32")
     assert bench.run_settings("exact-rescored") == ("exact", "rescored", "fp32")
     assert bench.run_settings("none-first-pass-bf16") == ("none", "first-pass", "bf16")
+    assert bench.run_settings("none-first-pass-int8-torch") == ("none", "first-pass", "int8")
     assert bench.run_settings("kaldi") is None and bench.run_settings("fast-none") is None
     with pytest.raises(SystemExit):
         bench.parse_args(["--model", "m.pt", "--runs", "none-first-pass,fast"])

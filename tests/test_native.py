@@ -93,3 +93,34 @@ def test_switched_off_by_environment(monkeypatch):
     monkeypatch.setenv("RESCORE_NATIVE", "0")
     assert not native.available() and not native.usable(torch.zeros(1))
     assert native.variant() in ("off", "absent")
+
+
+@needs_kernels
+def test_rows_dot_equals_gathered_rows():
+    torch.manual_seed(3)
+    hidden = torch.randn(40, 3, 2, 16)[:, :, 1]  # (B, T, H) with strided rows, as the engine's
+    weight, bias = torch.randn(100, 16), torch.randn(100)
+    b, t, ids = torch.randint(0, 40, (500,)), torch.randint(0, 3, (500,)), torch.randint(0, 100, (500,))
+    want = (hidden[b, t] * weight[ids]).sum(-1)
+    assert torch.allclose(native.rows_dot(hidden, b, t, weight, bias, ids), want + bias[ids], atol=1e-5)
+    assert torch.allclose(native.rows_dot(hidden, b, t, weight, None, ids), want, atol=1e-5)
+    assert native.rows_dot(hidden, b[:0], t[:0], weight, bias, ids[:0]).shape == (0,)
+    with pytest.raises(IndexError, match="ids outside"):
+        native.rows_dot(hidden, b[:2], t[:2], weight, bias, torch.tensor([3, 100]))
+    with pytest.raises(ValueError, match="rows_dot"):
+        native.rows_dot(hidden, b, t, weight.double(), bias, ids)
+
+
+@needs_kernels
+def test_unnormalised_head_scores_equal_with_and_without_kernels(monkeypatch):
+    from rescore.models.heads import output_rows
+
+    torch.manual_seed(4)
+    decoder = torch.nn.Linear(16, 100)
+    hidden = torch.randn(7, 5, 16)
+    b, t, ids = torch.randint(0, 7, (60,)), torch.randint(0, 5, (60,)), torch.randint(0, 100, (60,))
+    with torch.no_grad():
+        got = output_rows(decoder, hidden)(b, t, ids)
+        monkeypatch.setenv("RESCORE_NATIVE", "0")
+        want = output_rows(decoder, hidden)(b, t, ids)
+    assert torch.allclose(got, want, atol=1e-5)

@@ -18,7 +18,9 @@ processes, one thread each, CPU seconds and peak memory, and the costs compared.
    * ``NORMALIZE-CARRY`` (e.g. ``none-first-pass``, ``exact-rescored``): ``rescore-nbest
      NBEST OUT --data-dir DATA --model M --device cpu --normalize NORMALIZE --state-carry CARRY
      --oov-penalty 0`` (no OOV penalty, as Kaldi's scorer has none); a ``-bf16`` suffix
-     (``none-first-pass-bf16``) adds ``--precision bf16`` (``-int8``: int8), else ``--precision fp32``.
+     (``none-first-pass-bf16``) adds ``--precision bf16`` (``-int8``: int8), else ``--precision fp32``;
+     a last ``-torch`` (``none-first-pass-int8-torch``) runs it with ``RESCORE_NATIVE=0``: the
+     LSTM cell as PyTorch's kernels instead of the fused one (rescore.models.native).
 
    User and system CPU seconds and the peak resident memory of each process come from
    ``os.wait4`` (the whole process: start-up, reading, model load, scoring, writing).
@@ -50,6 +52,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
@@ -113,6 +116,7 @@ def run_settings(name: str):
     """'none-first-pass' -> ('none', 'first-pass', 'fp32'), 'none-first-pass-bf16' -> (...,
     'bf16'); None for a name that is not ours."""
     precision = "fp32"
+    name = name[:-len("-torch")] if name.endswith("-torch") else name
     for p in PRECISIONS:
         if name.endswith("-" + p):
             name, precision = name[:-len(p) - 1], p
@@ -234,9 +238,10 @@ def command(name: str, args, inputs: dict, kaldi: dict, out: Path) -> list:
     return argv + (["--allow-missing"] if inputs["subset"] else [])  # references of the utterances left out
 
 
-def measure(argv: list, log: Path) -> dict:
-    """Run argv with one thread; its CPU seconds (user, sys), peak RSS (MiB) and wall seconds."""
-    env = dict(os.environ, **ONE_THREAD)
+def measure(argv: list, log: Path, extra_env: Optional[dict] = None) -> dict:
+    """Run argv with one thread (and ``extra_env``); its CPU seconds (user, sys), peak RSS (MiB)
+    and wall seconds."""
+    env = dict(os.environ, **ONE_THREAD, **(extra_env or {}))
     with open(log, "w") as f:
         t0 = time.perf_counter()
         p = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, env=env)
@@ -345,7 +350,9 @@ def benchmark(args, work: Path) -> dict:
         for name in args.runs:
             out = work / "out" / f"{name}.{r + 1}"
             out.mkdir(parents=True, exist_ok=True)
-            results[name].append(measure(command(name, args, inputs, kaldi, out), work / "out" / f"{name}.{r + 1}.log"))
+            env = {"RESCORE_NATIVE": "0"} if name.endswith("-torch") else None
+            results[name].append(measure(command(name, args, inputs, kaldi, out),
+                                         work / "out" / f"{name}.{r + 1}.log", env))
             print(f"round {r + 1}: {name}: {results[name][-1]['cpu_s']:.1f} CPU-s", flush=True)
     report = {"model": args.model, "nbest_dir": args.nbest_dir, "utterances": inputs["utterances"],
               "hyps": inputs["hyps"], "rounds": args.rounds, "threads": 1, "kaldi_options": kaldi,

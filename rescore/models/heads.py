@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rescore.models import quant
+from rescore.models import native, quant
 from rescore.models.base import EMPTY, HeadOutput
 from rescore.models.classes import ClassDecoder
 from rescore.models.history import slide
@@ -63,6 +63,10 @@ def output_rows(decoder: nn.Linear, hidden: Tensor,
     output layer that are asked for are read: E x H multiply-adds, not (B x T) x V x H."""
 
     def score(b: Tensor, t: Tensor, ids: Tensor) -> Tensor:
+        if (native.usable(hidden, decoder.weight) and hidden.dim() == 3 and hidden.stride(-1) == 1
+                and (decoder.bias is None or decoder.bias.dtype == torch.float32)):
+            s = native.rows_dot(hidden, b, t, decoder.weight, decoder.bias, ids)  # no (E, H) copies
+            return s if offset is None else s + offset[b, t].float()
         h = hidden[b, t].float()  # (E, H)
         s = torch.einsum("eh,eh->e", h, decoder.weight[ids].float()) + decoder.bias[ids].float()
         if offset is not None:

@@ -1,14 +1,16 @@
-"""A fused LSTM cell for scoring on a CPU, where the install compiled it.
+"""Fused CPU kernels for scoring, where the install compiled them: the LSTM cell, and the
+target rows of an unnormalised output layer.
 
 ``rescore._kernels`` (rescore/_kernels.c, built by ``pip install``; optional: without a C
 compiler the install goes on without it) runs an LSTM cell step in one pass, with a vectorised
 exp (AVX2 where the CPU has it). PyTorch runs the same cell as about ten separate kernels, each
 a pass over memory; on the scoring engine's one-token rows the fused cell takes about a tenth
-off the engine's time (docs/benchmarks.md).
+off the engine's time (docs/benchmarks.md). ``rows_dot`` scores an output layer's target rows
+without PyTorch's gathered (E, H) copies of them and of the hidden states.
 
 Used at inference on CPU float32 tensors only (training keeps PyTorch's autograd); the results
 equal PyTorch's to a few units in the last place. ``RESCORE_NATIVE=0`` in the environment turns
-it off (the PyTorch path, for comparison).
+them off (the PyTorch path, for comparison).
 """
 
 from __future__ import annotations
@@ -92,3 +94,27 @@ def lstm_cell(pre: Tensor, c_prev: Tensor, c_out: Tensor, h_out: Tensor,
                        c_out.data_ptr(), c_out.stride(0), h_out.data_ptr(), h_out.stride(0),
                        h2_ptr, h2_stride)
 
+
+
+def rows_dot(hidden: Tensor, b: Tensor, t: Tensor, weight: Tensor, bias: Optional[Tensor],
+             ids: Tensor) -> Tensor:
+    """``(hidden[b, t] * weight[ids]).sum(-1) + bias[ids]`` -> (E,) float32, without the (E, H)
+    copies: hidden (B, T, H), weight (V, H), bias (V,) or None, all CPU float32 with
+    contiguous last dimensions; b, t, ids (E,) int64."""
+    B, T, H = hidden.shape
+    V = weight.shape[0]
+    if hidden.stride(2) != 1 or not _rows_ok(weight, H) or (bias is not None and (
+            bias.dtype != torch.float32 or bias.shape != (V,) or not bias.is_contiguous())):
+        raise ValueError("rows_dot: CPU float32 hidden (B, T, H), weight (V, H) and bias (V,) with contiguous rows")
+    b, t, ids = (x.reshape(-1).to(torch.int64).contiguous() for x in (b, t, ids))
+    E = ids.numel()
+    out = torch.empty(E, dtype=torch.float32)
+    if E == 0:
+        return out
+    for name, x, n in (("rows", b, B), ("positions", t, T), ("ids", ids, V)):
+        if x.numel() != E or int(x.min()) < 0 or int(x.max()) >= n:
+            raise IndexError(f"rows_dot: {name} outside 0..{n - 1} or not {E} of them")
+    _kernels.rows_dot(hidden.data_ptr(), hidden.stride(0), hidden.stride(1), b.data_ptr(), t.data_ptr(),
+                      weight.data_ptr(), weight.stride(0), 0 if bias is None else bias.data_ptr(),
+                      ids.data_ptr(), E, H, out.data_ptr())
+    return out
