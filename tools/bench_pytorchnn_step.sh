@@ -14,8 +14,9 @@
 #   ours-kaldi-per-job and ours-per-job: the same with one rescore-nbest process per job,
 #   --one-process false, where run.pl otherwise gets one process for all jobs). Suffixes of
 #   ours' runs, in this order: -per-job; -none (--rescore-opts "--normalize none": for a
-#   self-normalised model); -int8 (--precision int8); -cached (the model imported by an earlier
-#   run is kept, as on every run after the first with that model; run one without it first).
+#   self-normalised model); -int8 (--precision int8); -torch (RESCORE_NATIVE=0: the LSTM cell
+#   in PyTorch's kernels, not the fused one); -cached (the model imported by an earlier run is
+#   kept, as on every run after the first with that model; run one without it first).
 # Example:
 #   PATH=$PWD/.venv/bin:$PATH tools/bench_pytorchnn_step.sh ~/kaldi-build/bin /tmp/step exp/sn-lstm/model.pt
 # Every step runs with one thread per job (OMP_NUM_THREADS=1 MKL_NUM_THREADS=1). Prints one line
@@ -54,9 +55,10 @@ export PATH=$kbin:$PATH LC_ALL=C
 step() {  # NAME: run one step, print "NAME user sys wall"
   local name=$1 out=exp/bench_$1 script=$repo/recipes/steps/pytorchnn/lmrescore_nbest_pytorchnn.sh
   local extra=()
-  local base=$name opts=() keep=false
-  # suffixes, in this order: -per-job, -none, -int8, -cached
+  local base=$name opts=() keep=false native=1
+  # suffixes, in this order: -per-job, -none, -int8, -torch, -cached
   case $base in *-cached) keep=true; base=${base%-cached};; esac
+  case $base in *-torch) native=0; base=${base%-torch};; esac
   case $base in *-int8) opts+=(--precision int8); base=${base%-int8};; esac
   case $base in *-none) opts+=(--normalize none); base=${base%-none};; esac
   case $base in *-per-job) extra+=(--one-process false); base=${base%-per-job};; esac
@@ -71,7 +73,7 @@ step() {  # NAME: run one step, print "NAME user sys wall"
   # ours imports the model again each run, as a first run does; -cached: the import of an
   # earlier run is kept, as on every later run with the same model
   $keep || rm -rf "$kmodel.rescore"
-  /usr/bin/time -f "%U %S %e" -o "exp/bench_$name.time" bash "$script" --cmd run.pl --N "$N" \
+  RESCORE_NATIVE=$native /usr/bin/time -f "%U %S %e" -o "exp/bench_$name.time" bash "$script" --cmd run.pl --N "$N" \
     "${kopts[@]}" --weight 0.8 --skip-scoring true "${extra[@]}" data/lang "$kmodel" "$kvocab" \
     data/dev exp/decode_dev "$out" > "exp/bench_$name.log" 2>&1 ||
     { echo "$0: $name failed (exp/bench_$name.log)"; tail -5 "exp/bench_$name.log"; exit 1; }

@@ -4,7 +4,7 @@ target rows of an unnormalised output layer.
 ``rescore._kernels`` (rescore/_kernels.c, built by ``pip install``; optional: without a C
 compiler the install goes on without it) runs an LSTM cell step in one pass, with a vectorised
 exp (AVX2 where the CPU has it). PyTorch runs the same cell as about ten separate kernels, each
-a pass over memory; on the scoring engine's one-token rows the fused cell takes about a tenth
+a pass over memory; on the scoring engine's one-token rows the fused cell takes about a sixth
 off the engine's time (docs/benchmarks.md). ``rows_dot`` scores an output layer's target rows
 without PyTorch's gathered (E, H) copies of them and of the hidden states.
 
@@ -45,7 +45,7 @@ def describe() -> str:
             "generic": "fused CPU kernels: generic (this CPU has no AVX2 and FMA)",
             "off": "fused CPU kernels: off (RESCORE_NATIVE=0)",
             "absent": "fused CPU kernels: not compiled at install (no C compiler?); the LSTM cell "
-                      "runs as separate PyTorch kernels, about 10 % slower"}[variant()]
+                      "runs as separate PyTorch kernels, up to a fifth slower"}[variant()]
 
 
 def _rows_ok(t: Tensor, width: int) -> bool:
