@@ -277,6 +277,18 @@ def test_bad_symbol_table(tmp_path):
         read_symbol_table(p)
 
 
+def test_symbol_table_read_again_only_when_unchanged(tmp_path):
+    p = tmp_path / "words.txt"
+    p.write_text("<eps> 0\na 1\nb 2\n")
+    first = read_symbol_table(p)
+    first["zz"] = 9  # each call gets its own dict
+    assert read_symbol_table(p) == {"<eps>": 0, "a": 1, "b": 2}
+    p.write_text("<eps> 0\nc 1\nd 2\n")  # the same size: the modification time tells
+    st = p.stat()
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert read_symbol_table(p) == {"<eps>": 0, "c": 1, "d": 2}
+
+
 def test_bad_nn_costs(tmp_path):
     p = tmp_path / "lmwt.nn"
     p.write_text("u-1 1.0 2.0 \nu-2 inf \n")

@@ -174,3 +174,7 @@ def test_rescore_nbest_reads_its_checkpoint_once(tmp_path, monkeypatch):
     got = load_checkpoint(path)
     assert len(reads) == 3 and torch.equal(got.embedding.weight, model.embedding.weight)
     assert not M._READ  # the stale read is dropped too
+    first = M.read_checkpoint(path, keep=True)  # the checks of several jobs: one read
+    assert M.read_checkpoint(path, keep=True) is first and len(reads) == 4
+    load_checkpoint(path)
+    assert len(reads) == 4 and not M._READ

@@ -4,17 +4,34 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import stat
 import zlib
+from pathlib import Path
 from typing import Dict, Mapping, Optional
 
 from rescore.errors import RescoreError
 from rescore.io.lines import PathLike, iter_lines, open_bytes
 
 
+# The last tables read, by (file, inode, mtime, size): the jobs of one run read the same words.txt
+# several times each (the N-best reader, the vocabulary checks), 0.1 s a time for 200k words.
+_READ: Dict[tuple, Dict[str, int]] = {}
+_KEEP = 4
+
+
 def read_symbol_table(path: PathLike) -> Dict[str, int]:
-    """Read ``words.txt`` (``word id`` per line) into word -> id; duplicates are errors."""
+    """Read ``words.txt`` (``word id`` per line) into word -> id; duplicates are errors. A file
+    read before and unchanged since (same modification time and size) is not parsed again; each
+    call returns its own dict."""
+    key = _file_key(path)
+    if key is not None and key in _READ:
+        return dict(_READ[key])
     words = _symbol_table_in_bulk(path)
     if words is not None:
+        if key is not None:
+            while len(_READ) >= _KEEP:
+                del _READ[next(iter(_READ))]
+            _READ[key] = dict(words)
         return words
     words = {}  # a fault somewhere: line by line, to name it
     ids: Dict[int, int] = {}
@@ -32,6 +49,19 @@ def read_symbol_table(path: PathLike) -> Dict[str, int]:
     if not words:
         raise RescoreError("at least one 'word id' line", path=path, got="an empty file")
     return words
+
+
+def _file_key(path: PathLike) -> Optional[tuple]:
+    """(resolved path, inode, mtime in ns, size) of a regular file, else None (a pipe, a missing
+    file)."""
+    try:
+        p = Path(path)
+        st = p.stat()
+    except (OSError, TypeError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return (str(p.resolve()), st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def _symbol_table_in_bulk(path: PathLike) -> Optional[Dict[str, int]]:

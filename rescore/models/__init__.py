@@ -70,13 +70,17 @@ def _file_key(path: Path) -> tuple:
 
 def read_checkpoint(path: Union[str, Path], device="cpu", keep: bool = False) -> Dict[str, Any]:
     """The checkpoint dict, checked to be a rescore LM checkpoint (no code is executed).
-    ``keep``: also hold it for the next ``load_checkpoint`` of the unchanged file."""
+    ``keep`` (on the CPU): also hold it for the next ``read_checkpoint(keep=True)`` and
+    ``load_checkpoint`` of the unchanged file, which then take it instead of reading again."""
     path = Path(path)
     if not path.is_file():
         raise RescoreError("an existing checkpoint file", path=path)
+    key, keep = _file_key(path), keep and str(device) == "cpu"
+    if keep and key in _READ:  # held already (the checks of each job of a run)
+        return _READ[key]
     ckpt = _read_checkpoint(path, device)
     if keep:
-        _READ[_file_key(path)] = ckpt
+        _READ[key] = ckpt
     return ckpt
 
 
