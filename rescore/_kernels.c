@@ -7,7 +7,9 @@
  * concatenation around them that was about a sixth of an unnormalised int8 scoring run.
  * Here the whole cell is one pass over the rows, with a vectorised exp. Unnormalised scoring
  * reads one output row per target: a dot product each, where PyTorch first gathers the rows
- * (and the hidden states) into copies.
+ * (and the hidden states) into copies. Exact scoring needs each row's log-normaliser and its
+ * targets' logits only: a row's logsumexp in one max pass and one exp pass, where PyTorch's
+ * log_softmax writes the whole (rows, V) result.
  *
  * Every function takes raw addresses (the tensors' data_ptr()) and sizes; the Python side
  * (rescore/models/native.py) checks dtypes, devices and strides before it calls. No state,
@@ -18,6 +20,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -108,6 +111,38 @@ rows_dot_body(const float *restrict hidden, int64_t hs0, int64_t hs1, const int6
     }
 }
 
+/* out[b] = log sum_j exp(x[b, j]) for `rows` rows of V values (row stride `stride`): the max,
+ * then the sum of exp(x - max) in float blocks added up in double. A row that holds +inf or
+ * NaN, or only -inf, gives its max. */
+#define LSE_BLOCK 512
+static inline __attribute__((always_inline)) void
+lse_body(const float *restrict x, int64_t rows, int64_t V, int64_t stride, float *restrict out) {
+    for (int64_t b = 0; b < rows; b++) {
+        const float *restrict r = x + b * stride;
+        float m = r[0];
+        int bad = 0;
+#pragma omp simd reduction(max : m) reduction(| : bad)
+        for (int64_t j = 0; j < V; j++) {
+            m = r[j] > m ? r[j] : m;
+            bad |= r[j] != r[j];
+        }
+        if (bad || m == INFINITY || m == -INFINITY) {
+            out[b] = bad ? NAN : m;
+            continue;
+        }
+        double total = 0.0;
+        for (int64_t s = 0; s < V; s += LSE_BLOCK) {
+            int64_t e = s + LSE_BLOCK < V ? s + LSE_BLOCK : V;
+            float part = 0.0f;
+#pragma omp simd reduction(+ : part)
+            for (int64_t j = s; j < e; j++)
+                part += fast_exp(r[j] - m);
+            total += part;
+        }
+        out[b] = m + (float)log(total);
+    }
+}
+
 #define CELL_ARGS                                                                              \
     const float *pre, const float *table, const int64_t *ids, int64_t rows, int64_t H,         \
         const float *c_prev, int64_t c_prev_stride, float *c_out, int64_t c_out_stride,        \
@@ -122,17 +157,23 @@ rows_dot_body(const float *restrict hidden, int64_t hs0, int64_t hs1, const int6
         int64_t H, float *out
 #define DOT_PASS hidden, hs0, hs1, b, t, weight, ws, bias, ids, E, H, out
 
+#define LSE_ARGS const float *x, int64_t rows, int64_t V, int64_t stride, float *out
+#define LSE_PASS x, rows, V, stride, out
+
 static void cell_generic(CELL_ARGS) { cell_body(CELL_PASS); }
+static void lse_generic(LSE_ARGS) { lse_body(LSE_PASS); }
 static void dot_generic(DOT_ARGS) { rows_dot_body(DOT_PASS); }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define HAVE_AVX2_VARIANT 1
 __attribute__((target("avx2,fma"))) static void cell_avx2(CELL_ARGS) { cell_body(CELL_PASS); }
 __attribute__((target("avx2,fma"))) static void dot_avx2(DOT_ARGS) { rows_dot_body(DOT_PASS); }
+__attribute__((target("avx2,fma"))) static void lse_avx2(LSE_ARGS) { lse_body(LSE_PASS); }
 #endif
 
 static void (*cell_impl)(CELL_ARGS) = cell_generic;
 static void (*dot_impl)(DOT_ARGS) = dot_generic;
+static void (*lse_impl)(LSE_ARGS) = lse_generic;
 static const char *variant = "generic";
 
 static PyObject *py_lstm_cell(PyObject *self, PyObject *args) {
@@ -174,6 +215,21 @@ static PyObject *py_rows_dot(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_row_logsumexp(PyObject *self, PyObject *args) {
+    unsigned long long x, out;
+    long long rows, V, stride;
+    if (!PyArg_ParseTuple(args, "KLLLK", &x, &rows, &V, &stride, &out))
+        return NULL;
+    if (rows < 0 || V < 1 || !x || !out) {
+        PyErr_SetString(PyExc_ValueError, "row_logsumexp: null address or bad size");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    lse_impl((const float *)(uintptr_t)x, rows, V, stride, (float *)(uintptr_t)out);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_variant(PyObject *self, PyObject *noargs) {
     return PyUnicode_FromString(variant);
 }
@@ -186,6 +242,8 @@ static PyMethodDef methods[] = {
     {"rows_dot", py_rows_dot, METH_VARARGS,
      "rows_dot(hidden, hs0, hs1, b, t, weight, ws, bias, ids, E, H, out): out[e] = "
      "hidden[b[e], t[e]] . weight[ids[e]] + bias[ids[e]] (addresses; 0 for no bias)."},
+    {"row_logsumexp", py_row_logsumexp, METH_VARARGS,
+     "row_logsumexp(x, rows, V, stride, out): out[b] = log sum_j exp(x[b, j]), float32."},
     {"variant", py_variant, METH_NOARGS, "The code path in use: 'avx2' or 'generic'."},
     {NULL, NULL, 0, NULL}};
 
@@ -199,6 +257,7 @@ PyMODINIT_FUNC PyInit__kernels(void) {
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         cell_impl = cell_avx2;
         dot_impl = dot_avx2;
+        lse_impl = lse_avx2;
         variant = "avx2";
     }
 #endif

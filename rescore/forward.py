@@ -15,7 +15,7 @@ from torch import Tensor
 
 from rescore.errors import RescoreError, check, check_device
 from rescore.interp import total_cost, word_posterior_mass
-from rescore.models.base import HeadOutput, LanguageModel, LMState, forget_inputs
+from rescore.models.base import HeadOutput, LanguageModel, LMState, forget_inputs, targets_only
 from rescore.settings import NORMALIZE, EngineSettings
 
 log = logging.getLogger("rescore.engine")
@@ -195,7 +195,7 @@ class Forward:
                 n = max(1, min(n, self.output_rows // T))
             stop = min(B, start + n)
             try:
-                with autocast_for(self.device, self.precision), self.int8():
+                with autocast_for(self.device, self.precision), self.int8(), targets_only():
                     if tree is None:
                         sel = padded_rows(start, stop) if self.pad_rows else slice(start, stop)
                         out, st = self.model(ids[sel], ident[sel], state.select(rows[sel]), **kw)

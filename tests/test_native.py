@@ -124,3 +124,44 @@ def test_unnormalised_head_scores_equal_with_and_without_kernels(monkeypatch):
         monkeypatch.setenv("RESCORE_NATIVE", "0")
         want = output_rows(decoder, hidden)(b, t, ids)
     assert torch.allclose(got, want, atol=1e-5)
+
+
+@needs_kernels
+def test_logsumexp_rows_equals_pytorch():
+    torch.manual_seed(1)
+    x = torch.randn(3, 5, 1100) * 6
+    x[0, 0, :7] = float("-inf")
+    x[1, 1] = float("-inf")  # every entry
+    x[2, 2, 3] = 80.0
+    x[2, 3, 5] = float("nan")
+    x[2, 4, 9] = float("inf")
+    got, want = native.logsumexp_rows(x), torch.logsumexp(x, -1)
+    assert got.shape == (3, 5)
+    assert got[1, 1] == float("-inf") and torch.isnan(got[2, 3]) and got[2, 4] == float("inf")
+    finite = torch.isfinite(want)
+    assert torch.allclose(got[finite], want[finite], atol=1e-5, rtol=1e-6)
+    assert torch.allclose(native.logsumexp_rows(x[0].t()), torch.logsumexp(x[0].t(), -1), atol=1e-5)
+    with pytest.raises(ValueError, match="logsumexp_rows"):
+        native.logsumexp_rows(x.double())
+
+
+@needs_kernels
+def test_softmax_head_reads_targets_only_inside_the_engine():
+    from rescore.models import build_model
+    from rescore.models.base import targets_only
+    from rescore.vocab import Vocabulary
+
+    torch.manual_seed(5)
+    model = build_model(ModelConfig(hidden=16, layers=1, dropout=0.0),
+                        Vocabulary(["<eos>", "<unk>"] + [f"w{i}" for i in range(40)])).eval()
+    ids = torch.randint(0, 42, (3, 4))
+    with torch.no_grad():
+        full, _ = model(ids, ids, model.initial_state(3))
+        with targets_only():
+            rows, _ = model(ids, ids, model.initial_state(3))
+    assert full.log_vocab is not None and rows.log_vocab is None
+    b, t = torch.randint(0, 3, (30,)), torch.randint(0, 4, (30,))
+    tid = torch.randint(0, 42, (30,))
+    assert torch.allclose(rows.vocab_at(b, t, tid), full.log_vocab[b, t, tid], atol=1e-5)
+    assert torch.allclose(rows.log_norm, full.log_norm, atol=1e-5)
+    assert torch.allclose(rows.log_prob(ids, ids), full.log_prob(ids, ids), atol=1e-5)

@@ -30,8 +30,10 @@ Conventions
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -111,6 +113,27 @@ class HeadOutput:
         b, t = positions(target_ids)
         lp, log_z = self.target_norm(b, t, target_ids.reshape(-1))
         return lp.view(target_ids.shape), log_z.view(target_ids.shape)
+
+
+_TARGETS_ONLY = contextvars.ContextVar("rescore_targets_only", default=False)
+
+
+@contextlib.contextmanager
+def targets_only() -> Iterator[None]:
+    """Within it, whoever calls a model reads its HeadOutput through ``vocab_at`` / ``log_prob``
+    only (the scoring engine's edges), never ``log_vocab`` as a whole: a softmax head may then
+    give ``log_vocab`` None with a normalised ``vocab_score`` (the target's logit less the row's
+    log Z) and so spare writing the (B, T, V) log-probabilities."""
+    token = _TARGETS_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _TARGETS_ONLY.reset(token)
+
+
+def targets_only_wanted() -> bool:
+    """Whether the caller is inside :func:`targets_only`."""
+    return _TARGETS_ONLY.get()
 
 
 def positions(ids: Tensor) -> Tuple[Tensor, Tensor]:

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from rescore.models import native, quant
-from rescore.models.base import EMPTY, HeadOutput
+from rescore.models.base import EMPTY, HeadOutput, targets_only_wanted
 from rescore.models.classes import ClassDecoder
 from rescore.models.history import slide
 
@@ -106,6 +106,11 @@ class SoftmaxHead(nn.Module):
             logits = quant.linear(self, "decoder", self.decoder.weight, self.decoder.bias)(hidden)
         else:
             logits = self.decoder(hidden)  # (B, T, V)
+        if targets_only_wanted() and native.usable(logits) and logits.is_contiguous():
+            # the engine reads the targets only: each row's log Z, not (B, T, V) log-probabilities
+            log_z = native.logsumexp_rows(logits)  # (B, T)
+            return HeadOutput(None, hidden=hidden, log_norm=log_z,
+                              vocab_score=lambda b, t, ids: logits[b, t, ids] - log_z[b, t]), {}
         log_vocab = F.log_softmax(logits, dim=-1)  # (B, T, V)
         return HeadOutput(log_vocab, hidden=hidden, log_norm=log_norm(logits, log_vocab)), {}
 

@@ -1,12 +1,14 @@
-"""Fused CPU kernels for scoring, where the install compiled them: the LSTM cell, and the
-target rows of an unnormalised output layer.
+"""Fused CPU kernels for scoring, where the install compiled them: the LSTM cell, the target
+rows of an unnormalised output layer, and the row-wise log-normaliser of an exact one.
 
 ``rescore._kernels`` (rescore/_kernels.c, built by ``pip install``; optional: without a C
 compiler the install goes on without it) runs an LSTM cell step in one pass, with a vectorised
 exp (AVX2 where the CPU has it). PyTorch runs the same cell as about ten separate kernels, each
 a pass over memory; on the scoring engine's one-token rows the fused cell takes about a sixth
 off the engine's time (docs/benchmarks.md). ``rows_dot`` scores an output layer's target rows
-without PyTorch's gathered (E, H) copies of them and of the hidden states.
+without PyTorch's gathered (E, H) copies of them and of the hidden states; ``logsumexp_rows``
+gives the engine each row's log Z without writing (rows, V) log-probabilities
+(rescore.models.base.targets_only).
 
 Used at inference on CPU float32 tensors only (training keeps PyTorch's autograd); the results
 equal PyTorch's to a few units in the last place. ``RESCORE_NATIVE=0`` in the environment turns
@@ -118,3 +120,18 @@ def rows_dot(hidden: Tensor, b: Tensor, t: Tensor, weight: Tensor, bias: Optiona
                       weight.data_ptr(), weight.stride(0), 0 if bias is None else bias.data_ptr(),
                       ids.data_ptr(), E, H, out.data_ptr())
     return out
+
+
+def logsumexp_rows(x: Tensor) -> Tensor:
+    """``torch.logsumexp(x, -1)`` of a CPU float32 (..., V) tensor: a max pass and an exp pass
+    per row, no (..., V) result written (as log_softmax writes)."""
+    V = x.shape[-1]
+    x2 = x.reshape(-1, V)
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    if not _rows_ok(x2, V) or V == 0:
+        raise ValueError(f"logsumexp_rows: a float32 CPU tensor with rows of V > 0, got {x.dtype} {tuple(x.shape)}")
+    out = torch.empty(x2.shape[0], dtype=torch.float32)
+    if x2.shape[0]:
+        _kernels.row_logsumexp(x2.data_ptr(), x2.shape[0], V, x2.stride(0), out.data_ptr())
+    return out.view(x.shape[:-1])
