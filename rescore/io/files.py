@@ -7,6 +7,7 @@
   has no such numbers, and ``Infinity`` in a report hides a bug).
 * :func:`read_json` -- strict: UTF-8, valid JSON, no ``NaN``/``Infinity`` constants; every error
   is a RescoreError naming the file and the line.
+* :func:`file_key` -- what tells an unchanged file, for the readers that keep what they read.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ import contextlib
 import json
 import math
 import os
+import stat
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Iterator, Union
+from typing import IO, Any, Iterator, Optional, Union
 
 from rescore.errors import RescoreError
 
@@ -123,3 +125,16 @@ def read_json(path: PathLike) -> Any:
         raise RescoreError("JSON", path=path, line=e.lineno, got=e.msg) from None
     except ValueError as e:
         raise RescoreError("finite JSON numbers", path=path, got=str(e)) from None
+
+
+def file_key(path: PathLike) -> Optional[tuple]:
+    """(resolved path, inode, mtime in ns, size) of a regular file, else None (a pipe, a missing
+    file): equal keys mean a reader may take what it read before."""
+    try:
+        p = Path(path)
+        st = p.stat()
+    except (OSError, TypeError, ValueError):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return (str(p.resolve()), st.st_ino, st.st_mtime_ns, st.st_size)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import stat
 import zlib
-from pathlib import Path
 from typing import Dict, Mapping, Optional
 
 from rescore.errors import RescoreError
+from rescore.io.files import file_key
 from rescore.io.lines import PathLike, iter_lines, open_bytes
 
 
@@ -23,7 +22,7 @@ def read_symbol_table(path: PathLike) -> Dict[str, int]:
     """Read ``words.txt`` (``word id`` per line) into word -> id; duplicates are errors. A file
     read before and unchanged since (same modification time and size) is not parsed again; each
     call returns its own dict."""
-    key = _file_key(path)
+    key = file_key(path)
     if key is not None and key in _READ:
         return dict(_READ[key])
     words = _symbol_table_in_bulk(path)
@@ -49,19 +48,6 @@ def read_symbol_table(path: PathLike) -> Dict[str, int]:
     if not words:
         raise RescoreError("at least one 'word id' line", path=path, got="an empty file")
     return words
-
-
-def _file_key(path: PathLike) -> Optional[tuple]:
-    """(resolved path, inode, mtime in ns, size) of a regular file, else None (a pipe, a missing
-    file)."""
-    try:
-        p = Path(path)
-        st = p.stat()
-    except (OSError, TypeError, ValueError):
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    return (str(p.resolve()), st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def _symbol_table_in_bulk(path: PathLike) -> Optional[Dict[str, int]]:

@@ -16,6 +16,7 @@ from typing import Any, Dict, Union
 import torch
 
 from rescore.errors import RescoreError
+from rescore.io.files import file_key
 from rescore.models.base import EMPTY, HeadOutput, LanguageModel, LMState
 from rescore.models.bodies import BODIES
 from rescore.models.config import ModelConfig
@@ -63,11 +64,6 @@ def save_checkpoint(model: LanguageModel, path: Union[str, Path], **extra: Any) 
 _READ: Dict[tuple, Dict[str, Any]] = {}
 
 
-def _file_key(path: Path) -> tuple:
-    st = path.stat()
-    return (str(path.resolve()), st.st_mtime_ns, st.st_size)
-
-
 def read_checkpoint(path: Union[str, Path], device="cpu", keep: bool = False) -> Dict[str, Any]:
     """The checkpoint dict, checked to be a rescore LM checkpoint (no code is executed).
     ``keep`` (on the CPU): also hold it for the next ``read_checkpoint(keep=True)`` and
@@ -75,7 +71,7 @@ def read_checkpoint(path: Union[str, Path], device="cpu", keep: bool = False) ->
     path = Path(path)
     if not path.is_file():
         raise RescoreError("an existing checkpoint file", path=path)
-    key, keep = _file_key(path), keep and str(device) == "cpu"
+    key, keep = file_key(path), keep and str(device) == "cpu"
     if keep and key in _READ:  # held already (the checks of each job of a run)
         return _READ[key]
     ckpt = _read_checkpoint(path, device)
@@ -137,7 +133,7 @@ def model_from_checkpoint(ckpt: Dict[str, Any], path=None, device="cpu") -> Neur
 def load_checkpoint(path: Union[str, Path], device="cpu") -> NeuralLM:
     """The model saved at ``path``, on ``device``, in eval mode."""
     path = Path(path)
-    kept = _READ.pop(_file_key(path), None) if path.is_file() else None  # moved to device below
+    kept = _READ.pop(file_key(path), None) if path.is_file() else None  # moved to device below
     for key in [k for k in _READ if k[0] == str(path.resolve())]:  # read before the file changed
         del _READ[key]
     return model_from_checkpoint(kept if kept is not None else read_checkpoint(path, device),

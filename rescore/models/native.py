@@ -97,7 +97,6 @@ def lstm_cell(pre: Tensor, c_prev: Tensor, c_out: Tensor, h_out: Tensor,
                        h2_ptr, h2_stride)
 
 
-
 def rows_dot(hidden: Tensor, b: Tensor, t: Tensor, weight: Tensor, bias: Optional[Tensor],
              ids: Tensor) -> Tensor:
     """``(hidden[b, t] * weight[ids]).sum(-1) + bias[ids]`` -> (E,) float32, without the (E, H)
