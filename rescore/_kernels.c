@@ -9,7 +9,10 @@
  * reads one output row per target: a dot product each, where PyTorch first gathers the rows
  * (and the hidden states) into copies. Exact scoring needs each row's log-normaliser and its
  * targets' logits only: a row's logsumexp in one max pass and one exp pass, where PyTorch's
- * log_softmax writes the whole (rows, V) result.
+ * log_softmax writes the whole (rows, V) result. With int8 products, a whole LSTM layer step
+ * is one kernel (lstm_int8): the states quantised with a fixed scale (an LSTM's h lies in
+ * [-1, 1]), the product with int8 weights in 32-bit integer sums, and the cell on each tile of
+ * the result while it is in registers; the (rows, 4H) float pre-activations are never written.
  *
  * Every function takes raw addresses (the tensors' data_ptr()) and sizes; the Python side
  * (rescore/models/native.py) checks dtypes, devices and strides before it calls. No state,
@@ -22,7 +25,11 @@
 #include <Python.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 
 /* exp(x) = 2^n p(r), n = round(x / ln 2), r = x - n ln 2 in [-ln2/2, ln2/2]; x clamped to
  * [-87, 88] (the float range). Branch-free so that compilers vectorise the loops calling it. */
@@ -143,6 +150,161 @@ lse_body(const float *restrict x, int64_t rows, int64_t V, int64_t stride, float
     }
 }
 
+
+/* ---- int8 LSTM layers -------------------------------------------------------------------
+ * States are quantised as q = round(63 x) + 64 in [1, 127] (x in [-1, 1]; 7 bits, so that
+ * AVX2's u8 x s8 multiply-add cannot saturate its 16-bit sums of two products: 2 x 127 x 127 <
+ * 32767). Weights (4H, K) are int8 per output row (scale s_n = max |w_n| / 127), packed by
+ * unit blocks of 8: block jb holds, for each group of 4 inputs kq, the 4 gates' 8 units x 4
+ * inputs (128 bytes). Then x . w_n = (s_n / 63) (sum_k q_k w_nk - 64 sum_k w_nk): `cs64` holds
+ * 64 sum_k w_nk, `mul` s_n / 63. */
+#define Q_ZERO 64
+#define Q_SCALE 63.0f
+
+static inline __attribute__((always_inline)) uint8_t quant_one(float x) {
+    float v = x * Q_SCALE + (Q_ZERO + 0.5f);
+    v = v >= 1.0f ? v : 1.0f; /* (NaN too) */
+    v = v <= 127.0f ? v : 127.0f;
+    return (uint8_t)(int32_t)v;
+}
+
+static inline __attribute__((always_inline)) void
+quant_body(const float *restrict src, int64_t src_stride, int64_t rows, int64_t width,
+           uint8_t *restrict dst, int64_t dst_stride) {
+    for (int64_t b = 0; b < rows; b++) {
+        const float *restrict s = src + b * src_stride;
+        uint8_t *restrict d = dst + b * dst_stride;
+#pragma omp simd
+        for (int64_t j = 0; j < width; j++)
+            d[j] = quant_one(s[j]);
+    }
+}
+
+/* The cell on 8 units (j0..j0+7) of one row from their integer sums acc[gate * 8 + u]: as
+ * cell_body, pre-activation = (acc - cs64) mul + bias (+ the table row). h also goes to q
+ * (quantised, the next layer's input) where q is non-NULL. */
+static inline __attribute__((always_inline)) void
+cell8_body(const int32_t *restrict acc, const int32_t *restrict cs64, const float *restrict mul,
+           const float *restrict bias, const float *restrict tab, int64_t H, int64_t j0,
+           const float *restrict c0, float *restrict c1, float *restrict h1, uint8_t *restrict q) {
+    float g[4][8];
+    for (int k = 0; k < 4; k++) {
+        const int64_t n = k * H + j0;
+#pragma omp simd
+        for (int u = 0; u < 8; u++)
+            g[k][u] = (float)(acc[k * 8 + u] - cs64[n + u]) * mul[n + u] + bias[n + u] +
+                      (tab ? tab[n + u] : 0.0f);
+    }
+    float h[8];
+#pragma omp simd
+    for (int u = 0; u < 8; u++) {
+        float i = sigmoid(g[0][u]), f = sigmoid(g[1][u]);
+        float a = 2.0f * sigmoid(g[2][u]) - 1.0f;
+        float o = sigmoid(g[3][u]);
+        float c = f * c0[j0 + u] + i * a;
+        c1[j0 + u] = c;
+        h[u] = o * (2.0f * sigmoid(2.0f * c) - 1.0f);
+        h1[j0 + u] = h[u];
+    }
+    if (q) {
+#pragma omp simd
+        for (int u = 0; u < 8; u++)
+            q[j0 + u] = quant_one(h[u]);
+    }
+}
+
+#define LQ_ARGS                                                                                \
+    const uint8_t *a, int64_t a_stride, int64_t rows, int64_t Kq, int64_t H, const int8_t *w,  \
+        const int32_t *cs64, const float *mul, const float *bias, const float *table,          \
+        const int64_t *ids, const float *c_prev, int64_t c_prev_stride, float *c_out,          \
+        int64_t c_out_stride, float *h_out, int64_t h_out_stride, uint8_t *q_out,              \
+        int64_t q_out_stride
+#define LQ_ROW_EPILOGUE(acc, b)                                                                \
+    cell8_body((acc), cs64, mul, bias, table ? table + ids[b] * 4 * H : NULL, H, jb * 8,       \
+               c_prev + (b) * c_prev_stride, c_out + (b) * c_out_stride,                       \
+               h_out + (b) * h_out_stride, q_out ? q_out + (b) * q_out_stride : NULL)
+
+/* Rows are taken in blocks: a block's table rows and states stay in L2 while every unit block
+ * passes over them (a unit block's weights in L1). */
+#define LQ_ROW_BLOCK 16
+
+/* One int8 LSTM layer step (generic: plain loops; the integer sums are exact, so they equal
+ * the AVX2 path's). */
+static void lstm_int8_generic(LQ_ARGS) {
+    int32_t acc[32];
+    for (int64_t jb = 0; jb < H / 8; jb++) {
+        const int8_t *wb = w + jb * Kq * 128;
+        for (int64_t b = 0; b < rows; b++) {
+            const uint8_t *x = a + b * a_stride;
+            memset(acc, 0, sizeof acc);
+            for (int64_t kq = 0; kq < Kq; kq++)
+                for (int n = 0; n < 32; n++)
+                    for (int k = 0; k < 4; k++)
+                        acc[n] += (int32_t)x[4 * kq + k] * (int32_t)wb[kq * 128 + n * 4 + k];
+            LQ_ROW_EPILOGUE(acc, b);
+        }
+    }
+}
+
+static void quant_generic(const float *src, int64_t src_stride, int64_t rows, int64_t width,
+                          uint8_t *dst, int64_t dst_stride) {
+    quant_body(src, src_stride, rows, width, dst, dst_stride);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* AVX2: two rows x 32 outputs (8 units x 4 gates) per tile, in 8 registers of 32-bit sums; per
+ * group of 4 inputs, each row's 4 bytes broadcast, vpmaddubsw (u8 x s8 -> pairs summed in 16
+ * bits) and vpmaddwd by 1 (-> 32 bits). A unit block's weights (128 bytes x Kq) stay in L1. */
+__attribute__((target("avx2,fma"))) static void lstm_int8_avx2(LQ_ARGS) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    int32_t acc[2][32] __attribute__((aligned(32)));
+    for (int64_t b0 = 0; b0 < rows; b0 += LQ_ROW_BLOCK)
+    for (int64_t jb = 0; jb < H / 8; jb++) {
+        const int8_t *wb = w + jb * Kq * 128;
+        const int64_t b1 = b0 + LQ_ROW_BLOCK < rows ? b0 + LQ_ROW_BLOCK : rows;
+        for (int64_t b = b0; b < b1; b += 2) {
+            const int two = b + 1 < b1;
+            const uint8_t *x0 = a + b * a_stride, *x1 = two ? x0 + a_stride : x0;
+            __m256i s00 = _mm256_setzero_si256(), s01 = s00, s02 = s00, s03 = s00;
+            __m256i s10 = s00, s11 = s00, s12 = s00, s13 = s00;
+            for (int64_t kq = 0; kq < Kq; kq++) {
+                const int8_t *wk = wb + kq * 128;
+                const __m256i w0 = _mm256_loadu_si256((const __m256i *)wk);
+                const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wk + 32));
+                const __m256i w2 = _mm256_loadu_si256((const __m256i *)(wk + 64));
+                const __m256i w3 = _mm256_loadu_si256((const __m256i *)(wk + 96));
+                int32_t v0, v1;
+                memcpy(&v0, x0 + 4 * kq, 4);
+                memcpy(&v1, x1 + 4 * kq, 4);
+                const __m256i a0 = _mm256_set1_epi32(v0), a1 = _mm256_set1_epi32(v1);
+#define LQ_MAC(s, av, wv) s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(av, wv), ones))
+                LQ_MAC(s00, a0, w0); LQ_MAC(s01, a0, w1); LQ_MAC(s02, a0, w2); LQ_MAC(s03, a0, w3);
+                LQ_MAC(s10, a1, w0); LQ_MAC(s11, a1, w1); LQ_MAC(s12, a1, w2); LQ_MAC(s13, a1, w3);
+#undef LQ_MAC
+            }
+            _mm256_store_si256((__m256i *)acc[0], s00);
+            _mm256_store_si256((__m256i *)(acc[0] + 8), s01);
+            _mm256_store_si256((__m256i *)(acc[0] + 16), s02);
+            _mm256_store_si256((__m256i *)(acc[0] + 24), s03);
+            LQ_ROW_EPILOGUE(acc[0], b);
+            if (two) {
+                _mm256_store_si256((__m256i *)acc[1], s10);
+                _mm256_store_si256((__m256i *)(acc[1] + 8), s11);
+                _mm256_store_si256((__m256i *)(acc[1] + 16), s12);
+                _mm256_store_si256((__m256i *)(acc[1] + 24), s13);
+                LQ_ROW_EPILOGUE(acc[1], b + 1);
+            }
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void quant_avx2(const float *src, int64_t src_stride,
+                                                            int64_t rows, int64_t width,
+                                                            uint8_t *dst, int64_t dst_stride) {
+    quant_body(src, src_stride, rows, width, dst, dst_stride);
+}
+#endif
+
 #define CELL_ARGS                                                                              \
     const float *pre, const float *table, const int64_t *ids, int64_t rows, int64_t H,         \
         const float *c_prev, int64_t c_prev_stride, float *c_out, int64_t c_out_stride,        \
@@ -174,6 +336,8 @@ __attribute__((target("avx2,fma"))) static void lse_avx2(LSE_ARGS) { lse_body(LS
 static void (*cell_impl)(CELL_ARGS) = cell_generic;
 static void (*dot_impl)(DOT_ARGS) = dot_generic;
 static void (*lse_impl)(LSE_ARGS) = lse_generic;
+static void (*lq_impl)(LQ_ARGS) = lstm_int8_generic;
+static void (*quant_impl)(const float *, int64_t, int64_t, int64_t, uint8_t *, int64_t) = quant_generic;
 static const char *variant = "generic";
 
 static PyObject *py_lstm_cell(PyObject *self, PyObject *args) {
@@ -230,6 +394,45 @@ static PyObject *py_row_logsumexp(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_lstm_int8(PyObject *self, PyObject *args) {
+    unsigned long long a, w, cs64, mul, bias, table, ids, c_prev, c_out, h_out, q_out;
+    long long a_stride, rows, Kq, H, c_prev_stride, c_out_stride, h_out_stride, q_out_stride;
+    if (!PyArg_ParseTuple(args, "KLLLLKKKKKKKLKLKLKL", &a, &a_stride, &rows, &Kq, &H, &w, &cs64,
+                          &mul, &bias, &table, &ids, &c_prev, &c_prev_stride, &c_out,
+                          &c_out_stride, &h_out, &h_out_stride, &q_out, &q_out_stride))
+        return NULL;
+    if (rows < 0 || Kq < 1 || H < 8 || H % 8 || !a || !w || !cs64 || !mul || !bias || !c_prev ||
+        !c_out || !h_out || (table && !ids)) {
+        PyErr_SetString(PyExc_ValueError, "lstm_int8: null address or bad size");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    lq_impl((const uint8_t *)(uintptr_t)a, a_stride, rows, Kq, H, (const int8_t *)(uintptr_t)w,
+            (const int32_t *)(uintptr_t)cs64, (const float *)(uintptr_t)mul,
+            (const float *)(uintptr_t)bias, (const float *)(uintptr_t)table,
+            (const int64_t *)(uintptr_t)ids, (const float *)(uintptr_t)c_prev, c_prev_stride,
+            (float *)(uintptr_t)c_out, c_out_stride, (float *)(uintptr_t)h_out, h_out_stride,
+            (uint8_t *)(uintptr_t)q_out, q_out_stride);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_quantize_rows(PyObject *self, PyObject *args) {
+    unsigned long long src, dst;
+    long long src_stride, rows, width, dst_stride;
+    if (!PyArg_ParseTuple(args, "KLLLKL", &src, &src_stride, &rows, &width, &dst, &dst_stride))
+        return NULL;
+    if (rows < 0 || width < 0 || !src || !dst) {
+        PyErr_SetString(PyExc_ValueError, "quantize_rows: null address or negative size");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    quant_impl((const float *)(uintptr_t)src, src_stride, rows, width, (uint8_t *)(uintptr_t)dst,
+               dst_stride);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_variant(PyObject *self, PyObject *noargs) {
     return PyUnicode_FromString(variant);
 }
@@ -244,6 +447,12 @@ static PyMethodDef methods[] = {
      "hidden[b[e], t[e]] . weight[ids[e]] + bias[ids[e]] (addresses; 0 for no bias)."},
     {"row_logsumexp", py_row_logsumexp, METH_VARARGS,
      "row_logsumexp(x, rows, V, stride, out): out[b] = log sum_j exp(x[b, j]), float32."},
+    {"lstm_int8", py_lstm_int8, METH_VARARGS,
+     "lstm_int8(a, a_stride, rows, Kq, H, w, cs64, mul, bias, table, ids, c_prev, c_prev_stride, "
+     "c_out, c_out_stride, h_out, h_out_stride, q_out, q_out_stride): one int8 LSTM layer step "
+     "(addresses; 0 for no table / no q_out)."},
+    {"quantize_rows", py_quantize_rows, METH_VARARGS,
+     "quantize_rows(src, src_stride, rows, width, dst, dst_stride): uint8 round(63 x) + 64."},
     {"variant", py_variant, METH_NOARGS, "The code path in use: 'avx2' or 'generic'."},
     {NULL, NULL, 0, NULL}};
 
@@ -253,11 +462,16 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels",
 
 PyMODINIT_FUNC PyInit__kernels(void) {
 #ifdef HAVE_AVX2_VARIANT
+    /* RESCORE_NATIVE=generic keeps the generic code (to test it on a CPU with AVX2) */
+    const char *env = getenv("RESCORE_NATIVE");
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    if (!(env && strcmp(env, "generic") == 0) && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma")) {
         cell_impl = cell_avx2;
         dot_impl = dot_avx2;
         lse_impl = lse_avx2;
+        lq_impl = lstm_int8_avx2;
+        quant_impl = quant_avx2;
         variant = "avx2";
     }
 #endif

@@ -74,6 +74,8 @@ def test_lstm_step_native_equals_pytorch_path(monkeypatch, precision):
     state = {"h": torch.randn(29, 3, 32), "c": torch.randn(29, 3, 32)}
     low = {"fp32": None, "int8": torch.qint8, "bf16": torch.bfloat16}[precision]
     runs = []
+    # (int8: PyTorch's dynamic products in both runs; the fused int8 layers have tests below)
+    monkeypatch.setattr(native, "int8_layers_usable", lambda hidden: False)
     with torch.no_grad(), (int8_products() if low is torch.qint8 else torch.autocast("cpu", enabled=False)):
         for flag in ("1", "0"):
             monkeypatch.setenv("RESCORE_NATIVE", flag)
@@ -165,3 +167,127 @@ def test_softmax_head_reads_targets_only_inside_the_engine():
     assert torch.allclose(rows.vocab_at(b, t, tid), full.log_vocab[b, t, tid], atol=1e-5)
     assert torch.allclose(rows.log_norm, full.log_norm, atol=1e-5)
     assert torch.allclose(rows.log_prob(ids, ids), full.log_prob(ids, ids), atol=1e-5)
+
+
+def integer_reference(x_q, layer, c_prev, table=None, ids=None):
+    """lstm_int8's arithmetic in float64 from the same integers: ((q - 64) . w_q) s_n / 63 + b."""
+    acc = (x_q.double() - native.Q_ZERO) @ layer.weight_q.double().t()
+    pre = acc * (layer.scale.double() / native.Q_SCALE) + layer.bias.double()
+    if table is not None:
+        pre = pre + table[ids].double()
+    i, f, u, o = pre.chunk(4, 1)
+    c = f.sigmoid() * c_prev.double() + i.sigmoid() * (2 * u.sigmoid() - 1)
+    return c, o.sigmoid() * torch.tanh(c)
+
+
+@needs_kernels
+@pytest.mark.parametrize("K,with_table", [(16, True), (10, False), (32, False)])
+def test_lstm_int8_layer_equals_integer_arithmetic(K, with_table):
+    """One int8 layer step: the same integers as a float64 reference, to float32 rounding; its
+    float product within int8 rounding of the float layer; nothing written outside the rows
+    given (strided states, as the engine's (B, layers, H))."""
+    torch.manual_seed(4)
+    B, H, V = 37, 16, 13
+    w, b = torch.randn(4 * H, K) * 0.3, torch.randn(4 * H) * 0.1
+    layer = native.Int8LSTMLayer(w, b)
+    x = torch.rand(B, K) * 2 - 1
+    x[0, :3] = torch.tensor([1.0, -1.0, 0.0])
+    x_q = torch.zeros(B, K + 3, dtype=torch.uint8)[:, 1:K + 1]  # strided rows
+    native.quantize_rows(x, x_q)
+    assert torch.equal(x_q.long(), (x * 63).round().long() + 64)
+    table, ids = (torch.randn(V, 4 * H), torch.randint(0, V, (B,))) if with_table else (None, None)
+    state = torch.randn(B, 3, H)
+    c_out, h_out = torch.full((B, 3, H), float("nan")), torch.full((B, 3, H), float("nan"))
+    q_out = torch.zeros(B, 2 * H, dtype=torch.uint8)
+    native.lstm_int8(x_q, layer, state[:, 1], c_out[:, 2], h_out[:, 2], table=table, ids=ids, q_out=q_out[:, H:])
+    c, h = integer_reference(x_q, layer, state[:, 1], table, ids)
+    assert (c_out[:, 2].double() - c).abs().max() < 2e-6
+    assert (h_out[:, 2].double() - h).abs().max() < 2e-6
+    assert torch.equal(q_out[:, H:].long(), (h_out[:, 2] * 63).round().long() + 64)
+    assert torch.isnan(c_out[:, :2]).all() and torch.isnan(h_out[:, :2]).all() and not q_out[:, :H].any()
+    # the int8 product against the float one: within the rounding of weights and inputs
+    pre_q = (x_q.double() - 64) @ layer.weight_q.double().t() * (layer.scale.double() / 63)
+    pre_f = x.double() @ w.double().t()
+    assert (pre_q - pre_f).abs().max() < 0.02 * K ** 0.5
+
+
+@needs_kernels
+def test_lstm_int8_refuses_bad_tensors():
+    layer = native.Int8LSTMLayer(torch.randn(32, 8))
+    x_q, c = torch.zeros(4, 8, dtype=torch.uint8), torch.zeros(4, 8)
+    with pytest.raises(ValueError, match="weight"):
+        native.Int8LSTMLayer(torch.randn(24, 8))  # H = 6: not whole blocks of 8
+    with pytest.raises(ValueError, match="x_q must be"):
+        native.lstm_int8(x_q.float(), layer, c, c.clone(), c.clone())
+    with pytest.raises(ValueError, match="x_q must be"):
+        native.lstm_int8(torch.zeros(4, 9, dtype=torch.uint8), layer, c, c.clone(), c.clone())
+    with pytest.raises(ValueError, match="c_prev must be"):
+        native.lstm_int8(x_q, layer, torch.zeros(3, 8), c.clone(), c.clone())
+    with pytest.raises(IndexError, match="outside the table"):
+        native.lstm_int8(x_q, layer, c, c.clone(), c.clone(), table=torch.zeros(5, 32), ids=torch.tensor([0, 1, 5, 2]))
+    with pytest.raises(ValueError, match="quantize_rows"):
+        native.quantize_rows(torch.zeros(4, 8), torch.zeros(4, 8, dtype=torch.int8))
+    native.lstm_int8(torch.zeros(0, 8, dtype=torch.uint8), layer, torch.zeros(0, 8), torch.zeros(0, 8),
+                     torch.zeros(0, 8))  # no rows
+
+
+@pytest.fixture
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@needs_kernels
+def test_lstm_step_int8_fused_layers(monkeypatch, one_thread):
+    """With one torch thread the int8 step runs each layer as one kernel: close to fp32, and a
+    row's result does not depend on the other rows of its call (the states' fixed scale; PyTorch's
+    dynamic products quantise each call from its own range)."""
+    torch.manual_seed(5)
+    body = LSTMBody(ModelConfig(vocab_size=50, hidden=32, layers=2, dropout=0.0)).eval()
+    emb = torch.randn(50, 32) * 0.3
+    ids = torch.randint(0, 50, (29, 1))
+    state = {"h": torch.rand(29, 2, 32) * 2 - 1, "c": torch.randn(29, 2, 32)}
+    calls = []
+    real = native.lstm_int8
+    monkeypatch.setattr(native, "lstm_int8", lambda *a, **k: calls.append(1) or real(*a, **k))
+    with torch.no_grad():
+        ref, ref_state = body.step_ids(ids, emb, state, None)
+        with int8_products():
+            got, got_state = body.step_ids(ids, emb, state, torch.qint8)
+            part, part_state = body.step_ids(ids[3:11], emb, {k: v[3:11] for k, v in state.items()}, torch.qint8)
+    assert len(calls) == 2 * 2  # both layers, both calls
+    assert (got - ref).abs().max() < 0.02 and (got_state["c"] - ref_state["c"]).abs().max() < 0.05
+    assert torch.equal(part, got[3:11]) and torch.equal(part_state["c"], got_state["c"][3:11])
+
+
+@needs_kernels
+def test_generic_code_equals_avx2(tmp_path):
+    """RESCORE_NATIVE=generic runs the fallback of a CPU without AVX2: the same integer sums, so
+    the same results to float rounding."""
+    import subprocess
+    import sys
+
+    if native.variant() != "avx2":
+        pytest.skip("this CPU runs the generic code already")
+    script = (
+        "import torch, sys\n"
+        "from rescore.models import native\n"
+        "torch.manual_seed(6)\n"
+        "layer = native.Int8LSTMLayer(torch.randn(96, 40) * 0.3, torch.randn(96))\n"
+        "x = torch.rand(21, 40) * 2 - 1; q = torch.empty(21, 40, dtype=torch.uint8)\n"
+        "native.quantize_rows(x, q)\n"
+        "c0 = torch.randn(21, 24); c, h = torch.empty(21, 24), torch.empty(21, 24)\n"
+        "t, i = torch.randn(7, 96), torch.randint(0, 7, (21,))\n"
+        "native.lstm_int8(q, layer, c0, c, h, table=t, ids=i)\n"
+        "torch.save({'v': native.variant(), 'c': c, 'h': h}, sys.argv[1])\n")
+    runs = {}
+    for flag in ("1", "generic"):
+        out = tmp_path / f"{flag}.pt"
+        subprocess.run([sys.executable, "-c", script, str(out)], check=True,
+                       env={**os.environ, "RESCORE_NATIVE": flag})
+        runs[flag] = torch.load(out)
+    assert runs["1"]["v"] == "avx2" and runs["generic"]["v"] == "generic"
+    for k in ("c", "h"):
+        assert (runs["1"][k] - runs["generic"][k]).abs().max() < 1e-5

@@ -70,13 +70,19 @@ class LSTMBody(nn.Module):
         ``low`` (torch.bfloat16: ``--precision bf16``): the matrix products in that dtype with
         float32 accumulation (AMX / AVX-512 BF16 on a CPU that has them), the gates, the cell
         and the returned states in float32 (the engine pads the rows of such calls to a few
-        counts: rescore.forward.padded_rows). torch.qint8 (``--precision int8``): dynamic int8
-        products (rescore.models.quant), the rest in float32 likewise."""
-        table, upper = self._step_weights(embedding, low)
-        x = None
+        counts: rescore.forward.padded_rows). torch.qint8 (``--precision int8``): int8
+        products, the rest in float32 likewise: where the kernels of rescore.models.native run
+        (one torch thread), each layer is one fused kernel with the states quantised on a fixed
+        scale (``_step_int8``); else PyTorch's dynamic int8 products (rescore.models.quant)."""
         H = self.hidden
+        fused_int8 = (low is torch.qint8 and native.int8_layers_usable(H)
+                      and native.usable(embedding, state["h"], state["c"]))
+        table, upper = self._step_weights(embedding, low, fused_int8)
+        x = None
         # the new state, written in place layer by layer: (B, layers, H) each
         hs, cs = table.new_empty(ids.shape[0], self.layers, H), table.new_empty(ids.shape[0], self.layers, H)
+        if fused_int8:
+            return self._step_int8(ids, table, upper, state, hs, cs)
         if native.usable(table, state["h"], state["c"]):
             return self._step_native(ids, table, upper, state, low, hs, cs)
         for k in range(self.layers):
@@ -141,7 +147,23 @@ class LSTMBody(nn.Module):
                              h_copy=xh[:, :H] if k + 1 < self.layers else None)
         return hs[:, -1].unsqueeze(1), {"h": hs, "c": cs}
 
-    def _step_weights(self, embedding: Tensor, low: Optional[torch.dtype] = None):
+    def _step_int8(self, ids: Tensor, table: Tensor, layers: list, state: Dict[str, Tensor],
+                   hs: Tensor, cs: Tensor) -> Tuple[Tensor, Dict[str, Tensor]]:
+        """step_ids with int8 products, each layer one kernel (rescore.models.native.lstm_int8):
+        the states quantised with a fixed scale, the product and the cell in one pass, the
+        (B, 4H) pre-activations never written; a layer writes its h, quantised, straight into
+        the next layer's input rows."""
+        B, H = ids.shape[0], self.hidden
+        xq = [torch.empty(B, H if k == 0 else 2 * H, dtype=torch.uint8) for k in range(self.layers)]
+        for k in range(self.layers):  # the recurrent inputs: the previous h of each layer
+            native.quantize_rows(state["h"][:, k], xq[k] if k == 0 else xq[k][:, H:])
+        for k in range(self.layers):
+            native.lstm_int8(xq[k], layers[k], state["c"][:, k], cs[:, k], hs[:, k],
+                             table=table if k == 0 else None, ids=ids[:, 0] if k == 0 else None,
+                             q_out=xq[k + 1][:, :H] if k + 1 < self.layers else None)
+        return hs[:, -1].unsqueeze(1), {"h": hs, "c": cs}
+
+    def _step_weights(self, embedding: Tensor, low: Optional[torch.dtype] = None, fused_int8: bool = False):
         """Cached while the weights stay: the (V, 4H) layer-0 input projection of every word,
         W_hh0 and, for each upper layer, ([W_ih, W_hh] (4H, 2H), b_ih + b_hh), in the weights'
         dtype; with ``low`` the matrices in ``low`` (torch.qint8: packed int8 products of
@@ -149,7 +171,7 @@ class LSTMBody(nn.Module):
         rnn = self.rnn
         tensors = [embedding] + [getattr(rnn, f"{n}_l{k}") for k in range(self.layers)
                                  for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-        key = (low,) + tuple((t.data_ptr(), t._version) for t in tensors)
+        key = (low, fused_int8) + tuple((t.data_ptr(), t._version) for t in tensors)
         cache = self.__dict__.setdefault("_step_cache", {})
         if key not in cache:
             if len(cache) > 1:  # one entry per precision in use; new weights replace them
@@ -164,7 +186,9 @@ class LSTMBody(nn.Module):
                                  1).to(dt) * u2[:, None],  # (4H, 2H)
                        (getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}")).to(dt) * u2)
                       for k in range(1, self.layers)]
-                if low is torch.qint8:
+                if fused_int8:  # rescore.models.native.lstm_int8's packed layers
+                    upper = [native.Int8LSTMLayer(w_hh0)] + [native.Int8LSTMLayer(w, b) for w, b in ws]
+                elif low is torch.qint8:
                     from rescore.models.quant import Int8Linear
 
                     upper = [Int8Linear(w_hh0)] + [(Int8Linear(w, b), b) for w, b in ws]

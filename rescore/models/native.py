@@ -30,7 +30,8 @@ except ImportError:  # not compiled at install: the PyTorch path
 
 
 def available() -> bool:
-    """Whether the kernels are compiled here and not turned off by ``RESCORE_NATIVE=0``."""
+    """Whether the kernels are compiled here and not turned off by ``RESCORE_NATIVE=0``
+    (``RESCORE_NATIVE=generic``, read at import, keeps the generic code on a CPU with AVX2)."""
     return _kernels is not None and os.environ.get("RESCORE_NATIVE", "1") != "0"
 
 
@@ -134,3 +135,96 @@ def logsumexp_rows(x: Tensor) -> Tensor:
     if x2.shape[0]:
         _kernels.row_logsumexp(x2.data_ptr(), x2.shape[0], V, x2.stride(0), out.data_ptr())
     return out.view(x.shape[:-1])
+
+
+# int8 LSTM layers (--precision int8): states quantised with a fixed scale, q = round(63 x) +
+# 64 (an LSTM's h lies in [-1, 1]; 7 bits, _kernels.c says why), weights int8 per gate row.
+Q_ZERO, Q_SCALE = 64, 63.0
+
+
+def int8_layers_usable(hidden: int) -> bool:
+    """The int8 LSTM layer kernel runs here for this width: compiled and on, one torch thread
+    (the kernel runs on one; with more, PyTorch's threaded int8 products are used) and a width
+    in whole blocks of 8 units."""
+    return available() and hidden % 8 == 0 and hidden >= 8 and torch.get_num_threads() == 1
+
+
+class Int8LSTMLayer:
+    """One LSTM layer's products ``x @ weight.T + bias`` in int8 for ``lstm_int8``: ``weight``
+    (4H, K) float (gate order i, f, u, o), quantised per row (scale max |w_n| / 127), packed
+    in blocks of 8 units; ``bias`` (4H,) float32 or None."""
+
+    def __init__(self, weight: Tensor, bias: Optional[Tensor] = None):
+        w = weight.detach().float()
+        H4, K = w.shape
+        H = H4 // 4
+        if H4 != 4 * H or H % 8:
+            raise ValueError(f"Int8LSTMLayer: weight (4H, K) with H a multiple of 8, got {tuple(w.shape)}")
+        scale = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12)
+        q = torch.round(w / scale[:, None]).clamp_(-127, 127).to(torch.int8)
+        Kp = -(-K // 4) * 4
+        if Kp != K:  # inputs padded to groups of 4, their weights 0
+            q = torch.cat([q, q.new_zeros(H4, Kp - K)], 1)
+        self.hidden, self.in_features, self.groups = H, K, Kp // 4
+        # (gate, unit block, unit, group, 4) -> (unit block, group, gate, unit, 4)
+        self.packed = q.view(4, H // 8, 8, Kp // 4, 4).permute(1, 3, 0, 2, 4).contiguous()
+        self.cs64 = (Q_ZERO * q.to(torch.int32).sum(1)).to(torch.int32).contiguous()
+        self.mul = (scale / Q_SCALE).float().contiguous()
+        self.bias = (torch.zeros(H4) if bias is None else bias.detach().float()).contiguous()
+        self.weight_q = q[:, :K]  # (for reference computations)
+        self.scale = scale
+
+
+def quantize_rows(src: Tensor, dst: Tensor) -> None:
+    """``dst = round(63 src) + 64`` clamped to [1, 127]: src (B, W) float32, dst (B, W) uint8,
+    both CPU with contiguous rows."""
+    B, W = src.shape
+    if (not _rows_ok(src, W) or dst.dtype != torch.uint8 or dst.dim() != 2 or tuple(dst.shape) != (B, W)
+            or (dst.stride(1) != 1 and W > 1) or dst.device.type != "cpu"):
+        raise ValueError(f"quantize_rows: float32 (B, W) and uint8 (B, W) CPU rows, got {tuple(src.shape)} "
+                         f"{src.dtype} and {tuple(dst.shape)} {dst.dtype}")
+    if B and W:
+        _kernels.quantize_rows(src.data_ptr(), src.stride(0), B, W, dst.data_ptr(), dst.stride(0))
+
+
+def lstm_int8(x_q: Tensor, layer: Int8LSTMLayer, c_prev: Tensor, c_out: Tensor, h_out: Tensor,
+              table: Optional[Tensor] = None, ids: Optional[Tensor] = None,
+              q_out: Optional[Tensor] = None) -> None:
+    """One LSTM layer step with int8 products, in place: the pre-activations
+    ``layer(x)`` (x = (x_q - 64) / 63, (B, K) uint8 from quantize_rows, row-contiguous), plus
+    row ``ids[b]`` of the (V, 4H) ``table`` where given, then the cell as ``lstm_cell``:
+    c_out, h_out (B, H) float32; ``q_out`` (B, H) uint8, where given, receives h_out quantised
+    (the next layer's input)."""
+    B, K = x_q.shape
+    H = layer.hidden
+    if (x_q.dtype != torch.uint8 or x_q.device.type != "cpu" or K != layer.in_features
+            or (x_q.stride(1) != 1 and K > 1)):
+        raise ValueError(f"lstm_int8: x_q must be ({B}, {layer.in_features}) uint8 CPU rows, got "
+                         f"{tuple(x_q.shape)} {x_q.dtype}")
+    if K % 4:  # the kernel reads inputs in groups of 4
+        x_q = torch.cat([x_q, x_q.new_full((B, 4 - K % 4), Q_ZERO)], 1)
+    for name, t in (("c_prev", c_prev), ("c_out", c_out), ("h_out", h_out)):
+        if not _rows_ok(t, H) or t.shape[0] != B:
+            raise ValueError(f"lstm_int8: {name} must be ({B}, {H}) float32 on the CPU with contiguous rows, "
+                             f"got {tuple(t.shape)} {t.dtype}")
+    q_ptr, q_stride = 0, 0
+    if q_out is not None:
+        if q_out.dtype != torch.uint8 or tuple(q_out.shape) != (B, H) or (q_out.stride(1) != 1 and H > 1):
+            raise ValueError(f"lstm_int8: q_out must be ({B}, {H}) uint8 CPU rows")
+        q_ptr, q_stride = q_out.data_ptr(), q_out.stride(0)
+    tab_ptr = ids_ptr = 0
+    if table is not None:
+        if not (table.is_contiguous() and _rows_ok(table, 4 * H)):
+            raise ValueError(f"lstm_int8: table must be a contiguous (V, {4 * H}) float32 CPU tensor")
+        if ids is None or ids.dtype != torch.int64 or ids.numel() != B:
+            raise ValueError(f"lstm_int8: ids must be {B} int64 rows of the table")
+        ids = ids.reshape(B).contiguous()
+        if B and (int(ids.min()) < 0 or int(ids.max()) >= table.shape[0]):
+            raise IndexError(f"lstm_int8: ids outside the table's {table.shape[0]} rows")
+        tab_ptr, ids_ptr = table.data_ptr(), ids.data_ptr()
+    if B == 0:
+        return
+    _kernels.lstm_int8(x_q.data_ptr(), x_q.stride(0), B, layer.groups, H, layer.packed.data_ptr(),
+                       layer.cs64.data_ptr(), layer.mul.data_ptr(), layer.bias.data_ptr(), tab_ptr, ids_ptr,
+                       c_prev.data_ptr(), c_prev.stride(0), c_out.data_ptr(), c_out.stride(0),
+                       h_out.data_ptr(), h_out.stride(0), q_ptr, q_stride)
