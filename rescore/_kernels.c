@@ -23,6 +23,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -224,79 +225,178 @@ cell8_body(const int32_t *restrict acc, const int32_t *restrict cs64, const floa
                c_prev + (b) * c_prev_stride, c_out + (b) * c_out_stride,                       \
                h_out + (b) * h_out_stride, q_out ? q_out + (b) * q_out_stride : NULL)
 
+/* The integer sums of two rows x0, x1 (x1 may be x0) against one block of 32 packed output
+ * columns (Kq groups of 4 inputs, 128 bytes each: 32 columns x 4 inputs): acc[row][column]. */
+static inline __attribute__((always_inline)) void
+tile_generic(const uint8_t *restrict x0, const uint8_t *restrict x1, const int8_t *restrict wb,
+             int64_t Kq, int32_t acc[2][32]) {
+    memset(acc, 0, 2 * 32 * sizeof(int32_t));
+    for (int64_t kq = 0; kq < Kq; kq++)
+        for (int n = 0; n < 32; n++) {
+            int32_t s0 = 0, s1 = 0;
+            for (int k = 0; k < 4; k++) {
+                s0 += (int32_t)x0[4 * kq + k] * (int32_t)wb[kq * 128 + n * 4 + k];
+                s1 += (int32_t)x1[4 * kq + k] * (int32_t)wb[kq * 128 + n * 4 + k];
+            }
+            acc[0][n] += s0;
+            acc[1][n] += s1;
+        }
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+/* AVX2: the 2 x 32 sums in 8 registers; per group of 4 inputs, each row's 4 bytes broadcast,
+ * vpmaddubsw (u8 x s8 -> pairs summed in 16 bits) and vpmaddwd by 1 (-> 32 bits). */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+tile_avx2(const uint8_t *x0, const uint8_t *x1, const int8_t *wb, int64_t Kq, int32_t acc[2][32]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i s00 = _mm256_setzero_si256(), s01 = s00, s02 = s00, s03 = s00;
+    __m256i s10 = s00, s11 = s00, s12 = s00, s13 = s00;
+    for (int64_t kq = 0; kq < Kq; kq++) {
+        const int8_t *wk = wb + kq * 128;
+        const __m256i w0 = _mm256_loadu_si256((const __m256i *)wk);
+        const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wk + 32));
+        const __m256i w2 = _mm256_loadu_si256((const __m256i *)(wk + 64));
+        const __m256i w3 = _mm256_loadu_si256((const __m256i *)(wk + 96));
+        int32_t v0, v1;
+        memcpy(&v0, x0 + 4 * kq, 4);
+        memcpy(&v1, x1 + 4 * kq, 4);
+        const __m256i a0 = _mm256_set1_epi32(v0), a1 = _mm256_set1_epi32(v1);
+#define LQ_MAC(s, av, wv) s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(av, wv), ones))
+        LQ_MAC(s00, a0, w0); LQ_MAC(s01, a0, w1); LQ_MAC(s02, a0, w2); LQ_MAC(s03, a0, w3);
+        LQ_MAC(s10, a1, w0); LQ_MAC(s11, a1, w1); LQ_MAC(s12, a1, w2); LQ_MAC(s13, a1, w3);
+#undef LQ_MAC
+    }
+    _mm256_storeu_si256((__m256i *)acc[0], s00);
+    _mm256_storeu_si256((__m256i *)(acc[0] + 8), s01);
+    _mm256_storeu_si256((__m256i *)(acc[0] + 16), s02);
+    _mm256_storeu_si256((__m256i *)(acc[0] + 24), s03);
+    _mm256_storeu_si256((__m256i *)acc[1], s10);
+    _mm256_storeu_si256((__m256i *)(acc[1] + 8), s11);
+    _mm256_storeu_si256((__m256i *)(acc[1] + 16), s12);
+    _mm256_storeu_si256((__m256i *)(acc[1] + 24), s13);
+}
+#endif
+
 /* Rows are taken in blocks: a block's table rows and states stay in L2 while every unit block
  * passes over them (a unit block's weights in L1). */
 #define LQ_ROW_BLOCK 16
 
-/* One int8 LSTM layer step (generic: plain loops; the integer sums are exact, so they equal
- * the AVX2 path's). */
-static void lstm_int8_generic(LQ_ARGS) {
-    int32_t acc[32];
-    for (int64_t jb = 0; jb < H / 8; jb++) {
-        const int8_t *wb = w + jb * Kq * 128;
-        for (int64_t b = 0; b < rows; b++) {
-            const uint8_t *x = a + b * a_stride;
-            memset(acc, 0, sizeof acc);
-            for (int64_t kq = 0; kq < Kq; kq++)
-                for (int n = 0; n < 32; n++)
-                    for (int k = 0; k < 4; k++)
-                        acc[n] += (int32_t)x[4 * kq + k] * (int32_t)wb[kq * 128 + n * 4 + k];
-            LQ_ROW_EPILOGUE(acc, b);
-        }
+/* One int8 LSTM layer step: for each block of rows, each unit block's tiles, then the cell on
+ * them (the integer sums are exact, so the generic and AVX2 code give the same ones). */
+#define LQ_BODY(TILE)                                                                          \
+    int32_t acc[2][32] __attribute__((aligned(32)));                                           \
+    for (int64_t b0 = 0; b0 < rows; b0 += LQ_ROW_BLOCK) {                                      \
+        const int64_t b1 = b0 + LQ_ROW_BLOCK < rows ? b0 + LQ_ROW_BLOCK : rows;                \
+        for (int64_t jb = 0; jb < H / 8; jb++) {                                               \
+            const int8_t *wb = w + jb * Kq * 128;                                              \
+            for (int64_t b = b0; b < b1; b += 2) {                                             \
+                const int two = b + 1 < b1;                                                    \
+                const uint8_t *x0 = a + b * a_stride;                                          \
+                TILE(x0, two ? x0 + a_stride : x0, wb, Kq, acc);                               \
+                LQ_ROW_EPILOGUE(acc[0], b);                                                    \
+                if (two)                                                                       \
+                    LQ_ROW_EPILOGUE(acc[1], b + 1);                                            \
+            }                                                                                  \
+        }                                                                                      \
     }
-}
+
+static void lstm_int8_generic(LQ_ARGS) { LQ_BODY(tile_generic) }
 
 static void quant_generic(const float *src, int64_t src_stride, int64_t rows, int64_t width,
                           uint8_t *dst, int64_t dst_stride) {
     quant_body(src, src_stride, rows, width, dst, dst_stride);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-/* AVX2: two rows x 32 outputs (8 units x 4 gates) per tile, in 8 registers of 32-bit sums; per
- * group of 4 inputs, each row's 4 bytes broadcast, vpmaddubsw (u8 x s8 -> pairs summed in 16
- * bits) and vpmaddwd by 1 (-> 32 bits). A unit block's weights (128 bytes x Kq) stay in L1. */
-__attribute__((target("avx2,fma"))) static void lstm_int8_avx2(LQ_ARGS) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    int32_t acc[2][32] __attribute__((aligned(32)));
-    for (int64_t b0 = 0; b0 < rows; b0 += LQ_ROW_BLOCK)
-    for (int64_t jb = 0; jb < H / 8; jb++) {
-        const int8_t *wb = w + jb * Kq * 128;
-        const int64_t b1 = b0 + LQ_ROW_BLOCK < rows ? b0 + LQ_ROW_BLOCK : rows;
-        for (int64_t b = b0; b < b1; b += 2) {
-            const int two = b + 1 < b1;
-            const uint8_t *x0 = a + b * a_stride, *x1 = two ? x0 + a_stride : x0;
-            __m256i s00 = _mm256_setzero_si256(), s01 = s00, s02 = s00, s03 = s00;
-            __m256i s10 = s00, s11 = s00, s12 = s00, s13 = s00;
-            for (int64_t kq = 0; kq < Kq; kq++) {
-                const int8_t *wk = wb + kq * 128;
-                const __m256i w0 = _mm256_loadu_si256((const __m256i *)wk);
-                const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wk + 32));
-                const __m256i w2 = _mm256_loadu_si256((const __m256i *)(wk + 64));
-                const __m256i w3 = _mm256_loadu_si256((const __m256i *)(wk + 96));
-                int32_t v0, v1;
-                memcpy(&v0, x0 + 4 * kq, 4);
-                memcpy(&v1, x1 + 4 * kq, 4);
-                const __m256i a0 = _mm256_set1_epi32(v0), a1 = _mm256_set1_epi32(v1);
-#define LQ_MAC(s, av, wv) s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(av, wv), ones))
-                LQ_MAC(s00, a0, w0); LQ_MAC(s01, a0, w1); LQ_MAC(s02, a0, w2); LQ_MAC(s03, a0, w3);
-                LQ_MAC(s10, a1, w0); LQ_MAC(s11, a1, w1); LQ_MAC(s12, a1, w2); LQ_MAC(s13, a1, w3);
-#undef LQ_MAC
-            }
-            _mm256_store_si256((__m256i *)acc[0], s00);
-            _mm256_store_si256((__m256i *)(acc[0] + 8), s01);
-            _mm256_store_si256((__m256i *)(acc[0] + 16), s02);
-            _mm256_store_si256((__m256i *)(acc[0] + 24), s03);
-            LQ_ROW_EPILOGUE(acc[0], b);
-            if (two) {
-                _mm256_store_si256((__m256i *)acc[1], s10);
-                _mm256_store_si256((__m256i *)(acc[1] + 8), s11);
-                _mm256_store_si256((__m256i *)(acc[1] + 16), s12);
-                _mm256_store_si256((__m256i *)(acc[1] + 24), s13);
-                LQ_ROW_EPILOGUE(acc[1], b + 1);
-            }
+/* ---- an int8 output layer's log-normaliser ------------------------------------------------
+ * out[b] = log sum_n exp(x_b . w_n + bias_n) for a (V, K) output layer in int8 (packed as
+ * the LSTM layers', 32 output rows per block; V padded to whole blocks with bias -inf), each
+ * input row quantised on its own scale s_b = max |x_b| / 63 (q = round(x / s_b) + 64): so a row's
+ * result does not depend on the other rows. The (rows, V) logits are never written: each tile's
+ * 32 logits go into its row's running max and sum of exp (the sum in double). */
+#define LO_ARGS                                                                                \
+    const float *x, int64_t x_stride, int64_t rows, int64_t K, int64_t Kq, int64_t NB,         \
+        const int8_t *w, const int32_t *cs64, const float *mul, const float *bias, uint8_t *q, \
+        float *qscale, float *out
+#define LO_ROW_BLOCK 32
+
+static inline __attribute__((always_inline)) void
+quant_scaled_body(const float *restrict x, int64_t x_stride, int64_t rows, int64_t K, int64_t Kq,
+                  uint8_t *restrict q, float *restrict qscale) {
+    for (int64_t b = 0; b < rows; b++) {
+        const float *restrict r = x + b * x_stride;
+        uint8_t *restrict d = q + b * 4 * Kq;
+        float m = 0.0f;
+#pragma omp simd reduction(max : m)
+        for (int64_t j = 0; j < K; j++) {
+            float v = r[j] < 0.0f ? -r[j] : r[j];
+            m = v > m ? v : m;
         }
+        const float inv = m > 0.0f ? 1.0f / m : 1.0f; /* x / max |x| in [-1, 1] */
+        qscale[b] = m > 0.0f ? m / Q_SCALE : 1.0f;
+#pragma omp simd
+        for (int64_t j = 0; j < K; j++)
+            d[j] = quant_one(r[j] * inv);
+        for (int64_t j = K; j < 4 * Kq; j++)
+            d[j] = Q_ZERO;
     }
 }
+
+static inline __attribute__((always_inline)) void
+lse_tile(const int32_t *restrict acc, const int32_t *restrict cs64, const float *restrict mul,
+         const float *restrict bias, float rs, float *restrict m, double *restrict s) {
+    float t[32], tm = -INFINITY;
+#pragma omp simd reduction(max : tm)
+    for (int c = 0; c < 32; c++) {
+        t[c] = (float)(acc[c] - cs64[c]) * (mul[c] * rs) + bias[c];
+        tm = t[c] > tm ? t[c] : tm;
+    }
+    if (tm > *m) {
+        *s *= exp((double)*m - (double)tm);
+        *m = tm;
+    }
+    const float mm = *m;
+    float part = 0.0f;
+#pragma omp simd reduction(+ : part)
+    for (int c = 0; c < 32; c++)
+        part += fast_exp(t[c] - mm);
+    *s += part;
+}
+
+#define LO_BODY(TILE)                                                                          \
+    int32_t acc[2][32] __attribute__((aligned(32)));                                           \
+    float m[LO_ROW_BLOCK];                                                                     \
+    double s[LO_ROW_BLOCK];                                                                    \
+    const int64_t Kp = 4 * Kq;                                                                 \
+    quant_scaled_body(x, x_stride, rows, K, Kq, q, qscale);                                    \
+    for (int64_t b0 = 0; b0 < rows; b0 += LO_ROW_BLOCK) {                                      \
+        const int64_t b1 = b0 + LO_ROW_BLOCK < rows ? b0 + LO_ROW_BLOCK : rows;                \
+        for (int64_t b = b0; b < b1; b++) {                                                    \
+            m[b - b0] = -FLT_MAX;                                                              \
+            s[b - b0] = 0.0;                                                                   \
+        }                                                                                      \
+        for (int64_t nb = 0; nb < NB; nb++) {                                                  \
+            const int8_t *wb = w + nb * Kq * 128;                                              \
+            const int64_t n0 = nb * 32;                                                        \
+            for (int64_t b = b0; b < b1; b += 2) {                                             \
+                const int two = b + 1 < b1;                                                    \
+                const uint8_t *x0 = q + b * Kp;                                                \
+                TILE(x0, two ? x0 + Kp : x0, wb, Kq, acc);                                     \
+                lse_tile(acc[0], cs64 + n0, mul + n0, bias + n0, qscale[b], &m[b - b0],        \
+                         &s[b - b0]);                                                          \
+                if (two)                                                                       \
+                    lse_tile(acc[1], cs64 + n0, mul + n0, bias + n0, qscale[b + 1],            \
+                             &m[b + 1 - b0], &s[b + 1 - b0]);                                  \
+            }                                                                                  \
+        }                                                                                      \
+        for (int64_t b = b0; b < b1; b++)                                                      \
+            out[b] = m[b - b0] + (float)log(s[b - b0]);                                        \
+    }
+
+static void lse_int8_generic(LO_ARGS) { LO_BODY(tile_generic) }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2,fma"))) static void lstm_int8_avx2(LQ_ARGS) { LQ_BODY(tile_avx2) }
+__attribute__((target("avx2,fma"))) static void lse_int8_avx2(LO_ARGS) { LO_BODY(tile_avx2) }
 
 __attribute__((target("avx2,fma"))) static void quant_avx2(const float *src, int64_t src_stride,
                                                             int64_t rows, int64_t width,
@@ -337,6 +437,7 @@ static void (*cell_impl)(CELL_ARGS) = cell_generic;
 static void (*dot_impl)(DOT_ARGS) = dot_generic;
 static void (*lse_impl)(LSE_ARGS) = lse_generic;
 static void (*lq_impl)(LQ_ARGS) = lstm_int8_generic;
+static void (*lo_impl)(LO_ARGS) = lse_int8_generic;
 static void (*quant_impl)(const float *, int64_t, int64_t, int64_t, uint8_t *, int64_t) = quant_generic;
 static const char *variant = "generic";
 
@@ -417,6 +518,26 @@ static PyObject *py_lstm_int8(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *py_logsumexp_int8(PyObject *self, PyObject *args) {
+    unsigned long long x, w, cs64, mul, bias, q, qscale, out;
+    long long x_stride, rows, K, Kq, NB;
+    if (!PyArg_ParseTuple(args, "KLLLLLKKKKKKK", &x, &x_stride, &rows, &K, &Kq, &NB, &w, &cs64,
+                          &mul, &bias, &q, &qscale, &out))
+        return NULL;
+    if (rows < 0 || K < 1 || Kq * 4 < K || NB < 1 || !x || !w || !cs64 || !mul || !bias || !q ||
+        !qscale || !out) {
+        PyErr_SetString(PyExc_ValueError, "logsumexp_int8: null address or bad size");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    lo_impl((const float *)(uintptr_t)x, x_stride, rows, K, Kq, NB, (const int8_t *)(uintptr_t)w,
+            (const int32_t *)(uintptr_t)cs64, (const float *)(uintptr_t)mul,
+            (const float *)(uintptr_t)bias, (uint8_t *)(uintptr_t)q, (float *)(uintptr_t)qscale,
+            (float *)(uintptr_t)out);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_quantize_rows(PyObject *self, PyObject *args) {
     unsigned long long src, dst;
     long long src_stride, rows, width, dst_stride;
@@ -451,6 +572,9 @@ static PyMethodDef methods[] = {
      "lstm_int8(a, a_stride, rows, Kq, H, w, cs64, mul, bias, table, ids, c_prev, c_prev_stride, "
      "c_out, c_out_stride, h_out, h_out_stride, q_out, q_out_stride): one int8 LSTM layer step "
      "(addresses; 0 for no table / no q_out)."},
+    {"logsumexp_int8", py_logsumexp_int8, METH_VARARGS,
+     "logsumexp_int8(x, x_stride, rows, K, Kq, NB, w, cs64, mul, bias, q, qscale, out): each "
+     "row's log-normaliser of an int8 output layer (addresses; q, qscale: scratch)."},
     {"quantize_rows", py_quantize_rows, METH_VARARGS,
      "quantize_rows(src, src_stride, rows, width, dst, dst_stride): uint8 round(63 x) + 64."},
     {"variant", py_variant, METH_NOARGS, "The code path in use: 'avx2' or 'generic'."},
@@ -471,6 +595,7 @@ PyMODINIT_FUNC PyInit__kernels(void) {
         dot_impl = dot_avx2;
         lse_impl = lse_avx2;
         lq_impl = lstm_int8_avx2;
+        lo_impl = lse_int8_avx2;
         quant_impl = quant_avx2;
         variant = "avx2";
     }

@@ -80,8 +80,9 @@ class EngineSettings:
         help="Matrix products of the LM: auto (bf16/fp16 autocast on CUDA, fp32 on "
              "the CPU), fp32, bf16 (also on a CPU with AVX512-BF16/AMX: faster, "
              "costs move by a median ~0.05 nat per hypothesis), or int8 (CPU only: "
-             "dynamic int8 products of the LSTM step and the softmax output layer, "
-             "about 1.7x the fp32 rate on AVX2; costs move a little).")
+             "int8 products of the LSTM step and the softmax output layer, fused "
+             "kernels with one thread, else PyTorch's dynamic ones; about 2x the fp32 "
+             "rate on AVX2; costs move a little).")
     normalize: str = _setting(
         "exact", choices=NORMALIZE,
         help="exact: normalised log-probabilities; none: leave the softmax normaliser "

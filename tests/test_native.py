@@ -265,7 +265,7 @@ def test_lstm_step_int8_fused_layers(monkeypatch, one_thread):
 @needs_kernels
 def test_generic_code_equals_avx2(tmp_path):
     """RESCORE_NATIVE=generic runs the fallback of a CPU without AVX2: the same integer sums, so
-    the same results to float rounding."""
+    the same results to float rounding (an int8 LSTM layer, an int8 output layer's log Z)."""
     import subprocess
     import sys
 
@@ -281,7 +281,9 @@ def test_generic_code_equals_avx2(tmp_path):
         "c0 = torch.randn(21, 24); c, h = torch.empty(21, 24), torch.empty(21, 24)\n"
         "t, i = torch.randn(7, 96), torch.randint(0, 7, (21,))\n"
         "native.lstm_int8(q, layer, c0, c, h, table=t, ids=i)\n"
-        "torch.save({'v': native.variant(), 'c': c, 'h': h}, sys.argv[1])\n")
+        "out = native.Int8OutputLayer(torch.randn(70, 40) * 0.3, torch.randn(70))\n"
+        "z = native.logsumexp_int8(x, out)\n"
+        "torch.save({'v': native.variant(), 'c': c, 'h': h, 'z': z}, sys.argv[1])\n")
     runs = {}
     for flag in ("1", "generic"):
         out = tmp_path / f"{flag}.pt"
@@ -289,5 +291,31 @@ def test_generic_code_equals_avx2(tmp_path):
                        env={**os.environ, "RESCORE_NATIVE": flag})
         runs[flag] = torch.load(out)
     assert runs["1"]["v"] == "avx2" and runs["generic"]["v"] == "generic"
-    for k in ("c", "h"):
+    for k in ("c", "h", "z"):
         assert (runs["1"][k] - runs["generic"][k]).abs().max() < 1e-5
+
+
+@needs_kernels
+@pytest.mark.parametrize("V,K", [(100, 16), (37, 10), (64, 33)])
+def test_logsumexp_int8_equals_integer_arithmetic(V, K):
+    """An int8 output layer's log Z per row: the same integers as a float64 reference (each row
+    of x on its own scale), within int8 rounding of the float layer, a row's result independent
+    of the other rows, and V not a multiple of 32 (padded outputs add nothing)."""
+    torch.manual_seed(7)
+    w, b = torch.randn(V, K) * 0.3, torch.randn(V)
+    layer = native.Int8OutputLayer(w, b)
+    x = torch.rand(3, 11, K) * 4 - 2
+    x[0, 0] = 0.0  # a zero row
+    got = native.logsumexp_int8(x, layer)
+    assert got.shape == (3, 11) and got.dtype == torch.float32
+    s = x.abs().amax(-1, keepdim=True) / 63
+    s = torch.where(s > 0, s, torch.ones_like(s))
+    u = torch.floor(x / s + 0.5).clamp(-63, 63)
+    ref = torch.logsumexp((u.double() @ layer.weight_q.double().t()) * (s.double() * layer.scale.double())
+                          + b.double(), -1)
+    assert (got.double() - ref).abs().max() < 1e-5
+    exact = torch.logsumexp(x.double() @ w.double().t() + b.double(), -1)
+    assert (got.double() - exact).abs().max() < 0.05
+    assert torch.equal(native.logsumexp_int8(x[1, 3:5], layer), got[1, 3:5])
+    with pytest.raises(ValueError, match="rows of"):
+        native.logsumexp_int8(torch.zeros(2, K + 1), layer)

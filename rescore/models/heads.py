@@ -102,6 +102,14 @@ class SoftmaxHead(nn.Module):
                               target_norm=self.decoder.scorer_with_norm(hidden, class_lp)), {}
         if not normalize:
             return HeadOutput(None, hidden=hidden, vocab_score=output_rows(self.decoder, hidden)), {}
+        if (quant.enabled() and targets_only_wanted() and not self.training and native.int8_fused_usable()
+                and native.usable(hidden, self.decoder.weight)):
+            # --precision int8 in the engine: each row's log Z by one fused int8 kernel (no
+            # (B, T, V) logits), the targets' logits in float32
+            log_z = native.logsumexp_int8(hidden, self._int8_output())
+            score = output_rows(self.decoder, hidden)
+            return HeadOutput(None, hidden=hidden, log_norm=log_z,
+                              vocab_score=lambda b, t, ids: score(b, t, ids) - log_z[b, t]), {}
         if quant.enabled() and hidden.device.type == "cpu" and not self.training:  # --precision int8
             logits = quant.linear(self, "decoder", self.decoder.weight, self.decoder.bias)(hidden)
         else:
@@ -113,6 +121,17 @@ class SoftmaxHead(nn.Module):
                               vocab_score=lambda b, t, ids: logits[b, t, ids] - log_z[b, t]), {}
         log_vocab = F.log_softmax(logits, dim=-1)  # (B, T, V)
         return HeadOutput(log_vocab, hidden=hidden, log_norm=log_norm(logits, log_vocab)), {}
+
+
+    def _int8_output(self) -> native.Int8OutputLayer:
+        """The output layer packed for native.logsumexp_int8, kept while the weights stay."""
+        w, b = self.decoder.weight, self.decoder.bias
+        cache, key = quant.cached(self, "decoder-fused", *(t for t in (w, b) if t is not None))
+        if key not in cache:
+            for k in [k for k in cache if k[0] == "decoder-fused"]:
+                del cache[k]
+            cache[key] = native.Int8OutputLayer(w, b)
+        return cache[key]
 
 
 class JointLogSoftmax(torch.autograd.Function):

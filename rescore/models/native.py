@@ -10,6 +10,14 @@ without PyTorch's gathered (E, H) copies of them and of the hidden states; ``log
 gives the engine each row's log Z without writing (rows, V) log-probabilities
 (rescore.models.base.targets_only).
 
+With ``--precision int8`` and one torch thread two more kernels replace PyTorch's dynamic int8
+products (rescore.models.quant) where they apply: ``lstm_int8`` runs a whole LSTM layer step
+(the states quantised on a fixed scale, as an LSTM's h lies in [-1, 1]; the product in integer
+sums and the cell on each tile of it while it is in registers) and ``logsumexp_int8`` a softmax
+output layer's log Z per row (each row quantised on its own scale; the (rows, V) logits never
+written). Both are about 1.5x PyTorch's int8 products with the separate passes around them on
+the engine's rows, and a row's result no longer depends on the other rows of its call.
+
 Used at inference on CPU float32 tensors only (training keeps PyTorch's autograd); the results
 equal PyTorch's to a few units in the last place. ``RESCORE_NATIVE=0`` in the environment turns
 them off (the PyTorch path, for comparison).
@@ -142,11 +150,16 @@ def logsumexp_rows(x: Tensor) -> Tensor:
 Q_ZERO, Q_SCALE = 64, 63.0
 
 
+def int8_fused_usable() -> bool:
+    """The int8 kernels (an LSTM layer's step, an output layer's log-normaliser) run here:
+    compiled and on, and one torch thread (they run on one; with more, PyTorch's threaded int8
+    products are used)."""
+    return available() and torch.get_num_threads() == 1
+
+
 def int8_layers_usable(hidden: int) -> bool:
-    """The int8 LSTM layer kernel runs here for this width: compiled and on, one torch thread
-    (the kernel runs on one; with more, PyTorch's threaded int8 products are used) and a width
-    in whole blocks of 8 units."""
-    return available() and hidden % 8 == 0 and hidden >= 8 and torch.get_num_threads() == 1
+    """``lstm_int8`` runs here for this width: int8_fused_usable, whole blocks of 8 units."""
+    return int8_fused_usable() and hidden % 8 == 0 and hidden >= 8
 
 
 class Int8LSTMLayer:
@@ -228,3 +241,45 @@ def lstm_int8(x_q: Tensor, layer: Int8LSTMLayer, c_prev: Tensor, c_out: Tensor, 
                        layer.cs64.data_ptr(), layer.mul.data_ptr(), layer.bias.data_ptr(), tab_ptr, ids_ptr,
                        c_prev.data_ptr(), c_prev.stride(0), c_out.data_ptr(), c_out.stride(0),
                        h_out.data_ptr(), h_out.stride(0), q_ptr, q_stride)
+
+
+class Int8OutputLayer:
+    """An output layer ``x @ weight.T + bias`` ((V, K) float weight, (V,) bias or None) in int8
+    for ``logsumexp_int8``: each row quantised (scale max |w_n| / 127), packed as
+    Int8LSTMLayer's, V padded to blocks of 32 rows with weight 0 and bias -inf."""
+
+    def __init__(self, weight: Tensor, bias: Optional[Tensor] = None):
+        w = weight.detach().float()
+        V, K = w.shape
+        scale = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12)
+        q = torch.round(w / scale[:, None]).clamp_(-127, 127).to(torch.int8)
+        Kp, Vp = -(-K // 4) * 4, -(-V // 32) * 32
+        q = torch.cat([torch.cat([q, q.new_zeros(V, Kp - K)], 1), q.new_zeros(Vp - V, Kp)])
+        self.in_features, self.groups, self.blocks = K, Kp // 4, Vp // 32
+        # (block, row, group, 4) -> (block, group, row, 4)
+        self.packed = q.view(Vp // 32, 32, Kp // 4, 4).permute(0, 2, 1, 3).contiguous()
+        self.cs64 = (Q_ZERO * q.to(torch.int32).sum(1)).to(torch.int32).contiguous()
+        self.mul = torch.cat([scale, torch.ones(Vp - V)]).float().contiguous()
+        b = torch.zeros(V) if bias is None else bias.detach().float()
+        self.bias = torch.cat([b, torch.full((Vp - V,), float("-inf"))]).contiguous()
+        self.weight_q, self.scale = q[:V, :K], scale
+
+
+def logsumexp_int8(x: Tensor, layer: Int8OutputLayer) -> Tensor:
+    """Each row's ``logsumexp(x @ weight.T + bias)`` with the products in int8 (each row of x
+    quantised on its own scale max |x| / 63): x (..., K) CPU float32 with contiguous rows ->
+    (...,) float32. The (rows, V) logits are never formed."""
+    K = x.shape[-1]
+    x2 = x.reshape(-1, K)
+    if x2.stride(-1) != 1 and K > 1:
+        x2 = x2.contiguous()
+    if not _rows_ok(x2, K) or K != layer.in_features:
+        raise ValueError(f"logsumexp_int8: float32 CPU rows of {layer.in_features}, got {x.dtype} {tuple(x.shape)}")
+    B = x2.shape[0]
+    out = torch.empty(B, dtype=torch.float32)
+    if B:
+        q, qscale = torch.empty(B, 4 * layer.groups, dtype=torch.uint8), torch.empty(B, dtype=torch.float32)
+        _kernels.logsumexp_int8(x2.data_ptr(), x2.stride(0), B, K, layer.groups, layer.blocks,
+                                layer.packed.data_ptr(), layer.cs64.data_ptr(), layer.mul.data_ptr(),
+                                layer.bias.data_ptr(), q.data_ptr(), qscale.data_ptr(), out.data_ptr())
+    return out.view(x.shape[:-1])
