@@ -172,6 +172,11 @@ class Forward:
                 raise RescoreError("a PyTorch build with a quantised CPU engine for --precision int8",
                                    got=f"torch {torch.__version__}: none of {', '.join(quant.ENGINES)}")
             self.int8 = quant.int8_products
+            from rescore.models import native
+
+            log.info("int8 products: %s", "fused kernels (one torch thread)" if native.int8_fused_usable()
+                     else f"PyTorch's dynamic int8 products ({torch.get_num_threads()} torch threads; "
+                          "the fused kernels run with one thread and the compiled kernels)")
 
     def __call__(self, ids: Tensor, ident: Tensor, state: LMState, rows: Tensor,
                  reduce: Callable[[HeadOutput, int, int], None],
