@@ -65,6 +65,22 @@ def _rows_ok(t: Tensor, width: int) -> bool:
             and t.shape[1] == width and (t.stride(1) == 1 or width == 1))
 
 
+def _table_rows(kernel: str, table: Optional[Tensor], ids: Optional[Tensor], B: int, width: int):
+    """(table address, ids address, ids kept alive) for a kernel that adds row ids[b] of a
+    (V, width) table to row b; (0, 0, None) without a table. Checked: a contiguous float32 CPU
+    table, B int64 ids within its rows."""
+    if table is None:
+        return 0, 0, None
+    if not (table.is_contiguous() and _rows_ok(table, width)):
+        raise ValueError(f"{kernel}: table must be a contiguous (V, {width}) float32 CPU tensor")
+    if ids is None or ids.dtype != torch.int64 or ids.numel() != B:
+        raise ValueError(f"{kernel}: ids must be {B} int64 rows of the table")
+    ids = ids.reshape(B).contiguous()
+    if B and (int(ids.min()) < 0 or int(ids.max()) >= table.shape[0]):
+        raise IndexError(f"{kernel}: ids outside the table's {table.shape[0]} rows")
+    return table.data_ptr(), ids.data_ptr(), ids
+
+
 def usable(*tensors: Tensor) -> bool:
     """The kernels run for these tensors: available, CPU float32, no autograd."""
     return (available() and not torch.is_grad_enabled()
@@ -88,16 +104,7 @@ def lstm_cell(pre: Tensor, c_prev: Tensor, c_out: Tensor, h_out: Tensor,
         if not _rows_ok(t, H) or t.shape[0] != B:
             raise ValueError(f"lstm_cell: {name} must be ({B}, {H}) float32 on the CPU with contiguous rows, "
                              f"got {tuple(t.shape)} {t.dtype}")
-    tab_ptr = ids_ptr = 0
-    if table is not None:
-        if not (table.is_contiguous() and _rows_ok(table, H4)):
-            raise ValueError(f"lstm_cell: table must be a contiguous (V, {H4}) float32 CPU tensor")
-        if ids is None or ids.dtype != torch.int64 or ids.numel() != B:
-            raise ValueError(f"lstm_cell: ids must be {B} int64 rows of the table")
-        ids = ids.reshape(B).contiguous()
-        if B and (int(ids.min()) < 0 or int(ids.max()) >= table.shape[0]):
-            raise IndexError(f"lstm_cell: ids outside the table's {table.shape[0]} rows")
-        tab_ptr, ids_ptr = table.data_ptr(), ids.data_ptr()
+    tab_ptr, ids_ptr, ids = _table_rows("lstm_cell", table, ids, B, H4)
     if B == 0:
         return
     h2_ptr, h2_stride = (0, 0) if h_copy is None else (h_copy.data_ptr(), h_copy.stride(0))
@@ -225,16 +232,7 @@ def lstm_int8(x_q: Tensor, layer: Int8LSTMLayer, c_prev: Tensor, c_out: Tensor, 
         if q_out.dtype != torch.uint8 or tuple(q_out.shape) != (B, H) or (q_out.stride(1) != 1 and H > 1):
             raise ValueError(f"lstm_int8: q_out must be ({B}, {H}) uint8 CPU rows")
         q_ptr, q_stride = q_out.data_ptr(), q_out.stride(0)
-    tab_ptr = ids_ptr = 0
-    if table is not None:
-        if not (table.is_contiguous() and _rows_ok(table, 4 * H)):
-            raise ValueError(f"lstm_int8: table must be a contiguous (V, {4 * H}) float32 CPU tensor")
-        if ids is None or ids.dtype != torch.int64 or ids.numel() != B:
-            raise ValueError(f"lstm_int8: ids must be {B} int64 rows of the table")
-        ids = ids.reshape(B).contiguous()
-        if B and (int(ids.min()) < 0 or int(ids.max()) >= table.shape[0]):
-            raise IndexError(f"lstm_int8: ids outside the table's {table.shape[0]} rows")
-        tab_ptr, ids_ptr = table.data_ptr(), ids.data_ptr()
+    tab_ptr, ids_ptr, ids = _table_rows("lstm_int8", table, ids, B, 4 * H)
     if B == 0:
         return
     _kernels.lstm_int8(x_q.data_ptr(), x_q.stride(0), B, layer.groups, H, layer.packed.data_ptr(),
