@@ -126,12 +126,8 @@ class SoftmaxHead(nn.Module):
     def _int8_output(self) -> native.Int8OutputLayer:
         """The output layer packed for native.logsumexp_int8, kept while the weights stay."""
         w, b = self.decoder.weight, self.decoder.bias
-        cache, key = quant.cached(self, "decoder-fused", *(t for t in (w, b) if t is not None))
-        if key not in cache:
-            for k in [k for k in cache if k[0] == "decoder-fused"]:
-                del cache[k]
-            cache[key] = native.Int8OutputLayer(w, b)
-        return cache[key]
+        return quant.kept(self, "decoder-fused", lambda: native.Int8OutputLayer(w, b),
+                          *(t for t in (w, b) if t is not None))
 
 
 class JointLogSoftmax(torch.autograd.Function):

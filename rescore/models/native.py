@@ -26,7 +26,7 @@ them off (the PyTorch path, for comparison).
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -169,26 +169,36 @@ def int8_layers_usable(hidden: int) -> bool:
     return int8_fused_usable() and hidden % 8 == 0 and hidden >= 8
 
 
+def _int8_rows(weight: Tensor) -> Tuple[Tensor, Tensor, int]:
+    """(q, scale, K) of a (N, K) float weight: q (N, K rounded up to 4) int8, each row on its
+    own scale max |w_n| / 127 (scale (N,)), the padded inputs' weights 0."""
+    w = weight.detach().float()
+    N, K = w.shape
+    scale = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12)
+    q = torch.round(w / scale[:, None]).clamp_(-127, 127).to(torch.int8)
+    return torch.cat([q, q.new_zeros(N, -K % 4)], 1), scale, K
+
+
+def _zero_sums(q: Tensor) -> Tensor:
+    """(N,) int32: 64 times each row's sum, what the inputs' zero point adds to its sums."""
+    return (Q_ZERO * q.to(torch.int32).sum(1)).to(torch.int32).contiguous()
+
+
 class Int8LSTMLayer:
     """One LSTM layer's products ``x @ weight.T + bias`` in int8 for ``lstm_int8``: ``weight``
     (4H, K) float (gate order i, f, u, o), quantised per row (scale max |w_n| / 127), packed
     in blocks of 8 units; ``bias`` (4H,) float32 or None."""
 
     def __init__(self, weight: Tensor, bias: Optional[Tensor] = None):
-        w = weight.detach().float()
-        H4, K = w.shape
+        H4 = weight.shape[0]
         H = H4 // 4
         if H4 != 4 * H or H % 8:
-            raise ValueError(f"Int8LSTMLayer: weight (4H, K) with H a multiple of 8, got {tuple(w.shape)}")
-        scale = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12)
-        q = torch.round(w / scale[:, None]).clamp_(-127, 127).to(torch.int8)
-        Kp = -(-K // 4) * 4
-        if Kp != K:  # inputs padded to groups of 4, their weights 0
-            q = torch.cat([q, q.new_zeros(H4, Kp - K)], 1)
-        self.hidden, self.in_features, self.groups = H, K, Kp // 4
+            raise ValueError(f"Int8LSTMLayer: weight (4H, K) with H a multiple of 8, got {tuple(weight.shape)}")
+        q, scale, K = _int8_rows(weight)  # (inputs padded to groups of 4)
+        self.hidden, self.in_features, self.groups = H, K, q.shape[1] // 4
         # (gate, unit block, unit, group, 4) -> (unit block, group, gate, unit, 4)
-        self.packed = q.view(4, H // 8, 8, Kp // 4, 4).permute(1, 3, 0, 2, 4).contiguous()
-        self.cs64 = (Q_ZERO * q.to(torch.int32).sum(1)).to(torch.int32).contiguous()
+        self.packed = q.view(4, H // 8, 8, self.groups, 4).permute(1, 3, 0, 2, 4).contiguous()
+        self.cs64 = _zero_sums(q)
         self.mul = (scale / Q_SCALE).float().contiguous()
         self.bias = (torch.zeros(H4) if bias is None else bias.detach().float()).contiguous()
         self.weight_q = q[:, :K]  # (for reference computations)
@@ -247,16 +257,14 @@ class Int8OutputLayer:
     Int8LSTMLayer's, V padded to blocks of 32 rows with weight 0 and bias -inf."""
 
     def __init__(self, weight: Tensor, bias: Optional[Tensor] = None):
-        w = weight.detach().float()
-        V, K = w.shape
-        scale = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12)
-        q = torch.round(w / scale[:, None]).clamp_(-127, 127).to(torch.int8)
-        Kp, Vp = -(-K // 4) * 4, -(-V // 32) * 32
-        q = torch.cat([torch.cat([q, q.new_zeros(V, Kp - K)], 1), q.new_zeros(Vp - V, Kp)])
+        q, scale, K = _int8_rows(weight)
+        V, Kp = q.shape
+        Vp = -(-V // 32) * 32
+        q = torch.cat([q, q.new_zeros(Vp - V, Kp)])
         self.in_features, self.groups, self.blocks = K, Kp // 4, Vp // 32
         # (block, row, group, 4) -> (block, group, row, 4)
         self.packed = q.view(Vp // 32, 32, Kp // 4, 4).permute(0, 2, 1, 3).contiguous()
-        self.cs64 = (Q_ZERO * q.to(torch.int32).sum(1)).to(torch.int32).contiguous()
+        self.cs64 = _zero_sums(q)
         self.mul = torch.cat([scale, torch.ones(Vp - V)]).float().contiguous()
         b = torch.zeros(V) if bias is None else bias.detach().float()
         self.bias = torch.cat([b, torch.full((Vp - V,), float("-inf"))]).contiguous()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import warnings
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
 import torch
 from torch import Tensor
@@ -34,6 +34,7 @@ from torch import Tensor
 # kernel per row count it meets (+290 MiB of peak memory scoring half the dev set, fbgemm +30).
 ENGINES = ("fbgemm", "x86", "onednn")
 _ON = contextvars.ContextVar("rescore_int8_products", default=False)
+T = TypeVar("T")
 
 
 def engine() -> Optional[str]:
@@ -114,12 +115,18 @@ def cached(owner: torch.nn.Module, name: str, *tensors: Tensor) -> Tuple[Dict, t
     return cache, key
 
 
-def linear(owner: torch.nn.Module, name: str, weight: Tensor, bias: Optional[Tensor] = None) -> Int8Linear:
-    """The int8 form of ``weight`` (and ``bias``), packed once and kept on ``owner`` under
-    ``name`` while they stay the same tensors, unchanged."""
-    cache, key = cached(owner, name, *(t for t in (weight, bias) if t is not None))
+def kept(owner: torch.nn.Module, name: str, build: Callable[[], T], *tensors: Tensor) -> T:
+    """``build()``, made once and kept on ``owner`` under ``name`` while ``tensors`` stay the
+    same tensors, unchanged (an entry made for others is dropped)."""
+    cache, key = cached(owner, name, *tensors)
     if key not in cache:
         for k in [k for k in cache if k[0] == name]:
             del cache[k]
-        cache[key] = Int8Linear(weight, bias)
+        cache[key] = build()
     return cache[key]
+
+
+def linear(owner: torch.nn.Module, name: str, weight: Tensor, bias: Optional[Tensor] = None) -> Int8Linear:
+    """The int8 form of ``weight`` (and ``bias``), packed once and kept on ``owner`` under
+    ``name`` while they stay the same tensors, unchanged."""
+    return kept(owner, name, lambda: Int8Linear(weight, bias), *(t for t in (weight, bias) if t is not None))
