@@ -153,9 +153,11 @@ lse_body(const float *restrict x, int64_t rows, int64_t V, int64_t stride, float
 
 
 /* ---- int8 LSTM layers -------------------------------------------------------------------
- * States are quantised as q = round(63 x) + 64 in [1, 127] (x in [-1, 1]; 7 bits, so that
- * AVX2's u8 x s8 multiply-add cannot saturate its 16-bit sums of two products: 2 x 127 x 127 <
- * 32767). Weights (4H, K) are int8 per output row (scale s_n = max |w_n| / 127), packed by
+ * States are quantised as q = round(63 x) + 64 in [1, 127] (x in [-1, 1]; 7 bits) and weights
+ * (4H, K) per output row on 63 levels (scale s_n = max |w_n| / 63), so that AVX2's u8 x s8
+ * multiply-add can sum four products of a column in 16 bits (4 x 127 x 63 = 32004 < 32767)
+ * before one widening to 32 bits: a quarter fewer multiply instructions than widening every
+ * pair. Weights are packed by
  * unit blocks of 8: block jb holds, for each group of 4 inputs kq, the 4 gates' 8 units x 4
  * inputs (128 bytes). Then x . w_n = (s_n / 63) (sum_k q_k w_nk - 64 sum_k w_nk): `cs64` holds
  * 64 sum_k w_nk, `mul` s_n / 63. */
@@ -220,8 +222,8 @@ cell8_body(const int32_t *restrict acc, const int32_t *restrict cs64, const floa
         const int64_t *ids, const float *c_prev, int64_t c_prev_stride, float *c_out,          \
         int64_t c_out_stride, float *h_out, int64_t h_out_stride, uint8_t *q_out,              \
         int64_t q_out_stride
-#define LQ_ROW_EPILOGUE(acc, b)                                                                \
-    cell8_body((acc), cs64, mul, bias, table ? table + ids[b] * 4 * H : NULL, H, jb * 8,       \
+#define LQ_ROW_EPILOGUE(CELL, acc, b)                                                          \
+    CELL((acc), cs64, mul, bias, table ? table + ids[b] * 4 * H : NULL, H, jb * 8,       \
                c_prev + (b) * c_prev_stride, c_out + (b) * c_out_stride,                       \
                h_out + (b) * h_out_stride, q_out ? q_out + (b) * q_out_stride : NULL)
 
@@ -243,6 +245,12 @@ tile_generic(const uint8_t *restrict x0, const uint8_t *restrict x1, const int8_
         }
 }
 
+static inline __attribute__((always_inline)) int32_t load4(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 /* AVX2: the 2 x 32 sums in 8 registers; per group of 4 inputs, each row's 4 bytes broadcast,
  * vpmaddubsw (u8 x s8 -> pairs summed in 16 bits) and vpmaddwd by 1 (-> 32 bits). */
@@ -251,21 +259,53 @@ tile_avx2(const uint8_t *x0, const uint8_t *x1, const int8_t *wb, int64_t Kq, in
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i s00 = _mm256_setzero_si256(), s01 = s00, s02 = s00, s03 = s00;
     __m256i s10 = s00, s11 = s00, s12 = s00, s13 = s00;
-    for (int64_t kq = 0; kq < Kq; kq++) {
+#define LQ_BCAST(x, kq) _mm256_set1_epi32(load4((x) + 4 * (kq)))
+#define LQ_W(kq, j) _mm256_loadu_si256((const __m256i *)(wb + (kq) * 128 + 32 * (j)))
+#define LQ_MUL(av, kq, j) _mm256_maddubs_epi16(av, LQ_W(kq, j))
+#define LQ_ADD(s, p) s = _mm256_add_epi32(s, _mm256_madd_epi16(p, ones))
+    int64_t kq = 0;
+    /* two groups of 4 inputs per 32-bit widening: |w| <= 63, so four products of a column sum
+     * to at most 4 x 127 x 63 = 32004 in 16 bits. In assembly: compilers spill accumulators
+     * here (8 of them, the 4 broadcast inputs and the constant take 13 of the 16 registers). */
+    for (; kq + 2 <= Kq; kq += 2) {
+        __m256i a0, b0, a1, b1, t0, t1, t2;
         const int8_t *wk = wb + kq * 128;
-        const __m256i w0 = _mm256_loadu_si256((const __m256i *)wk);
-        const __m256i w1 = _mm256_loadu_si256((const __m256i *)(wk + 32));
-        const __m256i w2 = _mm256_loadu_si256((const __m256i *)(wk + 64));
-        const __m256i w3 = _mm256_loadu_si256((const __m256i *)(wk + 96));
-        int32_t v0, v1;
-        memcpy(&v0, x0 + 4 * kq, 4);
-        memcpy(&v1, x1 + 4 * kq, 4);
-        const __m256i a0 = _mm256_set1_epi32(v0), a1 = _mm256_set1_epi32(v1);
-#define LQ_MAC(s, av, wv) s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(av, wv), ones))
-        LQ_MAC(s00, a0, w0); LQ_MAC(s01, a0, w1); LQ_MAC(s02, a0, w2); LQ_MAC(s03, a0, w3);
-        LQ_MAC(s10, a1, w0); LQ_MAC(s11, a1, w1); LQ_MAC(s12, a1, w2); LQ_MAC(s13, a1, w3);
-#undef LQ_MAC
+        const uint8_t *p0 = x0 + 4 * kq, *p1 = x1 + 4 * kq;
+#define LQ_COL(J, S0, S1)                                                                      \
+    "vpmaddubsw " #J "*32(%[w]), %[a0], %[t0]\n\t"                                              \
+    "vpmaddubsw 128+" #J "*32(%[w]), %[b0], %[t1]\n\t"                                          \
+    "vpaddw %[t1], %[t0], %[t0]\n\t"                                                           \
+    "vpmaddwd %[ones], %[t0], %[t0]\n\t"                                                       \
+    "vpaddd %[t0], %[" #S0 "], %[" #S0 "]\n\t"                                                 \
+    "vpmaddubsw " #J "*32(%[w]), %[a1], %[t1]\n\t"                                              \
+    "vpmaddubsw 128+" #J "*32(%[w]), %[b1], %[t2]\n\t"                                          \
+    "vpaddw %[t2], %[t1], %[t1]\n\t"                                                           \
+    "vpmaddwd %[ones], %[t1], %[t1]\n\t"                                                       \
+    "vpaddd %[t1], %[" #S1 "], %[" #S1 "]\n\t"
+        __asm__("vpbroadcastd (%[p0]), %[a0]\n\t"
+                "vpbroadcastd 4(%[p0]), %[b0]\n\t"
+                "vpbroadcastd (%[p1]), %[a1]\n\t"
+                "vpbroadcastd 4(%[p1]), %[b1]\n\t"
+                LQ_COL(0, s00, s10) LQ_COL(1, s01, s11) LQ_COL(2, s02, s12) LQ_COL(3, s03, s13)
+                : [s00] "+x"(s00), [s01] "+x"(s01), [s02] "+x"(s02), [s03] "+x"(s03),
+                  [s10] "+x"(s10), [s11] "+x"(s11), [s12] "+x"(s12), [s13] "+x"(s13),
+                  [a0] "=&x"(a0), [b0] "=&x"(b0), [a1] "=&x"(a1), [b1] "=&x"(b1),
+                  [t0] "=&x"(t0), [t1] "=&x"(t1), [t2] "=&x"(t2)
+                : [w] "r"(wk), [p0] "r"(p0), [p1] "r"(p1), [ones] "x"(ones)
+                : "memory");
+#undef LQ_COL
     }
+    if (kq < Kq) {
+        const __m256i a0 = LQ_BCAST(x0, kq), a1 = LQ_BCAST(x1, kq);
+        LQ_ADD(s00, LQ_MUL(a0, kq, 0)); LQ_ADD(s01, LQ_MUL(a0, kq, 1));
+        LQ_ADD(s02, LQ_MUL(a0, kq, 2)); LQ_ADD(s03, LQ_MUL(a0, kq, 3));
+        LQ_ADD(s10, LQ_MUL(a1, kq, 0)); LQ_ADD(s11, LQ_MUL(a1, kq, 1));
+        LQ_ADD(s12, LQ_MUL(a1, kq, 2)); LQ_ADD(s13, LQ_MUL(a1, kq, 3));
+    }
+#undef LQ_BCAST
+#undef LQ_W
+#undef LQ_MUL
+#undef LQ_ADD
     _mm256_storeu_si256((__m256i *)acc[0], s00);
     _mm256_storeu_si256((__m256i *)(acc[0] + 8), s01);
     _mm256_storeu_si256((__m256i *)(acc[0] + 16), s02);
@@ -275,6 +315,61 @@ tile_avx2(const uint8_t *x0, const uint8_t *x1, const int8_t *wb, int64_t Kq, in
     _mm256_storeu_si256((__m256i *)(acc[1] + 16), s12);
     _mm256_storeu_si256((__m256i *)(acc[1] + 24), s13);
 }
+
+/* cell8_body in AVX2: the same arithmetic on one register of 8 units, the sigmoids' division
+ * by a reciprocal estimate and one Newton step (relative error about 1e-7, as the division's). */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp8_avx2(__m256 x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    const __m256 big = _mm256_set1_ps(12582912.0f);
+    const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), big), big);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 sigmoid8_avx2(__m256 x) {
+    const __m256 d = _mm256_add_ps(_mm256_set1_ps(1.0f), exp8_avx2(_mm256_sub_ps(_mm256_setzero_ps(), x)));
+    const __m256 r = _mm256_rcp_ps(d);
+    return _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0f)));
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+cell8_avx2(const int32_t *restrict acc, const int32_t *restrict cs64, const float *restrict mul,
+           const float *restrict bias, const float *restrict tab, int64_t H, int64_t j0,
+           const float *restrict c0, float *restrict c1, float *restrict h1, uint8_t *restrict q) {
+    __m256 g[4];
+    for (int k = 0; k < 4; k++) {
+        const int64_t n = k * H + j0;
+        const __m256i a = _mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)(acc + 8 * k)),
+                                           _mm256_loadu_si256((const __m256i *)(cs64 + n)));
+        __m256 b = _mm256_loadu_ps(bias + n);
+        if (tab)
+            b = _mm256_add_ps(b, _mm256_loadu_ps(tab + n));
+        g[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_loadu_ps(mul + n), b);
+    }
+    const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
+    const __m256 i = sigmoid8_avx2(g[0]), f = sigmoid8_avx2(g[1]), o = sigmoid8_avx2(g[3]);
+    const __m256 a = _mm256_fmsub_ps(two, sigmoid8_avx2(g[2]), one);
+    const __m256 c = _mm256_fmadd_ps(f, _mm256_loadu_ps(c0 + j0), _mm256_mul_ps(i, a));
+    _mm256_storeu_ps(c1 + j0, c);
+    const __m256 h = _mm256_mul_ps(o, _mm256_fmsub_ps(two, sigmoid8_avx2(_mm256_add_ps(c, c)), one));
+    _mm256_storeu_ps(h1 + j0, h);
+    if (q) { /* quant_one: truncation of 63 h + 64.5 clamped to [1, 127] */
+        __m256 v = _mm256_fmadd_ps(h, _mm256_set1_ps(Q_SCALE), _mm256_set1_ps(Q_ZERO + 0.5f));
+        v = _mm256_min_ps(_mm256_max_ps(v, one), _mm256_set1_ps(127.0f));
+        const __m256i w = _mm256_cvttps_epi32(v);  /* 8 x int32 in [1, 127] */
+        const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+        _mm_storel_epi64((__m128i *)(q + j0), _mm_packus_epi16(w16, w16));
+    }
+}
 #endif
 
 /* Rows are taken in blocks: a block's table rows and states stay in L2 while every unit block
@@ -283,7 +378,7 @@ tile_avx2(const uint8_t *x0, const uint8_t *x1, const int8_t *wb, int64_t Kq, in
 
 /* One int8 LSTM layer step: for each block of rows, each unit block's tiles, then the cell on
  * them (the integer sums are exact, so the generic and AVX2 code give the same ones). */
-#define LQ_BODY(TILE)                                                                          \
+#define LQ_BODY(TILE, CELL)                                                                        \
     int32_t acc[2][32] __attribute__((aligned(32)));                                           \
     for (int64_t b0 = 0; b0 < rows; b0 += LQ_ROW_BLOCK) {                                      \
         const int64_t b1 = b0 + LQ_ROW_BLOCK < rows ? b0 + LQ_ROW_BLOCK : rows;                \
@@ -293,14 +388,14 @@ tile_avx2(const uint8_t *x0, const uint8_t *x1, const int8_t *wb, int64_t Kq, in
                 const int two = b + 1 < b1;                                                    \
                 const uint8_t *x0 = a + b * a_stride;                                          \
                 TILE(x0, two ? x0 + a_stride : x0, wb, Kq, acc);                               \
-                LQ_ROW_EPILOGUE(acc[0], b);                                                    \
+                LQ_ROW_EPILOGUE(CELL, acc[0], b);                                                 \
                 if (two)                                                                       \
-                    LQ_ROW_EPILOGUE(acc[1], b + 1);                                            \
+                    LQ_ROW_EPILOGUE(CELL, acc[1], b + 1);                                         \
             }                                                                                  \
         }                                                                                      \
     }
 
-static void lstm_int8_generic(LQ_ARGS) { LQ_BODY(tile_generic) }
+static void lstm_int8_generic(LQ_ARGS) { LQ_BODY(tile_generic, cell8_body) }
 
 static void quant_generic(const float *src, int64_t src_stride, int64_t rows, int64_t width,
                           uint8_t *dst, int64_t dst_stride) {
@@ -395,7 +490,7 @@ lse_tile(const int32_t *restrict acc, const int32_t *restrict cs64, const float 
 static void lse_int8_generic(LO_ARGS) { LO_BODY(tile_generic) }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("avx2,fma"))) static void lstm_int8_avx2(LQ_ARGS) { LQ_BODY(tile_avx2) }
+__attribute__((target("avx2,fma"))) static void lstm_int8_avx2(LQ_ARGS) { LQ_BODY(tile_avx2, cell8_avx2) }
 __attribute__((target("avx2,fma"))) static void lse_int8_avx2(LO_ARGS) { LO_BODY(tile_avx2) }
 
 __attribute__((target("avx2,fma"))) static void quant_avx2(const float *src, int64_t src_stride,

@@ -212,6 +212,27 @@ def test_lstm_int8_layer_equals_integer_arithmetic(K, with_table):
 
 
 @needs_kernels
+def test_int8_sums_at_the_extremes_do_not_overflow():
+    """Weights on 63 levels (|q| <= 63) and inputs in [1, 127]: the AVX2 code sums four products
+    of a column in 16 bits before widening, at most 4 x 127 x 63 = 32004; the extremes (every
+    weight +-63, every input 127 or 1) give the integer reference."""
+    H, K, B = 8, 64, 6
+    w = torch.ones(4 * H, K)
+    w[1::2] = -1.0
+    layer = native.Int8LSTMLayer(w)
+    assert layer.weight_q.abs().max() == native.W_MAX == 63
+    x = torch.ones(B, K)
+    x[1] = -1.0
+    x[2, ::2] = -1.0
+    x_q = torch.empty(B, K, dtype=torch.uint8)
+    native.quantize_rows(x, x_q)
+    c_prev, c_out, h_out = torch.zeros(B, H), torch.empty(B, H), torch.empty(B, H)
+    native.lstm_int8(x_q, layer, c_prev, c_out, h_out)
+    c, h = integer_reference(x_q, layer, c_prev)
+    assert (c_out.double() - c).abs().max() < 2e-6 and (h_out.double() - h).abs().max() < 2e-6
+
+
+@needs_kernels
 def test_lstm_int8_refuses_bad_tensors():
     layer = native.Int8LSTMLayer(torch.randn(32, 8))
     x_q, c = torch.zeros(4, 8, dtype=torch.uint8), torch.zeros(4, 8)

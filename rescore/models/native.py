@@ -153,8 +153,10 @@ def logsumexp_rows(x: Tensor) -> Tensor:
 
 
 # int8 LSTM layers (--precision int8): states quantised with a fixed scale, q = round(63 x) +
-# 64 (an LSTM's h lies in [-1, 1]; 7 bits, _kernels.c says why), weights int8 per gate row.
+# 64 (an LSTM's h lies in [-1, 1]; 7 bits), weights per gate row on 63 levels a side (_kernels.c
+# says why).
 Q_ZERO, Q_SCALE = 64, 63.0
+W_MAX = 63
 
 
 def int8_fused_usable() -> bool:
@@ -171,11 +173,12 @@ def int8_layers_usable(hidden: int) -> bool:
 
 def _int8_rows(weight: Tensor) -> Tuple[Tensor, Tensor, int]:
     """(q, scale, K) of a (N, K) float weight: q (N, K rounded up to 4) int8, each row on its
-    own scale max |w_n| / 127 (scale (N,)), the padded inputs' weights 0."""
+    own scale max |w_n| / W_MAX (scale (N,); 63 levels a side, _kernels.c says why), the padded
+    inputs' weights 0."""
     w = weight.detach().float()
     N, K = w.shape
-    scale = (w.abs().amax(dim=1) / 127.0).clamp_min(1e-12)
-    q = torch.round(w / scale[:, None]).clamp_(-127, 127).to(torch.int8)
+    scale = (w.abs().amax(dim=1) / W_MAX).clamp_min(1e-12)
+    q = torch.round(w / scale[:, None]).clamp_(-W_MAX, W_MAX).to(torch.int8)
     return torch.cat([q, q.new_zeros(N, -K % 4)], 1), scale, K
 
 
@@ -186,7 +189,7 @@ def _zero_sums(q: Tensor) -> Tensor:
 
 class Int8LSTMLayer:
     """One LSTM layer's products ``x @ weight.T + bias`` in int8 for ``lstm_int8``: ``weight``
-    (4H, K) float (gate order i, f, u, o), quantised per row (scale max |w_n| / 127), packed
+    (4H, K) float (gate order i, f, u, o), quantised per row (scale max |w_n| / 63), packed
     in blocks of 8 units; ``bias`` (4H,) float32 or None."""
 
     def __init__(self, weight: Tensor, bias: Optional[Tensor] = None):
@@ -253,7 +256,7 @@ def lstm_int8(x_q: Tensor, layer: Int8LSTMLayer, c_prev: Tensor, c_out: Tensor, 
 
 class Int8OutputLayer:
     """An output layer ``x @ weight.T + bias`` ((V, K) float weight, (V,) bias or None) in int8
-    for ``logsumexp_int8``: each row quantised (scale max |w_n| / 127), packed as
+    for ``logsumexp_int8``: each row quantised (scale max |w_n| / 63), packed as
     Int8LSTMLayer's, V padded to blocks of 32 rows with weight 0 and bias -inf."""
 
     def __init__(self, weight: Tensor, bias: Optional[Tensor] = None):
