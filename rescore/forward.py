@@ -195,12 +195,10 @@ class Forward:
         states: List[LMState] = []
         start = 0
         while start < B:
-            n = max(1, self.max_tokens // T)
-            if self.normalize and outputs:
-                n = max(1, min(n, self.output_rows // T))
+            n = self._rows_per_call(T, outputs)
             stop = min(B, start + n)
             try:
-                with autocast_for(self.device, self.precision), self.int8(), targets_only():
+                with self.modes():
                     if tree is None:
                         sel = padded_rows(start, stop) if self.pad_rows else slice(start, stop)
                         out, st = self.model(ids[sel], ident[sel], state.select(rows[sel]), **kw)
@@ -230,6 +228,62 @@ class Forward:
         if tree is not None:
             return None
         return states[0] if len(states) == 1 else LMState.cat(states)
+
+
+    def _rows_per_call(self, T: int, outputs: bool = True) -> int:
+        """Rows of T positions per model call: max_tokens, and with normalised outputs on a CPU
+        output_rows."""
+        n = max(1, self.max_tokens // T)
+        if self.normalize and outputs:
+            n = max(1, min(n, self.output_rows // T))
+        return n
+
+    @contextlib.contextmanager
+    def modes(self):
+        """The precision's contexts for the model's calls, and the engine's targets-only reading."""
+        with autocast_for(self.device, self.precision), self.int8(), targets_only():
+            yield
+
+    def level_steps(self, starts: LMState) -> Optional["LevelSteps"]:
+        """The model's one-token steps over trie levels from the start states ``starts``
+        (LevelSteps), or None where it has none (LanguageModel.level_steps): then the engine
+        calls this Forward per level. Call within ``modes()``."""
+        make = getattr(self.model, "level_steps", None)
+        if make is None or self.pad_rows or set(starts.tensors) != {"h", "c"}:
+            return None
+        steps = make(self.device)
+        return None if steps is None else LevelSteps(self, steps, starts)
+
+
+class LevelSteps:
+    """A Forward's calls over the levels of prefix tries, through the model's level steps
+    (LanguageModel.level_steps, e.g. rescore.models.bodies.LSTMLevels): the same rows in the
+    same chunks as ``Forward.__call__`` on one-token rows, without a state object per call."""
+
+    def __init__(self, forward: Forward, steps, starts: LMState):
+        self.forward, self.steps = forward, steps
+        steps.start(starts.tensors["h"], starts.tensors["c"])
+
+    def level(self, ids: Tensor, parents: Tensor, reduce: Callable[[HeadOutput, int, int], None],
+              ident: Optional[Tensor] = None) -> None:
+        """Consume ``ids`` (B,) int64 from the previous level's rows ``parents`` (B,) (at the
+        first level: rows of the start states); ``reduce`` as in ``Forward.__call__``. (A head
+        without history takes no identities: ``ident`` is not read.)"""
+        fw, B = self.forward, ids.shape[0]
+        normalize = fw.normalize or not fw.can_skip
+        n = fw._rows_per_call(1)
+        self.steps.begin(B)
+        for start in range(0, B, n):
+            stop = min(B, start + n)
+            hidden = self.steps.step(start, stop, ids[start:stop], parents[start:stop])
+            reduce(fw.model.head_output(hidden, normalize), start, stop)
+            fw.stats.calls += 1
+            fw.stats.rows += stop - start
+        self.steps.end()
+
+    def states(self, rows: Tensor) -> LMState:
+        """The states after the last level's ``rows``."""
+        return LMState(self.steps.states(rows))
 
 
 def padded_rows(start: int, stop: int) -> Tensor:

@@ -133,26 +133,25 @@ def score_levels(ctx: RunContext, parts: List[Tuple[List[Hyp], int]], starts: LM
     if want_finals:
         for h, n in enumerate(forest.end_node.tolist()):
             ends_at.setdefault(n, []).append(h)
-    states, rows = starts, ctx.tensor([row for _, row in parts])
+    rows = ctx.tensor([row for _, row in parts])
     n_levels = len(forest.level_start) - 1
-    for d in range(n_levels):
-        lo, hi = int(forest.level_start[d]), int(forest.level_start[d + 1])
-        if hi == lo:
-            break
-        e_row, e_id, e_ident, e_slot = forest.level_edges(d)
-        reduce = _level_reducer(ctx, lp, e_row, e_id, e_ident, e_slot)
-        ids = torch.from_numpy(forest.tok_id[lo:hi]).to(ctx.device).view(-1, 1)
-        ident = torch.from_numpy(forest.tok_ident[lo:hi]).to(ctx.device).view(-1, 1)
-        out_states = ctx.forward(ids, ident, states, rows, reduce)
-        ended = forest.level_ends(d) if want_finals else ()
-        if len(ended):
-            kept = out_states.select(torch.from_numpy(ended - lo).to(ctx.device))
-            for j, n in enumerate(ended.tolist()):
-                for h in ends_at[n]:
-                    finals[h] = (kept, j)
-        if d + 1 < n_levels and forest.level_start[d + 2] > hi:
-            states = out_states
-            rows = torch.from_numpy(forest.parent[hi:forest.level_start[d + 2]] - lo).to(ctx.device)
+    with ctx.forward.modes():
+        levels = ctx.forward.level_steps(starts) or _ForwardLevels(ctx, starts)
+        for d in range(n_levels):
+            lo, hi = int(forest.level_start[d]), int(forest.level_start[d + 1])
+            if hi == lo:
+                break
+            reduce = _level_reducer(ctx, lp, *forest.level_edges(d))
+            levels.level(torch.from_numpy(forest.tok_id[lo:hi]).to(ctx.device), rows, reduce,
+                         torch.from_numpy(forest.tok_ident[lo:hi]).to(ctx.device))
+            ended = forest.level_ends(d) if want_finals else ()
+            if len(ended):
+                kept = levels.states(torch.from_numpy(ended - lo).to(ctx.device))
+                for j, n in enumerate(ended.tolist()):
+                    for h in ends_at[n]:
+                        finals[h] = (kept, j)
+            if d + 1 < n_levels and forest.level_start[d + 2] > hi:
+                rows = torch.from_numpy(forest.parent[hi:forest.level_start[d + 2]] - lo).to(ctx.device)
     values = (-lp[torch.from_numpy(forest.path).to(ctx.device)]).double().tolist()
     costs: List[Costs] = []
     pos = 0
@@ -162,6 +161,19 @@ def score_levels(ctx: RunContext, parts: List[Tuple[List[Hyp], int]], starts: LM
             costs.append(values[pos:pos + n])
             pos += n
     return costs, finals
+
+
+class _ForwardLevels:
+    """The levels through ``ctx.forward`` (a model without level steps): LevelSteps' calls."""
+
+    def __init__(self, ctx: RunContext, starts: LMState):
+        self.ctx, self.last = ctx, starts
+
+    def level(self, ids: torch.Tensor, parents: torch.Tensor, reduce, ident: torch.Tensor) -> None:
+        self.last = self.ctx.forward(ids.view(-1, 1), ident.view(-1, 1), self.last, parents, reduce)
+
+    def states(self, rows: torch.Tensor) -> LMState:
+        return self.last.select(rows)
 
 
 def _level_reducer(ctx: RunContext, lp: torch.Tensor, e_row: np.ndarray, e_id: np.ndarray,

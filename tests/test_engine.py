@@ -568,6 +568,41 @@ def test_int8_fused_kernels_in_the_engine(monkeypatch):
     assert calls["lstm_int8"] and calls["logsumexp_int8"]
 
 
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_level_steps_give_the_forward_calls_costs(monkeypatch, precision):
+    """An LSTM with a softmax head runs the trie levels through its level steps
+    (rescore.models.bodies.LSTMLevels: the states kept in arrays, with int8 the quantised h
+    from the kernels): the costs and the carried states of per-level Forward calls, exact and
+    unnormalised, first-pass and rescored carry."""
+    from rescore.models import native, quant
+    from rescore.models.bodies import LSTMLevels
+    from rescore.models.lm import NeuralLM
+
+    if precision == "int8" and (quant.engine() is None or not native.available()):
+        pytest.skip("needs the compiled kernels and a quantised CPU engine")
+    model = real_model({"arch": "lstm", "head": "softmax"})
+    convs = make_conversations(seed=26, n_conv=2, n_utt=(2, 4), n_hyp=(2, 6))
+    steps = []
+    real_step = LSTMLevels.step
+    monkeypatch.setattr(LSTMLevels, "step", lambda self, *a: steps.append(self.fused_int8) or real_step(self, *a))
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for normalize in ("none", "exact"):
+            for carry in ("first-pass", "rescored"):
+                kw = dict(weight=0.7, device="cpu", normalize=normalize, precision=precision,
+                          state_carry=carry, progress=False)
+                got = score_nbest(model, convs, **kw)
+                with monkeypatch.context() as m:
+                    m.setattr(NeuralLM, "level_steps", lambda self, device: None)
+                    ref = score_nbest(model, convs, **kw)
+                flat = lambda cs: [c for conv in cs for utt in conv for hyp in utt for c in hyp]  # noqa: E731
+                assert flat(got) == pytest.approx(flat(ref), abs=1e-5 if precision == "fp32" else 1e-4)
+    finally:
+        torch.set_num_threads(before)
+    assert steps and set(steps) == {precision == "int8"}
+
+
 def test_int8_products_match_the_float_layer():
     """rescore.models.quant.Int8Linear: within the int8 rounding of the float product, and
     refused on CUDA (no quantised engine there)."""

@@ -163,6 +163,11 @@ class LSTMBody(nn.Module):
                              q_out=xq[k + 1][:, :H] if k + 1 < self.layers else None)
         return hs[:, -1].unsqueeze(1), {"h": hs, "c": cs}
 
+    def level_steps(self, embedding: Tensor, low: Optional[torch.dtype] = None) -> "LSTMLevels":
+        """step_ids over the levels of prefix tries (rescore.levels), keeping each level's
+        states in arrays: LSTMLevels."""
+        return LSTMLevels(self, embedding, low)
+
     def _step_weights(self, embedding: Tensor, low: Optional[torch.dtype] = None, fused_int8: bool = False):
         """Cached while the weights stay: the (V, 4H) layer-0 input projection of every word,
         W_hh0 and, for each upper layer, ([W_ih, W_hh] (4H, 2H), b_ih + b_hh), in the weights'
@@ -196,6 +201,65 @@ class LSTMBody(nn.Module):
                     upper = [w_hh0.to(low or dt)] + [(w.to(low or dt).contiguous(), b) for w, b in ws]
             cache[key] = (table, upper)
         return cache[key]
+
+
+class LSTMLevels:
+    """An LSTM's one-token steps over trie levels: ``start(h, c)`` takes the roots' states
+    ((B, layers, H) each), then each level is ``begin(n)``, ``step`` on its chunks of rows
+    (row b consumes ``ids[b]`` from row ``parents[b]`` of the level before), ``end()``.
+
+    The same arithmetic as ``LSTMBody.step_ids`` on the parents' states, without a state object
+    per call. With the fused int8 kernels (``_step_int8``'s) each level also keeps its h
+    quantised, as the kernels write it, so that the next level reads its parents' quantised
+    states rather than quantising them again."""
+
+    def __init__(self, body: LSTMBody, embedding: Tensor, low: Optional[torch.dtype]):
+        self.body, self.embedding, self.low = body, embedding, low
+        self.fused_int8 = (low is torch.qint8 and native.int8_layers_usable(body.hidden)
+                           and native.usable(embedding))
+        self.table, self.layers = body._step_weights(embedding, low, self.fused_int8)
+
+    def start(self, h: Tensor, c: Tensor) -> None:
+        self.h, self.c = h.float().contiguous(), c.float().contiguous()
+        self.q = None
+        if self.fused_int8:
+            B, L, H = self.h.shape
+            self.q = torch.empty(B, L, H, dtype=torch.uint8)
+            native.quantize_rows(self.h.view(B * L, H), self.q.view(B * L, H))
+
+    def begin(self, n: int) -> None:
+        L, H = self.body.layers, self.body.hidden
+        self.new_h, self.new_c = self.h.new_empty(n, L, H), self.c.new_empty(n, L, H)
+        self.new_q = torch.empty(n, L, H, dtype=torch.uint8) if self.fused_int8 else None
+
+    def step(self, start: int, stop: int, ids: Tensor, parents: Tensor) -> Tensor:
+        """Rows start..stop-1 of the level: ids, parents (stop - start,) int64. Returns their
+        top layer's h (stop - start, 1, H)."""
+        hs, cs = self.new_h[start:stop], self.new_c[start:stop]
+        c_prev = self.c.index_select(0, parents)
+        if not self.fused_int8:
+            state = {"h": self.h.index_select(0, parents), "c": c_prev}
+            hidden, new = self.body.step_ids(ids.view(-1, 1), self.embedding, state, self.low)
+            hs.copy_(new["h"])
+            cs.copy_(new["c"])
+            return hidden
+        L = self.body.layers
+        q_prev, qs = self.q.index_select(0, parents), self.new_q[start:stop]
+        x = q_prev[:, 0]
+        for k in range(L):
+            if k:  # [this level's h of layer k - 1, the parents' h of layer k], quantised
+                x = torch.cat([qs[:, k - 1], q_prev[:, k]], 1)
+            native.lstm_int8(x, self.layers[k], c_prev[:, k], cs[:, k], hs[:, k],
+                             table=self.table if k == 0 else None, ids=ids if k == 0 else None,
+                             q_out=qs[:, k])
+        return hs[:, -1].unsqueeze(1)
+
+    def end(self) -> None:
+        self.h, self.c, self.q = self.new_h, self.new_c, self.new_q
+
+    def states(self, rows: Tensor) -> Dict[str, Tensor]:
+        """The body states of the last level's ``rows``."""
+        return {"h": self.h.index_select(0, rows), "c": self.c.index_select(0, rows)}
 
 
 def _double_cell_input(hidden: int) -> Tensor:

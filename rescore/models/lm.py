@@ -96,9 +96,7 @@ class NeuralLM(LanguageModel):
                 normalize: bool = True) -> Tuple[HeadOutput, LMState]:
         emb = self.drop(self.embedding(ids))  # (B, T, H)
         dev = ids.device.type
-        low = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
-        if dev == "cpu" and quant.enabled():
-            low = torch.qint8  # --precision int8 (rescore.models.quant)
+        low = _low_precision(dev)
         if (ids.shape[1] == 1 and not self.training and not torch.is_grad_enabled()
                 and hasattr(self.body, "step_ids") and (low is None or dev == "cpu")):
             # one token per row at inference (the engine's trie levels): the body's fast step
@@ -109,6 +107,24 @@ class NeuralLM(LanguageModel):
         hidden = self.drop(hidden)
         out, head_state = self.head(hidden, emb, ident, state.tensors, normalize=normalize)
         return out, LMState({**body_state, **head_state})
+
+    def level_steps(self, device: torch.device):
+        """One-token steps over trie levels at inference (the body's ``level_steps``; their
+        hidden states go to ``head_output``), or None: for a body that has them and a head
+        without history or state (SoftmaxHead), on a CPU, inside the precision's contexts as
+        ``forward``."""
+        if (self.training or torch.is_grad_enabled() or device.type != "cpu"
+                or not isinstance(self.head, SoftmaxHead) or not hasattr(self.body, "level_steps")):
+            return None
+        low = _low_precision(device.type)
+        if low not in (None, torch.qint8):  # (bf16: the engine pads rows, rescore.forward)
+            return None
+        return self.body.level_steps(self.embedding.weight, low)
+
+    def head_output(self, hidden: Tensor, normalize: bool = True) -> HeadOutput:
+        """The output of a head without history (SoftmaxHead) for hidden states (B, T, H)."""
+        out, _ = self.head(self.drop(hidden), None, None, {}, normalize=normalize)
+        return out
 
     @property
     def supports_tree(self) -> bool:
@@ -126,3 +142,12 @@ class NeuralLM(LanguageModel):
         hidden = self.drop(self.body.forward_tree(emb, depth, ancestor, state.tensors))
         out, _ = self.head(hidden, emb, ident, state.tensors, normalize=normalize)
         return out
+
+
+def _low_precision(dev: str) -> Optional[torch.dtype]:
+    """The products' dtype on device type ``dev`` here: autocast's, torch.qint8 inside
+    rescore.models.quant.int8_products on a CPU (--precision int8), else None (the weights')."""
+    low = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
+    if dev == "cpu" and quant.enabled():
+        low = torch.qint8
+    return low
