@@ -222,10 +222,25 @@ cell8_body(const int32_t *restrict acc, const int32_t *restrict cs64, const floa
         const int64_t *ids, const float *c_prev, int64_t c_prev_stride, float *c_out,          \
         int64_t c_out_stride, float *h_out, int64_t h_out_stride, uint8_t *q_out,              \
         int64_t q_out_stride
-#define LQ_ROW_EPILOGUE(CELL, acc, b)                                                          \
-    CELL((acc), cs64, mul, bias, table ? table + ids[b] * 4 * H : NULL, H, jb * 8,       \
+#define LQ_ROW_EPILOGUE(acc, b)                                                                \
+    cell8_body((acc), cs64, mul, bias, table ? table + ids[b] * 4 * H : NULL, H, jb * 8,       \
                c_prev + (b) * c_prev_stride, c_out + (b) * c_out_stride,                       \
                h_out + (b) * h_out_stride, q_out ? q_out + (b) * q_out_stride : NULL)
+/* The cell on the tile's rows b and, if `two`, b + 1: row by row, or both at once in AVX2. */
+#define LQ_CELL_GENERIC(acc, b, two)                                                           \
+    do {                                                                                       \
+        LQ_ROW_EPILOGUE(acc[0], b);                                                            \
+        if (two)                                                                               \
+            LQ_ROW_EPILOGUE(acc[1], (b) + 1);                                                  \
+    } while (0)
+#define LQ_ROW_AT(base, stride, b) ((base) ? (base) + (b) * (stride) : NULL)
+#define LQ_CELL_AVX2(acc, b, two)                                                              \
+    cell8x2_avx2(acc, two, cs64, mul, bias, table ? table + ids[b] * 4 * H : NULL,             \
+                 table && two ? table + ids[(b) + 1] * 4 * H : NULL, H, jb * 8,                \
+                 c_prev + (b) * c_prev_stride, c_prev + ((b) + two) * c_prev_stride,           \
+                 c_out + (b) * c_out_stride, c_out + ((b) + two) * c_out_stride,               \
+                 h_out + (b) * h_out_stride, h_out + ((b) + two) * h_out_stride,               \
+                 LQ_ROW_AT(q_out, q_out_stride, b), LQ_ROW_AT(q_out, q_out_stride, (b) + two))
 
 /* The integer sums of two rows x0, x1 (x1 may be x0) against one block of 32 packed output
  * columns (Kq groups of 4 inputs, 128 bytes each: 32 columns x 4 inputs): acc[row][column]. */
@@ -316,58 +331,135 @@ tile_avx2(const uint8_t *x0, const uint8_t *x1, const int8_t *wb, int64_t Kq, in
     _mm256_storeu_si256((__m256i *)(acc[1] + 24), s13);
 }
 
-/* cell8_body in AVX2: the same arithmetic on one register of 8 units, the sigmoids' division
- * by a reciprocal estimate and one Newton step (relative error about 1e-7, as the division's). */
-__attribute__((target("avx2,fma"), always_inline)) static inline __m256 exp8_avx2(__m256 x) {
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-    const __m256 big = _mm256_set1_ps(12582912.0f);
-    const __m256 n = _mm256_sub_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), big), big);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fmadd_ps(n, _mm256_set1_ps(2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-    p = _mm256_add_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, r), r, r), _mm256_set1_ps(1.0f));
-    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
+/* cell8_body in AVX2 on two rows at once (b and b + 1, the tile's), each step of the sigmoids
+ * done for all of their registers before the next (step-major), so that the core overlaps
+ * their dependency chains. sigmoid(x) = 1 / (1 + 2^t), t = -x log2 e: 2^t = 2^n 2^f with n =
+ * round(t), f in [-1/2, 1/2], 2^f by a degree-5 polynomial (relative error 2.4e-7 in float;
+ * exp2_avx2), the division by a reciprocal estimate and one Newton step. */
+#define SIG_C5 1.3277778634801507e-3f
+#define SIG_C4 9.675553068518639e-3f
+#define SIG_C3 5.550709366798401e-2f
+#define SIG_C2 2.4022118747234344e-1f
+#define SIG_C1 6.931469440460205e-1f
+#define SIG_C0 1.0000001192092896f
 
-__attribute__((target("avx2,fma"), always_inline)) static inline __m256 sigmoid8_avx2(__m256 x) {
-    const __m256 d = _mm256_add_ps(_mm256_set1_ps(1.0f), exp8_avx2(_mm256_sub_ps(_mm256_setzero_ps(), x)));
-    const __m256 r = _mm256_rcp_ps(d);
-    return _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0f)));
-}
-
-__attribute__((target("avx2,fma"), always_inline)) static inline void
-cell8_avx2(const int32_t *restrict acc, const int32_t *restrict cs64, const float *restrict mul,
-           const float *restrict bias, const float *restrict tab, int64_t H, int64_t j0,
-           const float *restrict c0, float *restrict c1, float *restrict h1, uint8_t *restrict q) {
-    __m256 g[4];
-    for (int k = 0; k < 4; k++) {
-        const int64_t n = k * H + j0;
-        const __m256i a = _mm256_sub_epi32(_mm256_loadu_si256((const __m256i *)(acc + 8 * k)),
-                                           _mm256_loadu_si256((const __m256i *)(cs64 + n)));
-        __m256 b = _mm256_loadu_ps(bias + n);
-        if (tab)
-            b = _mm256_add_ps(b, _mm256_loadu_ps(tab + n));
-        g[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_loadu_ps(mul + n), b);
+/* 2^t[k] in place for n registers, t in [-126, 126] */
+__attribute__((target("avx2,fma"), always_inline)) static inline void exp2_avx2(__m256 *t, int n) {
+    __m256 f[8];
+    __m256i e[8];
+    for (int k = 0; k < n; k++) {
+        const __m256 r = _mm256_round_ps(t[k], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        f[k] = _mm256_sub_ps(t[k], r);
+        e[k] = _mm256_slli_epi32(_mm256_cvtps_epi32(r), 23);
     }
-    const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
-    const __m256 i = sigmoid8_avx2(g[0]), f = sigmoid8_avx2(g[1]), o = sigmoid8_avx2(g[3]);
-    const __m256 a = _mm256_fmsub_ps(two, sigmoid8_avx2(g[2]), one);
-    const __m256 c = _mm256_fmadd_ps(f, _mm256_loadu_ps(c0 + j0), _mm256_mul_ps(i, a));
-    _mm256_storeu_ps(c1 + j0, c);
-    const __m256 h = _mm256_mul_ps(o, _mm256_fmsub_ps(two, sigmoid8_avx2(_mm256_add_ps(c, c)), one));
-    _mm256_storeu_ps(h1 + j0, h);
-    if (q) { /* quant_one: truncation of 63 h + 64.5 clamped to [1, 127] */
-        __m256 v = _mm256_fmadd_ps(h, _mm256_set1_ps(Q_SCALE), _mm256_set1_ps(Q_ZERO + 0.5f));
-        v = _mm256_min_ps(_mm256_max_ps(v, one), _mm256_set1_ps(127.0f));
-        const __m256i w = _mm256_cvttps_epi32(v);  /* 8 x int32 in [1, 127] */
-        const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-        _mm_storel_epi64((__m128i *)(q + j0), _mm_packus_epi16(w16, w16));
+    for (int k = 0; k < n; k++) t[k] = _mm256_fmadd_ps(_mm256_set1_ps(SIG_C5), f[k], _mm256_set1_ps(SIG_C4));
+    for (int k = 0; k < n; k++) t[k] = _mm256_fmadd_ps(t[k], f[k], _mm256_set1_ps(SIG_C3));
+    for (int k = 0; k < n; k++) t[k] = _mm256_fmadd_ps(t[k], f[k], _mm256_set1_ps(SIG_C2));
+    for (int k = 0; k < n; k++) t[k] = _mm256_fmadd_ps(t[k], f[k], _mm256_set1_ps(SIG_C1));
+    for (int k = 0; k < n; k++) t[k] = _mm256_fmadd_ps(t[k], f[k], _mm256_set1_ps(SIG_C0));
+    for (int k = 0; k < n; k++) /* 2^n 2^f: n added to the exponent */
+        t[k] = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(t[k]), e[k]));
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline void sigmoid_avx2(__m256 *v, int n) {
+    __m256 t[8];
+    for (int k = 0; k < n; k++) {
+        t[k] = _mm256_mul_ps(v[k], _mm256_set1_ps(-1.44269504088896341f));
+        t[k] = _mm256_min_ps(_mm256_max_ps(t[k], _mm256_set1_ps(-126.0f)), _mm256_set1_ps(126.0f));
+    }
+    exp2_avx2(t, n);
+    for (int k = 0; k < n; k++) { /* 1 / (1 + 2^t) */
+        const __m256 d = _mm256_add_ps(_mm256_set1_ps(1.0f), t[k]);
+        const __m256 r = _mm256_rcp_ps(d);
+        v[k] = _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0f)));
+    }
+}
+
+/* The cell on 8 units (j0..j0+7) of rows b and, if `two`, b + 1, from the tile's sums acc[2][32]. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+cell8x2_avx2(const int32_t (*acc)[32], int two, const int32_t *restrict cs64, const float *restrict mul,
+             const float *restrict bias, const float *restrict tab0, const float *restrict tab1, int64_t H,
+             int64_t j0, const float *restrict c0a, const float *restrict c0b, float *restrict c1a,
+             float *restrict c1b, float *restrict h1a, float *restrict h1b, uint8_t *restrict qa,
+             uint8_t *restrict qb) {
+    __m256 g[8];
+    for (int r = 0; r < 2; r++) {
+        const float *tab = r ? tab1 : tab0;
+        for (int k = 0; k < 4; k++) {
+            const int64_t n = k * H + j0;
+            const __m256i a = _mm256_sub_epi32(_mm256_load_si256((const __m256i *)(acc[r] + 8 * k)),
+                                               _mm256_loadu_si256((const __m256i *)(cs64 + n)));
+            __m256 b = _mm256_loadu_ps(bias + n);
+            if (tab)
+                b = _mm256_add_ps(b, _mm256_loadu_ps(tab + n));
+            g[4 * r + k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_loadu_ps(mul + n), b);
+        }
+    }
+    sigmoid_avx2(g, 8);
+    const __m256 one = _mm256_set1_ps(1.0f), two_ = _mm256_set1_ps(2.0f);
+    __m256 c[2], t[2];
+    for (int r = 0; r < 2; r++) {
+        const __m256 a = _mm256_fmsub_ps(two_, g[4 * r + 2], one);
+        c[r] = _mm256_fmadd_ps(g[4 * r + 1], _mm256_loadu_ps((r ? c0b : c0a) + j0), _mm256_mul_ps(g[4 * r], a));
+        t[r] = _mm256_add_ps(c[r], c[r]);
+    }
+    sigmoid_avx2(t, 2);
+    for (int r = 0; r < 1 + two; r++) {
+        const __m256 h = _mm256_mul_ps(g[4 * r + 3], _mm256_fmsub_ps(two_, t[r], one));
+        _mm256_storeu_ps((r ? c1b : c1a) + j0, c[r]);
+        _mm256_storeu_ps((r ? h1b : h1a) + j0, h);
+        uint8_t *q = r ? qb : qa;
+        if (q) { /* quant_one: truncation of 63 h + 64.5 clamped to [1, 127] */
+            __m256 v = _mm256_fmadd_ps(h, _mm256_set1_ps(Q_SCALE), _mm256_set1_ps(Q_ZERO + 0.5f));
+            v = _mm256_min_ps(_mm256_max_ps(v, one), _mm256_set1_ps(127.0f));
+            const __m256i w = _mm256_cvttps_epi32(v); /* 8 x int32 in [1, 127] */
+            const __m128i w16 = _mm_packs_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+            _mm_storel_epi64((__m128i *)(q + j0), _mm_packus_epi16(w16, w16));
+        }
+    }
+}
+
+/* lse_tile (below) on the tile's two rows in AVX2: their 2 x 32 logits, each row's running
+ * max, and the exps of both rows' logits step-major (exp2_avx2). */
+__attribute__((target("avx2,fma"), always_inline)) static inline void
+lse_tile2_avx2(const int32_t (*acc)[32], int two, const int32_t *restrict cs64, const float *restrict mul,
+               const float *restrict bias, const float *rs, float *m, double *s) {
+    __m256 t[8];
+    float m2[2] = {m[0], two ? m[1] : m[0]};  /* (without a second row: the first one again, unkept) */
+    double s2[2] = {s[0], two ? s[1] : s[0]};
+    const float rs2[2] = {rs[0], two ? rs[1] : rs[0]};
+    for (int r = 0; r < 2; r++) {
+        const __m256 scale = _mm256_set1_ps(rs2[r]);
+        __m256 tm = _mm256_set1_ps(-INFINITY);
+        for (int k = 0; k < 4; k++) {
+            const __m256i a = _mm256_sub_epi32(_mm256_load_si256((const __m256i *)(acc[r] + 8 * k)),
+                                               _mm256_loadu_si256((const __m256i *)(cs64 + 8 * k)));
+            t[4 * r + k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(a), _mm256_mul_ps(_mm256_loadu_ps(mul + 8 * k), scale),
+                                           _mm256_loadu_ps(bias + 8 * k));
+            tm = _mm256_max_ps(tm, t[4 * r + k]);
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(tm), _mm256_extractf128_ps(tm, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        const float mx = _mm_cvtss_f32(h);
+        if (mx > m2[r]) {
+            s2[r] *= exp((double)m2[r] - (double)mx);
+            m2[r] = mx;
+        }
+        const __m256 mm = _mm256_set1_ps(m2[r]);
+        for (int k = 0; k < 4; k++) /* (t - m) log2 e in [-126, 0] */
+            t[4 * r + k] = _mm256_max_ps(_mm256_mul_ps(_mm256_sub_ps(t[4 * r + k], mm),
+                                                       _mm256_set1_ps(1.44269504088896341f)),
+                                         _mm256_set1_ps(-126.0f));
+    }
+    exp2_avx2(t, 8);
+    for (int r = 0; r < 1 + two; r++) {
+        const __m256 v = _mm256_add_ps(_mm256_add_ps(t[4 * r], t[4 * r + 1]), _mm256_add_ps(t[4 * r + 2], t[4 * r + 3]));
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_add_ss(h, _mm_movehdup_ps(h));
+        m[r] = m2[r];
+        s[r] = s2[r] + (double)_mm_cvtss_f32(h);
     }
 }
 #endif
@@ -388,14 +480,12 @@ cell8_avx2(const int32_t *restrict acc, const int32_t *restrict cs64, const floa
                 const int two = b + 1 < b1;                                                    \
                 const uint8_t *x0 = a + b * a_stride;                                          \
                 TILE(x0, two ? x0 + a_stride : x0, wb, Kq, acc);                               \
-                LQ_ROW_EPILOGUE(CELL, acc[0], b);                                                 \
-                if (two)                                                                       \
-                    LQ_ROW_EPILOGUE(CELL, acc[1], b + 1);                                         \
+                CELL(acc, b, two);                                                             \
             }                                                                                  \
         }                                                                                      \
     }
 
-static void lstm_int8_generic(LQ_ARGS) { LQ_BODY(tile_generic, cell8_body) }
+static void lstm_int8_generic(LQ_ARGS) { LQ_BODY(tile_generic, LQ_CELL_GENERIC) }
 
 static void quant_generic(const float *src, int64_t src_stride, int64_t rows, int64_t width,
                           uint8_t *dst, int64_t dst_stride) {
@@ -457,10 +547,10 @@ lse_tile(const int32_t *restrict acc, const int32_t *restrict cs64, const float 
     *s += part;
 }
 
-#define LO_BODY(TILE)                                                                          \
+#define LO_BODY(TILE, LSE)                                                                        \
     int32_t acc[2][32] __attribute__((aligned(32)));                                           \
     float m[LO_ROW_BLOCK];                                                                     \
-    double s[LO_ROW_BLOCK];                                                                    \
+    double s[LO_ROW_BLOCK];                                                                      \
     const int64_t Kp = 4 * Kq;                                                                 \
     quant_scaled_body(x, x_stride, rows, K, Kq, q, qscale);                                    \
     for (int64_t b0 = 0; b0 < rows; b0 += LO_ROW_BLOCK) {                                      \
@@ -476,22 +566,29 @@ lse_tile(const int32_t *restrict acc, const int32_t *restrict cs64, const float 
                 const int two = b + 1 < b1;                                                    \
                 const uint8_t *x0 = q + b * Kp;                                                \
                 TILE(x0, two ? x0 + Kp : x0, wb, Kq, acc);                                     \
-                lse_tile(acc[0], cs64 + n0, mul + n0, bias + n0, qscale[b], &m[b - b0],        \
-                         &s[b - b0]);                                                          \
-                if (two)                                                                       \
-                    lse_tile(acc[1], cs64 + n0, mul + n0, bias + n0, qscale[b + 1],            \
-                             &m[b + 1 - b0], &s[b + 1 - b0]);                                  \
+                LSE(acc, two, b, b - b0, n0);                                                  \
             }                                                                                  \
         }                                                                                      \
         for (int64_t b = b0; b < b1; b++)                                                      \
             out[b] = m[b - b0] + (float)log(s[b - b0]);                                        \
     }
 
-static void lse_int8_generic(LO_ARGS) { LO_BODY(tile_generic) }
+/* The log-normaliser's sums of the tile's rows b and, if `two`, b + 1 (i: b's place in m, s). */
+#define LO_LSE_GENERIC(acc, two, b, i, n0)                                                     \
+    do {                                                                                       \
+        lse_tile(acc[0], cs64 + n0, mul + n0, bias + n0, qscale[b], &m[i], &s[i]);             \
+        if (two)                                                                               \
+            lse_tile(acc[1], cs64 + n0, mul + n0, bias + n0, qscale[(b) + 1], &m[(i) + 1],     \
+                     &s[(i) + 1]);                                                             \
+    } while (0)
+#define LO_LSE_AVX2(acc, two, b, i, n0)                                                        \
+    lse_tile2_avx2(acc, two, cs64 + n0, mul + n0, bias + n0, qscale + (b), &m[i], &s[i])
+
+static void lse_int8_generic(LO_ARGS) { LO_BODY(tile_generic, LO_LSE_GENERIC) }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("avx2,fma"))) static void lstm_int8_avx2(LQ_ARGS) { LQ_BODY(tile_avx2, cell8_avx2) }
-__attribute__((target("avx2,fma"))) static void lse_int8_avx2(LO_ARGS) { LO_BODY(tile_avx2) }
+__attribute__((target("avx2,fma"))) static void lstm_int8_avx2(LQ_ARGS) { LQ_BODY(tile_avx2, LQ_CELL_AVX2) }
+__attribute__((target("avx2,fma"))) static void lse_int8_avx2(LO_ARGS) { LO_BODY(tile_avx2, LO_LSE_AVX2) }
 
 __attribute__((target("avx2,fma"))) static void quant_avx2(const float *src, int64_t src_stride,
                                                             int64_t rows, int64_t width,
