@@ -20,6 +20,7 @@ from typing import Iterator
 import click
 
 from rescore import __version__
+from rescore.bulk import collect_less
 from rescore.errors import OptionError, RescoreError
 
 verbose_option = click.option("-v", "--verbose", count=True, help="More log output on stderr (-vv: debug).")
@@ -41,6 +42,7 @@ class _Errors:
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        collect_less()  # (a command's process: rescore.bulk)
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
         except click.UsageError as e:
