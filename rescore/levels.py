@@ -15,6 +15,7 @@ parent's output), slot ``n``; the end of sentence after node ``n`` is slot ``N +
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -57,8 +58,9 @@ class LevelForest:
         ids = np.zeros((H, D), dtype=np.int64)
         valid = np.arange(D) < lengths[:, None]  # (H, D)
         if valid.any():
-            ident[valid] = np.fromiter((w for h in hyps for w in h.ident), dtype=np.int64)
-            ids[valid] = np.fromiter((w for h in hyps for w in h.ids), dtype=np.int64)
+            n = int(lengths.sum())
+            ident[valid] = np.fromiter(itertools.chain.from_iterable(h.ident for h in hyps), np.int64, n)
+            ids[valid] = np.fromiter(itertools.chain.from_iterable(h.ids for h in hyps), np.int64, n)
         # sort by part, then by the words (a padding -1 sorts before every word)
         order = np.lexsort([ident[:, d] for d in range(D - 1, -1, -1)] + [part_of])
         s_ident, s_ids, s_len, s_part = ident[order], ids[order], lengths[order], part_of[order]
