@@ -42,3 +42,42 @@ def test_collect_less_raises_the_young_threshold_and_never_lowers_it():
             assert gc.get_threshold() == (want, 7, 9)
     finally:
         gc.set_threshold(*before)
+
+
+def test_a_command_run_as_a_program_ends_without_teardown_but_with_its_exit_handlers(tmp_path):
+    """A command run as a program (click reads sys.argv) ends by rescore.bulk.exit_now: its exit
+    status, its output flushed, the exit handlers run (here one that writes a file); run with
+    explicit arguments (as tests and callers do) it raises SystemExit as click's commands do."""
+    import subprocess
+    import sys
+    import textwrap
+
+
+    from rescore.cli.common import command
+
+    script = textwrap.dedent(f"""
+        import atexit, sys
+        import click
+        from rescore.cli.common import command
+        atexit.register(lambda: open({str(tmp_path / 'handler-ran')!r}, 'w').close())
+
+        @command()
+        @click.argument("n", type=int)
+        def main(n):
+            print("printed " * 1000, end="")  # (buffered: a pipe)
+            sys.stderr.write("to stderr")
+            return n
+
+        main()
+    """)
+    p = subprocess.run([sys.executable, "-c", script, "3"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3 and p.stdout == "printed " * 1000 and p.stderr == "to stderr"
+    assert (tmp_path / "handler-ran").exists()
+
+    @command()
+    def quiet():
+        return 0
+
+    with pytest.raises(SystemExit) as e:
+        quiet.main(args=[])
+    assert e.value.code == 0

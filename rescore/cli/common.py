@@ -20,7 +20,7 @@ from typing import Iterator
 import click
 
 from rescore import __version__
-from rescore.bulk import collect_less
+from rescore.bulk import collect_less, exit_now
 from rescore.errors import OptionError, RescoreError
 
 verbose_option = click.option("-v", "--verbose", count=True, help="More log output on stderr (-vv: debug).")
@@ -64,7 +64,10 @@ class _Errors:
             sys.exit(1)
         except RescoreError as e:
             fail(e)
-        sys.exit(rv if isinstance(rv, int) else 0)
+        code = rv if isinstance(rv, int) else 0
+        if args is None:  # run as a program (click read sys.argv): no interpreter teardown (rescore.bulk)
+            exit_now(code)
+        sys.exit(code)
 
 
 class Command(_Errors, click.Command):
