@@ -219,12 +219,16 @@ cell8_body(const int32_t *restrict acc, const int32_t *restrict cs64, const floa
 #define LQ_ARGS                                                                                \
     const uint8_t *a, int64_t a_stride, int64_t rows, int64_t Kq, int64_t H, const int8_t *w,  \
         const int32_t *cs64, const float *mul, const float *bias, const float *table,          \
-        const int64_t *ids, const float *c_prev, int64_t c_prev_stride, float *c_out,          \
+        const int64_t *ids, const float *c_prev, int64_t c_prev_stride, const int64_t *c_rows,  \
+        float *c_out,                                                                          \
         int64_t c_out_stride, float *h_out, int64_t h_out_stride, uint8_t *q_out,              \
         int64_t q_out_stride
+/* Row b's previous cell state: row c_rows[b] of c_prev where the rows are given (a trie level
+ * reads its parents' rows), else row b. */
+#define LQ_C_PREV(b) (c_prev + (c_rows ? c_rows[b] : (b)) * c_prev_stride)
 #define LQ_ROW_EPILOGUE(acc, b)                                                                \
     cell8_body((acc), cs64, mul, bias, table ? table + ids[b] * 4 * H : NULL, H, jb * 8,       \
-               c_prev + (b) * c_prev_stride, c_out + (b) * c_out_stride,                       \
+               LQ_C_PREV(b), c_out + (b) * c_out_stride,                                       \
                h_out + (b) * h_out_stride, q_out ? q_out + (b) * q_out_stride : NULL)
 /* The cell on the tile's rows b and, if `two`, b + 1: row by row, or both at once in AVX2. */
 #define LQ_CELL_GENERIC(acc, b, two)                                                           \
@@ -237,7 +241,7 @@ cell8_body(const int32_t *restrict acc, const int32_t *restrict cs64, const floa
 #define LQ_CELL_AVX2(acc, b, two)                                                              \
     cell8x2_avx2(acc, two, cs64, mul, bias, table ? table + ids[b] * 4 * H : NULL,             \
                  table && two ? table + ids[(b) + 1] * 4 * H : NULL, H, jb * 8,                \
-                 c_prev + (b) * c_prev_stride, c_prev + ((b) + two) * c_prev_stride,           \
+                 LQ_C_PREV(b), LQ_C_PREV((b) + two),                                           \
                  c_out + (b) * c_out_stride, c_out + ((b) + two) * c_out_stride,               \
                  h_out + (b) * h_out_stride, h_out + ((b) + two) * h_out_stride,               \
                  LQ_ROW_AT(q_out, q_out_stride, b), LQ_ROW_AT(q_out, q_out_stride, (b) + two))
@@ -633,6 +637,113 @@ static void (*lo_impl)(LO_ARGS) = lse_int8_generic;
 static void (*quant_impl)(const float *, int64_t, int64_t, int64_t, uint8_t *, int64_t) = quant_generic;
 static const char *variant = "generic";
 
+/* ---- the levels of prefix tries through int8 LSTM layers, in one call -------------------
+ * The engine's level schedule (rescore/levels.py) for an LSTM with a softmax output under
+ * --precision int8: level d's rows (its trie nodes, numbered level by level) each consume one
+ * token from their parent's state in level d - 1 (level 0's, the roots', from the start states),
+ * through every layer (lstm_int8's step), then every edge scored from a row of level d gets
+ * log P = h . w_target + b_target - log Z (the last only for exact costs: logsumexp_int8's).
+ * Two buffers of level states (h, c, h quantised: rows x L x H) take turns; the states of the
+ * nodes where hypotheses end are copied out. Fields, an int64 each (addresses as integers): */
+enum {
+    LV_LEVELS,      /* D: levels */
+    LV_LEVEL_START, /* (D + 1,) first node of each level (0 at level 0) */
+    LV_PARENT,      /* (N,) node -> its parent (a node of the level before; unread at level 0) */
+    LV_TOKEN,       /* (N,) node -> the token it consumes (the row of the layer-0 table) */
+    LV_L, LV_H,     /* layers, units */
+    LV_LAYERS,      /* (L, 4) addresses of each layer's packed weights, cs64, mul, bias */
+    LV_TABLE,       /* (V, 4H) float: layer 0's input product of every token */
+    LV_H0, LV_C0, LV_Q0, LV_H1, LV_C1, LV_Q1, /* two buffers (R, L, H); buffer 0 holds the start states */
+    LV_X,           /* (R, 2H) uint8 scratch: a layer's input rows */
+    LV_ROWS,        /* (R,) int64 scratch: each row's parent row */
+    LV_EDGES,       /* E: edges */
+    LV_E_NODE, LV_E_TARGET, LV_E_SLOT, /* (E,) each, sorted by node: scored from node's output */
+    LV_W_OUT, LV_B_OUT, /* (V, H) float output weights, (V,) bias or 0 */
+    LV_LOGZ,        /* 0 (unnormalised) or the address of 6 int64: logsumexp_int8's packed layer
+                       (w, cs64, mul, bias, Kq, NB) */
+    LV_LOGZ_Q, LV_LOGZ_QSCALE, LV_LOGZ_OUT, /* scratch (R, 4 Kq) uint8, (R,), (R,) float */
+    LV_LP,          /* (slots,) float out: log P of edge e at LV_E_SLOT[e] */
+    LV_ENDS, LV_END_NODES, LV_END_H, LV_END_C, /* n, (n,) sorted nodes, (n, L, H) float out each (0: none) */
+    LV_FIELDS
+};
+
+#define LV_PTR(T, i) ((T)(uintptr_t)f[i])
+
+static void levels_int8(const int64_t *f) {
+    const int64_t D = f[LV_LEVELS], L = f[LV_L], H = f[LV_H], LH = L * H;
+    const int64_t *start = LV_PTR(const int64_t *, LV_LEVEL_START), *parent = LV_PTR(const int64_t *, LV_PARENT);
+    const int64_t *token = LV_PTR(const int64_t *, LV_TOKEN), *layers = LV_PTR(const int64_t *, LV_LAYERS);
+    float *hb[2] = {LV_PTR(float *, LV_H0), LV_PTR(float *, LV_H1)};
+    float *cb[2] = {LV_PTR(float *, LV_C0), LV_PTR(float *, LV_C1)};
+    uint8_t *qb[2] = {LV_PTR(uint8_t *, LV_Q0), LV_PTR(uint8_t *, LV_Q1)};
+    uint8_t *x = LV_PTR(uint8_t *, LV_X);
+    int64_t *rows = LV_PTR(int64_t *, LV_ROWS);
+    const int64_t E = f[LV_EDGES], *e_node = LV_PTR(const int64_t *, LV_E_NODE);
+    const int64_t *e_target = LV_PTR(const int64_t *, LV_E_TARGET), *e_slot = LV_PTR(const int64_t *, LV_E_SLOT);
+    const float *w_out = LV_PTR(const float *, LV_W_OUT), *b_out = LV_PTR(const float *, LV_B_OUT);
+    const int64_t *lz = LV_PTR(const int64_t *, LV_LOGZ);
+    float *logz = LV_PTR(float *, LV_LOGZ_OUT), *lp = LV_PTR(float *, LV_LP);
+    const int64_t n_ends = f[LV_ENDS], *ends = LV_PTR(const int64_t *, LV_END_NODES);
+    float *end_h = LV_PTR(float *, LV_END_H), *end_c = LV_PTR(float *, LV_END_C);
+    int64_t e = 0, k_end = 0;
+    for (int64_t d = 0; d < D; d++) {
+        const int64_t lo = start[d], n = start[d + 1] - lo, plo = d ? start[d - 1] : 0;
+        const int prev = (int)(d % 2), cur = 1 - prev; /* level d - 1 (the start states) in prev */
+        float *h = hb[cur], *c = cb[cur];
+        uint8_t *q = qb[cur];
+        for (int64_t b = 0; b < n; b++)
+            rows[b] = d ? parent[lo + b] - plo : b;
+        for (int64_t k = 0; k < L; k++) {
+            const int64_t K = k ? 2 * H : H; /* [h of layer k - 1 now, h of layer k before] */
+            for (int64_t b = 0; b < n; b++) {
+                uint8_t *xr = x + b * K;
+                if (k)
+                    memcpy(xr, q + b * LH + (k - 1) * H, (size_t)H);
+                memcpy(xr + (k ? H : 0), qb[prev] + rows[b] * LH + k * H, (size_t)H);
+            }
+            const int64_t *w = layers + 4 * k;
+            lq_impl(x, K, n, K / 4, H, (const int8_t *)(uintptr_t)w[0], (const int32_t *)(uintptr_t)w[1],
+                    (const float *)(uintptr_t)w[2], (const float *)(uintptr_t)w[3],
+                    k ? NULL : LV_PTR(const float *, LV_TABLE), k ? NULL : token + lo, cb[prev] + k * H, LH,
+                    rows, c + k * H, LH, h + k * H, LH, q + k * H, LH);
+        }
+        const float *top = h + (L - 1) * H;
+        if (lz && n)
+            lo_impl(top, LH, n, H, lz[4], lz[5], (const int8_t *)(uintptr_t)lz[0], (const int32_t *)(uintptr_t)lz[1],
+                    (const float *)(uintptr_t)lz[2], (const float *)(uintptr_t)lz[3], LV_PTR(uint8_t *, LV_LOGZ_Q),
+                    LV_PTR(float *, LV_LOGZ_QSCALE), logz);
+        for (; e < E && e_node[e] < lo + n; e++) {
+            const int64_t r = e_node[e] - lo, t = e_target[e];
+            dot_impl(top + r * LH, 0, 0, &(int64_t){0}, &(int64_t){0}, w_out, H, b_out, &t, 1, H, lp + e_slot[e]);
+            if (lz)
+                lp[e_slot[e]] -= logz[r];
+        }
+        for (; k_end < n_ends && ends[k_end] < lo + n; k_end++) {
+            const int64_t r = ends[k_end] - lo;
+            if (end_h) {
+                memcpy(end_h + k_end * LH, h + r * LH, (size_t)LH * sizeof(float));
+                memcpy(end_c + k_end * LH, c + r * LH, (size_t)LH * sizeof(float));
+            }
+        }
+    }
+}
+
+static PyObject *py_levels_int8(PyObject *self, PyObject *args) {
+    unsigned long long fields;
+    if (!PyArg_ParseTuple(args, "K", &fields))
+        return NULL;
+    const int64_t *f = (const int64_t *)(uintptr_t)fields;
+    if (!f || f[LV_LEVELS] < 0 || f[LV_L] < 1 || f[LV_H] < 8 || f[LV_H] % 8 || !f[LV_LAYERS] || !f[LV_TABLE] ||
+        !f[LV_W_OUT] || !f[LV_LP] || (f[LV_ENDS] && f[LV_END_H] && !f[LV_END_C])) {
+        PyErr_SetString(PyExc_ValueError, "levels_int8: null address or bad size");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    levels_int8(f);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_lstm_cell(PyObject *self, PyObject *args) {
     unsigned long long pre, table, ids, c_prev, c_out, h_out, h2;
     long long rows, H, c_prev_stride, c_out_stride, h_out_stride, h2_stride;
@@ -688,10 +799,10 @@ static PyObject *py_row_logsumexp(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_lstm_int8(PyObject *self, PyObject *args) {
-    unsigned long long a, w, cs64, mul, bias, table, ids, c_prev, c_out, h_out, q_out;
+    unsigned long long a, w, cs64, mul, bias, table, ids, c_prev, c_rows, c_out, h_out, q_out;
     long long a_stride, rows, Kq, H, c_prev_stride, c_out_stride, h_out_stride, q_out_stride;
-    if (!PyArg_ParseTuple(args, "KLLLLKKKKKKKLKLKLKL", &a, &a_stride, &rows, &Kq, &H, &w, &cs64,
-                          &mul, &bias, &table, &ids, &c_prev, &c_prev_stride, &c_out,
+    if (!PyArg_ParseTuple(args, "KLLLLKKKKKKKLKKLKLKL", &a, &a_stride, &rows, &Kq, &H, &w, &cs64,
+                          &mul, &bias, &table, &ids, &c_prev, &c_prev_stride, &c_rows, &c_out,
                           &c_out_stride, &h_out, &h_out_stride, &q_out, &q_out_stride))
         return NULL;
     if (rows < 0 || Kq < 1 || H < 8 || H % 8 || !a || !w || !cs64 || !mul || !bias || !c_prev ||
@@ -704,7 +815,7 @@ static PyObject *py_lstm_int8(PyObject *self, PyObject *args) {
             (const int32_t *)(uintptr_t)cs64, (const float *)(uintptr_t)mul,
             (const float *)(uintptr_t)bias, (const float *)(uintptr_t)table,
             (const int64_t *)(uintptr_t)ids, (const float *)(uintptr_t)c_prev, c_prev_stride,
-            (float *)(uintptr_t)c_out, c_out_stride, (float *)(uintptr_t)h_out, h_out_stride,
+            (const int64_t *)(uintptr_t)c_rows, (float *)(uintptr_t)c_out, c_out_stride, (float *)(uintptr_t)h_out, h_out_stride,
             (uint8_t *)(uintptr_t)q_out, q_out_stride);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
@@ -762,8 +873,11 @@ static PyMethodDef methods[] = {
      "row_logsumexp(x, rows, V, stride, out): out[b] = log sum_j exp(x[b, j]), float32."},
     {"lstm_int8", py_lstm_int8, METH_VARARGS,
      "lstm_int8(a, a_stride, rows, Kq, H, w, cs64, mul, bias, table, ids, c_prev, c_prev_stride, "
-     "c_out, c_out_stride, h_out, h_out_stride, q_out, q_out_stride): one int8 LSTM layer step "
-     "(addresses; 0 for no table / no q_out)."},
+     "c_rows, c_out, c_out_stride, h_out, h_out_stride, q_out, q_out_stride): one int8 LSTM layer "
+     "step (addresses; 0 for no table / c_rows / q_out)."},
+    {"levels_int8", py_levels_int8, METH_VARARGS,
+     "levels_int8(fields): the levels of prefix tries through int8 LSTM layers in one call "
+     "(fields: the address of LV_FIELDS int64, _kernels.c's LV_* order)."},
     {"logsumexp_int8", py_logsumexp_int8, METH_VARARGS,
      "logsumexp_int8(x, x_stride, rows, K, Kq, NB, w, cs64, mul, bias, q, qscale, out): each "
      "row's log-normaliser of an int8 output layer (addresses; q, qscale: scratch)."},

@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Tuple, Union
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -284,6 +285,28 @@ class LevelSteps:
     def states(self, rows: Tensor) -> LMState:
         """The states after the last level's ``rows``."""
         return LMState(self.steps.states(rows))
+
+    def whole(self, forest, rows: Tensor, want_ends: bool) -> Optional[Tuple[Tensor, Optional[LMState]]]:
+        """Every level of ``forest`` (rescore.levels.LevelForest; its roots from rows ``rows``
+        of the start states) in one call where the model's steps and head have one (the fused
+        int8 kernels, rescore.models.native.levels_int8): the log P of every edge slot, less no
+        OOV penalty, and with ``want_ends`` the states after ``forest.ends``; else None."""
+        fw = self.forward
+        run = getattr(self.steps, "whole", None)
+        output = fw.model.level_output(fw.normalize or not fw.can_skip) if run is not None else None
+        if output is None:
+            return None
+        node, target, _, slot = forest.edges()
+        t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
+        done = run(t(forest.level_start), t(forest.parent), t(forest.tok_id), rows,
+                   (t(node), t(target), t(slot)), 2 * forest.n_nodes, output,
+                   t(forest.ends) if want_ends else None)
+        if done is None:
+            return None
+        lp, ends = done
+        fw.stats.calls += len(forest.level_start) - 1
+        fw.stats.rows += forest.n_nodes
+        return lp, None if ends is None else LMState(ends)
 
 
 def padded_rows(start: int, stop: int) -> Tensor:

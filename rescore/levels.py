@@ -16,7 +16,7 @@ parent's output), slot ``n``; the end of sentence after node ``n`` is slot ``N +
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -40,6 +40,7 @@ class LevelForest:
     path: np.ndarray         # (sum of lengths + 1,) the edge slots of every hypothesis in turn,
     #                          each one's end of sentence last
     eos: int
+    _edges: Optional[tuple] = field(default=None, repr=False, compare=False)  # edges(), once made
 
     @property
     def n_nodes(self) -> int:
@@ -106,19 +107,27 @@ class LevelForest:
         a, b = np.searchsorted(self.ends, self.level_start[d:d + 2])
         return self.ends[a:b]
 
+    def edges(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every edge, sorted by the node whose output scores it: (node, target id, target
+        identity, slot); kept."""
+        if self._edges is None:
+            N, P = self.n_nodes, self.n_parts
+            child = np.arange(P, N)
+            node = np.concatenate([self.parent[child], self.ends])
+            tid = np.concatenate([self.tok_id[child], np.full(len(self.ends), self.eos)])
+            tident = np.concatenate([self.tok_ident[child], np.full(len(self.ends), self.eos)])
+            slot = np.concatenate([child, N + self.ends])
+            by_node = np.argsort(node, kind="stable")
+            self._edges = node[by_node], tid[by_node], tident[by_node], slot[by_node]
+        return self._edges
+
     def level_edges(self, d: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """The edges scored from level ``d``'s outputs, sorted by row: (row in the level, target
         id, target identity, slot)."""
+        node, tid, tident, slot = self.edges()
         lo, hi = self.level_start[d], self.level_start[d + 1]
-        nxt_hi = self.level_start[d + 2] if d + 2 < len(self.level_start) else hi
-        child = np.arange(hi, nxt_hi)
-        ends = self.level_ends(d)
-        rows = np.concatenate([self.parent[child] - lo, ends - lo])
-        tid = np.concatenate([self.tok_id[child], np.full(len(ends), self.eos)])
-        tident = np.concatenate([self.tok_ident[child], np.full(len(ends), self.eos)])
-        slot = np.concatenate([child, self.n_nodes + ends])
-        by_row = np.argsort(rows, kind="stable")
-        return rows[by_row], tid[by_row], tident[by_row], slot[by_row]
+        a, b = np.searchsorted(node, [lo, hi])
+        return node[a:b] - lo, tid[a:b], tident[a:b], slot[a:b]
 
 
 def score_levels(ctx: RunContext, parts: List[Tuple[List[Hyp], int]], starts: LMState,
@@ -128,32 +137,23 @@ def score_levels(ctx: RunContext, parts: List[Tuple[List[Hyp], int]], starts: LM
     each): their costs per word, end of sentence last, in the order given, and (with
     ``want_finals``) the state after each one as (states, row), else None."""
     forest = LevelForest.build([hyps for hyps, _ in parts], ctx.eos)
-    N = forest.n_nodes
-    lp = torch.zeros(2 * N, device=ctx.device)
     finals: List[Optional[Tuple[LMState, int]]] = [None] * len(forest.end_node)
-    ends_at: Dict[int, List[int]] = {}  # end node -> the hypotheses that end there
-    if want_finals:
-        for h, n in enumerate(forest.end_node.tolist()):
-            ends_at.setdefault(n, []).append(h)
     rows = ctx.tensor([row for _, row in parts])
-    n_levels = len(forest.level_start) - 1
     with ctx.forward.modes():
         levels = ctx.forward.level_steps(starts) or _ForwardLevels(ctx, starts)
-        for d in range(n_levels):
-            lo, hi = int(forest.level_start[d]), int(forest.level_start[d + 1])
-            if hi == lo:
-                break
-            reduce = _level_reducer(ctx, lp, *forest.level_edges(d))
-            levels.level(torch.from_numpy(forest.tok_id[lo:hi]).to(ctx.device), rows, reduce,
-                         torch.from_numpy(forest.tok_ident[lo:hi]).to(ctx.device))
-            ended = forest.level_ends(d) if want_finals else ()
-            if len(ended):
-                kept = levels.states(torch.from_numpy(ended - lo).to(ctx.device))
-                for j, n in enumerate(ended.tolist()):
-                    for h in ends_at[n]:
-                        finals[h] = (kept, j)
-            if d + 1 < n_levels and forest.level_start[d + 2] > hi:
-                rows = torch.from_numpy(forest.parent[hi:forest.level_start[d + 2]] - lo).to(ctx.device)
+        whole = getattr(levels, "whole", None)
+        done = whole(forest, rows, want_finals) if whole is not None else None
+        if done is None:
+            lp = _level_by_level(ctx, forest, levels, rows, finals if want_finals else None)
+    if done is not None:  # every level in one call
+        lp, end_states = done
+        if ctx.oov_penalty:  # (target_log_prob's penalty: the edges into OOV words)
+            oov = torch.from_numpy(forest.tok_ident >= ctx.n_vocab).to(ctx.device)
+            oov[:forest.n_parts] = False
+            lp[:forest.n_nodes][oov] -= ctx.oov_penalty
+        if want_finals:
+            for h, j in enumerate(np.searchsorted(forest.ends, forest.end_node).tolist()):
+                finals[h] = (end_states, j)
     values = (-lp[torch.from_numpy(forest.path).to(ctx.device)]).double().tolist()
     costs: List[Costs] = []
     pos = 0
@@ -163,6 +163,35 @@ def score_levels(ctx: RunContext, parts: List[Tuple[List[Hyp], int]], starts: LM
             costs.append(values[pos:pos + n])
             pos += n
     return costs, finals
+
+
+def _level_by_level(ctx: RunContext, forest: LevelForest, levels, rows: torch.Tensor,
+                    finals: Optional[List[Optional[Tuple[LMState, int]]]]) -> torch.Tensor:
+    """score_levels' calls, one per level: the log-probabilities of every edge slot; with
+    ``finals``, each hypothesis' state after its last word put there."""
+    N = forest.n_nodes
+    lp = torch.zeros(2 * N, device=ctx.device)
+    ends_at: Dict[int, List[int]] = {}  # end node -> the hypotheses that end there
+    if finals is not None:
+        for h, n in enumerate(forest.end_node.tolist()):
+            ends_at.setdefault(n, []).append(h)
+    n_levels = len(forest.level_start) - 1
+    for d in range(n_levels):
+        lo, hi = int(forest.level_start[d]), int(forest.level_start[d + 1])
+        if hi == lo:
+            break
+        reduce = _level_reducer(ctx, lp, *forest.level_edges(d))
+        levels.level(torch.from_numpy(forest.tok_id[lo:hi]).to(ctx.device), rows, reduce,
+                     torch.from_numpy(forest.tok_ident[lo:hi]).to(ctx.device))
+        ended = forest.level_ends(d) if finals is not None else ()
+        if len(ended):
+            kept = levels.states(torch.from_numpy(ended - lo).to(ctx.device))
+            for j, n in enumerate(ended.tolist()):
+                for h in ends_at[n]:
+                    finals[h] = (kept, j)
+        if d + 1 < n_levels and forest.level_start[d + 2] > hi:
+            rows = torch.from_numpy(forest.parent[hi:forest.level_start[d + 2]] - lo).to(ctx.device)
+    return lp
 
 
 class _ForwardLevels:

@@ -545,7 +545,7 @@ def test_int8_fused_kernels_in_the_engine(monkeypatch):
         pytest.skip("needs the compiled kernels and a quantised CPU engine")
     model = real_model({"arch": "lstm", "head": "softmax"})
     convs = make_conversations(seed=25, n_conv=2, n_utt=(2, 3), n_hyp=(2, 5))
-    calls = {"lstm_int8": 0, "logsumexp_int8": 0}
+    calls = {"lstm_int8": 0, "logsumexp_int8": 0, "levels_int8": 0}
     for name in calls:
         real = getattr(native, name)
         monkeypatch.setattr(native, name, lambda *a, _r=real, _n=name, **k: calls.__setitem__(_n, calls[_n] + 1)
@@ -565,15 +565,17 @@ def test_int8_fused_kernels_in_the_engine(monkeypatch):
             assert 0 < max(rel) < 0.05, (normalize, max(rel))
     finally:
         torch.set_num_threads(before)
-    assert calls["lstm_int8"] and calls["logsumexp_int8"]
+    assert calls["levels_int8"] and not calls["lstm_int8"] and not calls["logsumexp_int8"]  # (all in one call)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "int8"])
-def test_level_steps_give_the_forward_calls_costs(monkeypatch, precision):
+@pytest.mark.parametrize("precision,whole", [("fp32", False), ("int8", False), ("int8", True)])
+def test_level_steps_give_the_forward_calls_costs(monkeypatch, precision, whole):
     """An LSTM with a softmax head runs the trie levels through its level steps
     (rescore.models.bodies.LSTMLevels: the states kept in arrays, with int8 the quantised h
-    from the kernels): the costs and the carried states of per-level Forward calls, exact and
-    unnormalised, first-pass and rescored carry."""
+    from the kernels), with the fused int8 kernels all levels of a batch in one call
+    (native.levels_int8): the costs and the carried states of per-level Forward calls, exact
+    and unnormalised, first-pass and rescored carry, with an OOV penalty."""
+    from rescore.forward import LevelSteps
     from rescore.models import native, quant
     from rescore.models.bodies import LSTMLevels
     from rescore.models.lm import NeuralLM
@@ -582,25 +584,34 @@ def test_level_steps_give_the_forward_calls_costs(monkeypatch, precision):
         pytest.skip("needs the compiled kernels and a quantised CPU engine")
     model = real_model({"arch": "lstm", "head": "softmax"})
     convs = make_conversations(seed=26, n_conv=2, n_utt=(2, 4), n_hyp=(2, 6))
-    steps = []
-    real_step = LSTMLevels.step
-    monkeypatch.setattr(LSTMLevels, "step", lambda self, *a: steps.append(self.fused_int8) or real_step(self, *a))
+    used = {"step": 0, "whole": 0}
+    real_step, real_levels = LSTMLevels.step, native.levels_int8
+    monkeypatch.setattr(LSTMLevels, "step", lambda self, *a: used.__setitem__("step", used["step"] + 1)
+                        or real_step(self, *a))
+    monkeypatch.setattr(native, "levels_int8", lambda *a: used.__setitem__("whole", used["whole"] + 1)
+                        or real_levels(*a))
+    if not whole:
+        monkeypatch.setattr(LevelSteps, "whole", lambda self, *a: None)
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         for normalize in ("none", "exact"):
             for carry in ("first-pass", "rescored"):
                 kw = dict(weight=0.7, device="cpu", normalize=normalize, precision=precision,
-                          state_carry=carry, progress=False)
+                          state_carry=carry, oov_penalty=2.5, progress=False)
                 got = score_nbest(model, convs, **kw)
                 with monkeypatch.context() as m:
                     m.setattr(NeuralLM, "level_steps", lambda self, device: None)
                     ref = score_nbest(model, convs, **kw)
                 flat = lambda cs: [c for conv in cs for utt in conv for hyp in utt for c in hyp]  # noqa: E731
                 assert flat(got) == pytest.approx(flat(ref), abs=1e-5 if precision == "fp32" else 1e-4)
+                if whole:  # the same kernels on the same quantised states as the level steps: bit for bit
+                    with monkeypatch.context() as m:
+                        m.setattr(LevelSteps, "whole", lambda self, *a: None)
+                        assert score_nbest(model, convs, **kw) == got
     finally:
         torch.set_num_threads(before)
-    assert steps and set(steps) == {precision == "int8"}
+    assert used["whole"] if whole else (used["step"] and not used["whole"])
 
 
 def test_int8_products_match_the_float_layer():

@@ -340,3 +340,54 @@ def test_logsumexp_int8_equals_integer_arithmetic(V, K):
     assert torch.equal(native.logsumexp_int8(x[1, 3:5], layer), got[1, 3:5])
     with pytest.raises(ValueError, match="rows of"):
         native.logsumexp_int8(torch.zeros(2, K + 1), layer)
+
+
+@needs_kernels
+def test_levels_int8_equals_its_layer_steps_and_refuses_bad_indexes():
+    """native.levels_int8 on two tries (roots, then 3 and 2 nodes): each node's states are
+    lstm_int8's steps from its parent's, each edge's log P its node's top h . w + b (less the
+    row's logsumexp_int8 when given), the end nodes' states copied out; an index out of range or
+    edges out of order are refused before the kernel runs."""
+    torch.manual_seed(9)
+    H, V = 8, 11
+    layers = [native.Int8LSTMLayer(torch.randn(4 * H, H) * 0.3),
+              native.Int8LSTMLayer(torch.randn(4 * H, 2 * H) * 0.3, torch.randn(4 * H) * 0.1)]
+    table, w_out, b_out = torch.randn(V, 4 * H), torch.randn(V, H), torch.randn(V)
+    out_layer = native.Int8OutputLayer(w_out, b_out)
+    level_start = torch.tensor([0, 2, 5, 7])
+    parent = torch.tensor([-1, -1, 0, 0, 1, 2, 4])
+    token = torch.tensor([0, 0, 3, 4, 5, 6, 7])
+    start_h, start_c = torch.rand(2, 2, H) * 2 - 1, torch.randn(2, 2, H)
+    node = torch.tensor([0, 0, 1, 2, 3, 4, 5, 6])
+    target = torch.tensor([3, 4, 5, 6, 0, 7, 0, 0])
+    slot = torch.arange(8)
+    ends = torch.tensor([3, 5, 6])
+    for logz in (None, out_layer):
+        lp, end_h, end_c = native.levels_int8(level_start, parent, token, layers, table, start_h, start_c,
+                                              (node, target, slot), 8, w_out, b_out, logz, ends)
+        # the reference: node by node with lstm_int8, each from its parent's float states
+        h, c = torch.zeros(7, 2, H), torch.zeros(7, 2, H)
+        q = torch.zeros(7, 2, H, dtype=torch.uint8)
+        src_q = torch.empty(2, 2, H, dtype=torch.uint8)
+        native.quantize_rows(start_h.reshape(4, H), src_q.view(4, H))
+        for n in range(7):
+            pq, pc = (src_q[n], start_c[n]) if n < 2 else (q[parent[n]], c[parent[n]])
+            x1 = torch.empty(1, 2 * H, dtype=torch.uint8)
+            native.lstm_int8(pq[0:1], layers[0], pc[0:1], c[n, 0:1], h[n, 0:1], table=table, ids=token[n:n + 1],
+                             q_out=x1[:, :H])
+            q[n, 0] = x1[0, :H]
+            x1[:, H:] = pq[1]
+            native.lstm_int8(x1, layers[1], pc[1:2], c[n, 1:2], h[n, 1:2], q_out=q[n, 1:2])
+        want = (h[node, 1] * w_out[target]).sum(1) + b_out[target]
+        if logz is not None:
+            want = want - native.logsumexp_int8(h[node, 1], out_layer)
+        assert torch.allclose(lp, want, atol=1e-5)
+        assert torch.equal(end_h, h[ends]) and torch.equal(end_c, c[ends])
+    args = [level_start, parent, token, layers, table, start_h, start_c, (node, target, slot), 8, w_out, b_out]
+    for bad in ((2, torch.tensor([0, 0, 3, 4, 5, 6, V])),                                   # a token past V
+                (7, (node.flip(0), target, slot)),                                        # edges out of order
+                (1, torch.tensor([-1, -1, 0, 0, 1, 0, 4]))):                              # a parent two levels up
+        a = list(args)
+        a[bad[0]] = bad[1]
+        with pytest.raises(ValueError, match="levels_int8"):
+            native.levels_int8(*a)

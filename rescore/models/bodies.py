@@ -257,6 +257,21 @@ class LSTMLevels:
     def end(self) -> None:
         self.h, self.c, self.q = self.new_h, self.new_c, self.new_q
 
+    def whole(self, level_start: Tensor, parent: Tensor, token: Tensor, rows: Tensor,
+              edges: Tuple[Tensor, Tensor, Tensor], n_slots: int, output, ends: Optional[Tensor]):
+        """Every level of tries in one call (native.levels_int8), from rows ``rows`` of the
+        start states, with the fused int8 kernels; None without them. ``output``: the head's
+        (weight, bias, int8 log-normaliser or None). Returns (edge log P (n_slots,), the
+        states {"h", "c"} of the ``ends`` nodes or None)."""
+        if not self.fused_int8:
+            return None
+        w, b, logz = output
+        lp, h, c = native.levels_int8(level_start, parent, token, self.layers, self.table,
+                                      self.h.index_select(0, rows), self.c.index_select(0, rows), edges,
+                                      n_slots, w.detach().float().contiguous(),
+                                      None if b is None else b.detach().float().contiguous(), logz, ends)
+        return lp, None if ends is None else {"h": h, "c": c}
+
     def states(self, rows: Tensor) -> Dict[str, Tensor]:
         """The body states of the last level's ``rows``."""
         return {"h": self.h.index_select(0, rows), "c": self.c.index_select(0, rows)}

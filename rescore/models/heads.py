@@ -123,6 +123,20 @@ class SoftmaxHead(nn.Module):
         return HeadOutput(log_vocab, hidden=hidden, log_norm=log_norm(logits, log_vocab)), {}
 
 
+    def linear_output(self, normalize: bool):
+        """(weight (V, H), bias (V,) or None, the int8 log-normaliser layer or None) where a
+        target's log P is ``h . weight[target] + bias[target]`` less, with the layer, the row's
+        ``native.logsumexp_int8``: unnormalised output, or exact under --precision int8 with the
+        fused kernels (as ``forward``); else None (a class-factored output; exact in float)."""
+        if isinstance(self.decoder, ClassDecoder) or self.training:
+            return None
+        w, b = self.decoder.weight, self.decoder.bias
+        if not normalize:
+            return w, b, None
+        if quant.enabled() and native.int8_fused_usable() and native.usable(w):
+            return w, b, self._int8_output()
+        return None
+
     def _int8_output(self) -> native.Int8OutputLayer:
         """The output layer packed for native.logsumexp_int8, kept while the weights stay."""
         w, b = self.decoder.weight, self.decoder.bias

@@ -121,6 +121,12 @@ class NeuralLM(LanguageModel):
             return None
         return self.body.level_steps(self.embedding.weight, low)
 
+    def level_output(self, normalize: bool = True):
+        """The head's output layer for the level steps' whole runs (SoftmaxHead.linear_output),
+        or None."""
+        linear = getattr(self.head, "linear_output", None)
+        return None if linear is None else linear(normalize)
+
     def head_output(self, hidden: Tensor, normalize: bool = True) -> HeadOutput:
         """The output of a head without history (SoftmaxHead) for hidden states (B, T, H)."""
         out, _ = self.head(self.drop(hidden), None, None, {}, normalize=normalize)

@@ -26,7 +26,7 @@ them off (the PyTorch path, for comparison).
 from __future__ import annotations
 
 import os
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -250,8 +250,84 @@ def lstm_int8(x_q: Tensor, layer: Int8LSTMLayer, c_prev: Tensor, c_out: Tensor, 
         return
     _kernels.lstm_int8(x_q.data_ptr(), x_q.stride(0), B, layer.groups, H, layer.packed.data_ptr(),
                        layer.cs64.data_ptr(), layer.mul.data_ptr(), layer.bias.data_ptr(), tab_ptr, ids_ptr,
-                       c_prev.data_ptr(), c_prev.stride(0), c_out.data_ptr(), c_out.stride(0),
+                       c_prev.data_ptr(), c_prev.stride(0), 0, c_out.data_ptr(), c_out.stride(0),
                        h_out.data_ptr(), h_out.stride(0), q_ptr, q_stride)
+
+
+# levels_int8's fields, in _kernels.c's LV_* order
+_LV_FIELDS = ("levels", "level_start", "parent", "token", "L", "H", "layers", "table", "h0", "c0", "q0",
+              "h1", "c1", "q1", "x", "rows", "edges", "e_node", "e_target", "e_slot", "w_out", "b_out",
+              "logz", "logz_q", "logz_qscale", "logz_out", "lp", "ends", "end_nodes", "end_h", "end_c")
+
+
+def levels_int8(level_start: Tensor, parent: Tensor, token: Tensor, layers: List[Int8LSTMLayer], table: Tensor,
+                start_h: Tensor, start_c: Tensor, edges: Tuple[Tensor, Tensor, Tensor], n_slots: int,
+                w_out: Tensor, b_out: Optional[Tensor], logz: Optional["Int8OutputLayer"] = None,
+                ends: Optional[Tensor] = None) -> Tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
+    """The levels of prefix tries through int8 LSTM layers in one call (the engine's level
+    schedule, rescore.levels): nodes numbered level by level (level d: level_start[d] ..
+    level_start[d + 1] - 1; level 0 the roots), each consuming ``token[n]`` from its parent's
+    state (``parent[n]``, in the level before; root r from row r of start_h, start_c, (P, L, H)),
+    through every layer as ``lstm_int8`` (``table``: layer 0's (V, 4H) input products); then
+    edge e (``edges`` = (node, target, slot), int64, sorted by node) gets
+    ``h_top(node) . w_out[target] + b_out[target]``, less the node's log Z by
+    ``logsumexp_int8(h_top, logz)`` where ``logz`` is given, at ``lp[slot]``.
+
+    Returns (lp (n_slots,) float32, and with ``ends`` (sorted node ids) the h and c (n, L, H) of
+    those nodes, else None, None). Everything int64 / float32 on the CPU, contiguous."""
+    D = level_start.shape[0] - 1
+    L, H = len(layers), layers[0].hidden
+    P = start_h.shape[0]
+    N = token.shape[0]
+    ints = [level_start, parent, token, *edges] + ([ends] if ends is not None else [])
+    if (D < 1 or any(t.dtype != torch.int64 or not t.is_contiguous() or t.device.type != "cpu" for t in ints)
+            or parent.shape[0] != N or int(level_start[0]) != 0 or int(level_start[-1]) != N
+            or int(level_start[1]) != P or tuple(start_h.shape) != (P, L, H) or start_c.shape != start_h.shape
+            or any(lay.hidden != H or lay.in_features != (H if k == 0 else 2 * H) for k, lay in enumerate(layers))
+            or not (table.is_contiguous() and _rows_ok(table, 4 * H))
+            or not (w_out.is_contiguous() and _rows_ok(w_out, H))
+            or (b_out is not None and (b_out.dtype != torch.float32 or not b_out.is_contiguous()))
+            or (logz is not None and logz.in_features != H)):
+        raise ValueError("levels_int8: levels, nodes, layers, start states or output layer of the wrong "
+                         f"shape or type (D {D}, N {N}, P {P}, L {L}, H {H})")
+    e_node, e_target, e_slot = edges
+    E, V = e_node.shape[0], table.shape[0]
+    widths = level_start[1:] - level_start[:-1]
+    level = torch.repeat_interleave(torch.arange(D), widths)  # each node's level
+    n_ends = 0 if ends is None else ends.shape[0]
+    # the kernel trusts its indexes: every one in range, parents in the level before, edges and
+    # ends sorted by node
+    if (widths.min() < 1 or token.min() < 0 or token.max() >= V or w_out.shape[0] != V
+            or (N > P and not (level[parent[P:]] == level[P:] - 1).all())
+            or (E and (e_node.min() < 0 or e_node.max() >= N or (e_node[1:] < e_node[:-1]).any()
+                       or e_target.min() < 0 or e_target.max() >= V or e_slot.min() < 0 or e_slot.max() >= n_slots))
+            or (n_ends and (ends.min() < 0 or ends.max() >= N or (ends[1:] <= ends[:-1]).any()))):
+        raise ValueError("levels_int8: an index out of range or out of order")
+    R = int(widths.max())  # the widest level (level 0: P)
+    h, c = [torch.empty(R, L, H), torch.empty(R, L, H)], [torch.empty(R, L, H), torch.empty(R, L, H)]
+    q = [torch.empty(R, L, H, dtype=torch.uint8), torch.empty(R, L, H, dtype=torch.uint8)]
+    h[0][:P], c[0][:P] = start_h, start_c
+    quantize_rows(h[0][:P].view(P * L, H), q[0][:P].view(P * L, H))
+    x, rows = torch.empty(R, 2 * H, dtype=torch.uint8), torch.empty(R, dtype=torch.int64)
+    lay = torch.tensor([[t.data_ptr() for t in (k.packed, k.cs64, k.mul, k.bias)] for k in layers], dtype=torch.int64)
+    lz = lz_q = lz_s = lz_out = None
+    if logz is not None:
+        lz = torch.tensor([logz.packed.data_ptr(), logz.cs64.data_ptr(), logz.mul.data_ptr(), logz.bias.data_ptr(),
+                           logz.groups, logz.blocks], dtype=torch.int64)
+        lz_q, lz_s, lz_out = (torch.empty(R, 4 * logz.groups, dtype=torch.uint8), torch.empty(R), torch.empty(R))
+    lp = torch.zeros(n_slots)
+    end_h = torch.empty(n_ends, L, H) if ends is not None else None
+    end_c = torch.empty(n_ends, L, H) if ends is not None else None
+    ptr = lambda t: 0 if t is None else t.data_ptr()  # noqa: E731
+    values = dict(levels=D, level_start=ptr(level_start), parent=ptr(parent), token=ptr(token), L=L, H=H,
+                  layers=ptr(lay), table=ptr(table), h0=ptr(h[0]), c0=ptr(c[0]), q0=ptr(q[0]), h1=ptr(h[1]),
+                  c1=ptr(c[1]), q1=ptr(q[1]), x=ptr(x), rows=ptr(rows), edges=E, e_node=ptr(e_node),
+                  e_target=ptr(e_target), e_slot=ptr(e_slot), w_out=ptr(w_out), b_out=ptr(b_out), logz=ptr(lz),
+                  logz_q=ptr(lz_q), logz_qscale=ptr(lz_s), logz_out=ptr(lz_out), lp=ptr(lp), ends=n_ends,
+                  end_nodes=ptr(ends), end_h=ptr(end_h), end_c=ptr(end_c))
+    fields = torch.tensor([values[k] for k in _LV_FIELDS], dtype=torch.int64)
+    _kernels.levels_int8(fields.data_ptr())
+    return lp, end_h, end_c
 
 
 class Int8OutputLayer:
