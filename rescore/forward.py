@@ -286,17 +286,22 @@ class LevelSteps:
         """The states after the last level's ``rows``."""
         return LMState(self.steps.states(rows))
 
-    def whole(self, forest, rows: Tensor, want_ends: bool) -> Optional[Tuple[Tensor, Optional[LMState]]]:
+    def whole(self, forest, rows: Tensor, want_ends: bool,
+              outputs: bool = True) -> Optional[Tuple[Tensor, Optional[LMState]]]:
         """Every level of ``forest`` (rescore.levels.LevelForest; its roots from rows ``rows``
         of the start states) in one call where the model's steps and head have one (the fused
-        int8 kernels, rescore.models.native.levels_int8): the log P of every edge slot, less no
-        OOV penalty, and with ``want_ends`` the states after ``forest.ends``; else None."""
+        int8 kernels, rescore.models.native.levels_int8): the log P of every edge slot (before
+        any OOV penalty: the caller's; zeros with ``outputs=False``, when only the states are
+        wanted), and with ``want_ends`` the states after ``forest.ends``; else None."""
         fw = self.forward
         run = getattr(self.steps, "whole", None)
-        output = fw.model.level_output(fw.normalize or not fw.can_skip) if run is not None else None
+        normalize = (fw.normalize and outputs) or not fw.can_skip
+        output = fw.model.level_output(normalize) if run is not None else None
         if output is None:
             return None
         node, target, _, slot = forest.edges()
+        if not outputs:
+            node, target, slot = node[:0], target[:0], slot[:0]
         t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
         done = run(t(forest.level_start), t(forest.parent), t(forest.tok_id), rows,
                    (t(node), t(target), t(slot)), 2 * forest.n_nodes, output,
@@ -379,7 +384,12 @@ class RunContext:
         one multi-token call per distinct length takes every unfinished hypothesis from the
         previous length to this one. A call's cost is mostly per position (its products are
         matrix-vector sized), so k hypotheses of k lengths cost about the longest one's positions,
-        not the sum of all (the first-pass carry's chain of rank-1 hypotheses, one per job)."""
+        not the sum of all (the first-pass carry's chain of rank-1 hypotheses, one per job).
+        Where the model runs whole tries in one call (LevelSteps.whole: the fused int8 kernels),
+        the hypotheses go through it as tries of one hypothesis each, their outputs left out."""
+        whole = self._end_states_whole(roots, root_rows, hyps)
+        if whole is not None:
+            return whole
         order = sorted(range(len(hyps)), key=lambda i: len(hyps[i].ids))
         seqs = [[self.eos] + hyps[i].ids for i in order]
         idents = [[self.eos] + hyps[i].ident for i in order]
@@ -398,6 +408,20 @@ class RunContext:
         for j, i in enumerate(order):
             back[i] = j
         return LMState.cat(finished).select(self.tensor(back))
+
+    def _end_states_whole(self, roots: LMState, root_rows: List[int], hyps: List[Hyp]) -> Optional[LMState]:
+        """end_states by LevelSteps.whole, or None where the model has no such call."""
+        from rescore.levels import LevelForest  # (rescore.levels imports this module)
+
+        with self.forward.modes():
+            steps = self.forward.level_steps(roots)
+            if steps is None:
+                return None
+            forest = LevelForest.build([[h] for h in hyps], self.eos)
+            done = steps.whole(forest, self.tensor(root_rows), want_ends=True, outputs=False)
+        if done is None:
+            return None
+        return done[1].select(self.tensor(np.searchsorted(forest.ends, forest.end_node).tolist()))
 
     def carried(self, ends: LMState, utts: List[Tuple[List[Hyp], List[Costs], List[float], int]]) -> LMState:
         """The carried states ``ends`` (one row per utterance of ``utts``: (hypotheses, their

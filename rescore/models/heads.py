@@ -122,7 +122,6 @@ class SoftmaxHead(nn.Module):
         log_vocab = F.log_softmax(logits, dim=-1)  # (B, T, V)
         return HeadOutput(log_vocab, hidden=hidden, log_norm=log_norm(logits, log_vocab)), {}
 
-
     def linear_output(self, normalize: bool):
         """(weight (V, H), bias (V,) or None, the int8 log-normaliser layer or None) where a
         target's log P is ``h . weight[target] + bias[target]`` less, with the layer, the row's
