@@ -47,7 +47,7 @@ def make_conversations(seed=0, n_conv=3, n_utt=(1, 4), n_hyp=(1, 9)):
                 else:
                     h.insert(i, rng.choice(WORDS))
                 hyps.add(tuple(h))
-            hyps = [list(h) for h in hyps]
+            hyps = sorted(list(h) for h in hyps)  # (a set's order follows the process's string hashes)
             rng.shuffle(hyps)
             fixed = [rng.uniform(0, 10) for _ in hyps]
             if u % 2 == 0:
