@@ -6,7 +6,9 @@ call per depth, one row per distinct prefix of that depth. ``PrefixForest`` does
 node by node in Python; here the tries are built by sorting each part's hypotheses and
 comparing neighbours (a hypothesis adds a node at every depth past its common prefix with the
 one before it), and nodes are numbered level by level, so that a level is a range of node ids
-and everything a call needs is an array slice: no Python work per node or per token.
+and everything a call needs is an array slice: no Python work per node or per token. An LSTM
+with a softmax head runs the levels through its level steps (rescore.forward.LevelSteps), and
+with the fused int8 kernels every level of the batch in one call (LevelSteps.whole).
 
 Node ids: the roots (one per part, input ``<eos>``) are 0..P-1; then depth 1, depth 2, ...
 Edge slots: node ``n`` > root is the edge that leads into it (its word, scored from its
