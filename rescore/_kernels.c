@@ -219,7 +219,7 @@ cell8_body(const int32_t *restrict acc, const int32_t *restrict cs64, const floa
 #define LQ_ARGS                                                                                \
     const uint8_t *a, int64_t a_stride, int64_t rows, int64_t Kq, int64_t H, const int8_t *w,  \
         const int32_t *cs64, const float *mul, const float *bias, const float *table,          \
-        const int64_t *ids, const float *c_prev, int64_t c_prev_stride, const int64_t *c_rows,  \
+        const int64_t *ids, const float *c_prev, int64_t c_prev_stride, const int64_t *c_rows, \
         float *c_out,                                                                          \
         int64_t c_out_stride, float *h_out, int64_t h_out_stride, uint8_t *q_out,              \
         int64_t q_out_stride
@@ -291,13 +291,13 @@ tile_avx2(const uint8_t *x0, const uint8_t *x1, const int8_t *wb, int64_t Kq, in
         const int8_t *wk = wb + kq * 128;
         const uint8_t *p0 = x0 + 4 * kq, *p1 = x1 + 4 * kq;
 #define LQ_COL(J, S0, S1)                                                                      \
-    "vpmaddubsw " #J "*32(%[w]), %[a0], %[t0]\n\t"                                              \
-    "vpmaddubsw 128+" #J "*32(%[w]), %[b0], %[t1]\n\t"                                          \
+    "vpmaddubsw " #J "*32(%[w]), %[a0], %[t0]\n\t"                                             \
+    "vpmaddubsw 128+" #J "*32(%[w]), %[b0], %[t1]\n\t"                                         \
     "vpaddw %[t1], %[t0], %[t0]\n\t"                                                           \
     "vpmaddwd %[ones], %[t0], %[t0]\n\t"                                                       \
     "vpaddd %[t0], %[" #S0 "], %[" #S0 "]\n\t"                                                 \
-    "vpmaddubsw " #J "*32(%[w]), %[a1], %[t1]\n\t"                                              \
-    "vpmaddubsw 128+" #J "*32(%[w]), %[b1], %[t2]\n\t"                                          \
+    "vpmaddubsw " #J "*32(%[w]), %[a1], %[t1]\n\t"                                             \
+    "vpmaddubsw 128+" #J "*32(%[w]), %[b1], %[t2]\n\t"                                         \
     "vpaddw %[t2], %[t1], %[t1]\n\t"                                                           \
     "vpmaddwd %[ones], %[t1], %[t1]\n\t"                                                       \
     "vpaddd %[t1], %[" #S1 "], %[" #S1 "]\n\t"
@@ -474,7 +474,7 @@ lse_tile2_avx2(const int32_t (*acc)[32], int two, const int32_t *restrict cs64, 
 
 /* One int8 LSTM layer step: for each block of rows, each unit block's tiles, then the cell on
  * them (the integer sums are exact, so the generic and AVX2 code give the same ones). */
-#define LQ_BODY(TILE, CELL)                                                                        \
+#define LQ_BODY(TILE, CELL)                                                                    \
     int32_t acc[2][32] __attribute__((aligned(32)));                                           \
     for (int64_t b0 = 0; b0 < rows; b0 += LQ_ROW_BLOCK) {                                      \
         const int64_t b1 = b0 + LQ_ROW_BLOCK < rows ? b0 + LQ_ROW_BLOCK : rows;                \
@@ -551,10 +551,10 @@ lse_tile(const int32_t *restrict acc, const int32_t *restrict cs64, const float 
     *s += part;
 }
 
-#define LO_BODY(TILE, LSE)                                                                        \
+#define LO_BODY(TILE, LSE)                                                                     \
     int32_t acc[2][32] __attribute__((aligned(32)));                                           \
     float m[LO_ROW_BLOCK];                                                                     \
-    double s[LO_ROW_BLOCK];                                                                      \
+    double s[LO_ROW_BLOCK];                                                                    \
     const int64_t Kp = 4 * Kq;                                                                 \
     quant_scaled_body(x, x_stride, rows, K, Kq, q, qscale);                                    \
     for (int64_t b0 = 0; b0 < rows; b0 += LO_ROW_BLOCK) {                                      \

@@ -230,7 +230,6 @@ class Forward:
             return None
         return states[0] if len(states) == 1 else LMState.cat(states)
 
-
     def _rows_per_call(self, T: int, outputs: bool = True) -> int:
         """Rows of T positions per model call: max_tokens, and with normalised outputs on a CPU
         output_rows."""

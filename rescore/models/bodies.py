@@ -221,11 +221,7 @@ class LSTMLevels:
 
     def start(self, h: Tensor, c: Tensor) -> None:
         self.h, self.c = h.float().contiguous(), c.float().contiguous()
-        self.q = None
-        if self.fused_int8:
-            B, L, H = self.h.shape
-            self.q = torch.empty(B, L, H, dtype=torch.uint8)
-            native.quantize_rows(self.h.view(B * L, H), self.q.view(B * L, H))
+        self.q = None  # (with the fused int8 kernels: the start states quantised at the first step)
 
     def begin(self, n: int) -> None:
         L, H = self.body.layers, self.body.hidden
@@ -244,6 +240,10 @@ class LSTMLevels:
             cs.copy_(new["c"])
             return hidden
         L = self.body.layers
+        if self.q is None:  # the start states (whole runs quantise their own)
+            B, H = self.h.shape[0], self.body.hidden
+            self.q = torch.empty(B, L, H, dtype=torch.uint8)
+            native.quantize_rows(self.h.view(B * L, H), self.q.view(B * L, H))
         q_prev, qs = self.q.index_select(0, parents), self.new_q[start:stop]
         x = q_prev[:, 0]
         for k in range(L):
