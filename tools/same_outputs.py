@@ -4,7 +4,11 @@
 A refactor must not change what the commands write. This runs, with the code of a base git
 revision and with the working tree (or another checkout), the same commands on the same inputs:
 
-  rescore-nbest   one model, no carry; one model, rescored carry; two models mixed, carried
+  rescore-nbest   one model, no carry; one model, rescored carry; two models mixed, carried;
+                  an LSTM with a softmax head at --precision int8 on one thread (the fused
+                  one-call levels path), also with RESCORE_NATIVE=0 and RESCORE_NATIVE=generic,
+                  --normalize none, both trie schedules (levels, segments), the neural cache;
+                  a Hugging Face model (--model hf:DIR, a tiny random GPT-2)
   rescore-tune    plain and cross-validated, on the no-carry run's NN costs
   rescore-wer     first pass against the carried 1-best, bootstrap over recordings, JSON + plot
   rescore-lattice cover and apply on lattices whose paths are the first utterances' N-best lists
@@ -12,7 +16,8 @@ revision and with the working tree (or another checkout), the same commands on t
 and compares every output file byte for byte (logs aside, which hold timings; a manifest.json
 may differ in its writer's pid and time). The two models (an
 LSTM with the implicit pointer and memory, and a Transformer with the class-factored output) are
-trained briefly by the base revision, so both versions read the same checkpoints.
+trained briefly by the base revision, so both versions read the same checkpoints; so are a
+self-normalised LSTM with a softmax head and the tiny GPT-2 (saved with save_pretrained).
 
 Example:
   python tools/same_outputs.py --base main --out /tmp/same --utts 200
@@ -44,9 +49,10 @@ def log(msg: str) -> None:
     print(f"same_outputs: {msg}", file=sys.stderr, flush=True)
 
 
-def run(tree: Path, module: str, *args, cwd: Path, name: str) -> None:
-    """One command with the code of ``tree``; its stdout kept as an output, its stderr as a log."""
-    env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS="1")
+def run(tree: Path, module: str, *args, cwd: Path, name: str, env: dict = None) -> None:
+    """One command with the code of ``tree``; its stdout kept as an output, its stderr as a log;
+    ``env``: extra environment variables."""
+    env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS="1", **(env or {}))
     cwd.mkdir(parents=True, exist_ok=True)
     r = subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True,
                        env=env, cwd=cwd)
@@ -64,6 +70,14 @@ def export(rev: str, dst: Path) -> Path:
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         tar.extractall(dst)
     return dst
+
+
+def build(tree: Path) -> None:
+    """The C kernels of ``tree`` compiled in place (the runs with RESCORE_NATIVE=1 use them)."""
+    r = subprocess.run([sys.executable, "setup.py", "build_ext", "--inplace", "-q"], cwd=tree,
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"same_outputs: building the kernels in {tree} failed:\n{r.stderr[-3000:]}")
 
 
 def subset(out: Path, n_utts: int, lattice_utts: int) -> tuple:
@@ -101,7 +115,8 @@ def write_data(data: Path, keep: set) -> None:
 
 
 def train_models(base: Path, out: Path) -> tuple:
-    """Two small models trained for a few hundred batches by the base revision."""
+    """Three small models trained for a few hundred batches by the base revision, and a tiny
+    random GPT-2 saved by its tools/bench_hf.py."""
     common = ["--train", TRAIN, "--valid", VALID, "--bptt", 35, "--batch-size", 20, "--threads", 1,
               "--epochs", 2, "--epoch-batches", 150, "--max-vocab", 10000, "--device", "cpu"]
     models = []
@@ -109,12 +124,28 @@ def train_models(base: Path, out: Path) -> tuple:
                                           "--hidden", 64, "--layers", 1]),
                         ("transformer-class", ["--arch", "transformer", "--head", "softmax", "--hidden", 64,
                                                "--layers", 2, "--output", "class", "--classes", 100,
-                                               "--optimizer", "adam"])):
+                                               "--optimizer", "adam"]),
+                        ("lstm-softmax", ["--arch", "lstm", "--head", "softmax", "--hidden", 64,
+                                          "--layers", 2, "--self-norm", 0.1])):
         d = out / "models" / name
         if not (d / "model.pt").exists():
             log(f"training {name}")
             run(base, "rescore.cli.train_lm", *common, *extra, "--out-dir", d, cwd=out / "models", name=name)
         models.append(d / "model.pt")
+    hf = out / "models" / "gpt2"
+    if not (hf / "config.json").exists():
+        log("saving a tiny random GPT-2")
+        lines = [x for x in TRAIN.read_text().splitlines()[:3000] if x.strip()]
+        code = f"""
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("bench_hf", {str(base / 'tools' / 'bench_hf.py')!r})
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+m.save_random_gpt2({str(hf)!r}, sys.stdin.read().splitlines(), vocab=500, layers=2, dim=32, heads=2,
+                   positions=256, scale=4.0)
+"""
+        subprocess.run([sys.executable, "-c", code], input="\n".join(lines), text=True, check=True,
+                       env=dict(os.environ, PYTHONPATH=str(base)))
+    models.append(f"hf:{hf}")
     return tuple(models)
 
 
@@ -177,7 +208,7 @@ for c in read_lattices({str(cover)!r}):
 
 
 def run_all(tree: Path, out: Path, nb: Path, data: Path, models: tuple, lattice_utts: int) -> None:
-    a, b = models
+    a, b, c, hf = models
     nbest = ["--data-dir", data, "--train-text", TRAIN, "--device", "cpu", "--weight", 0.5,
              "--inv-acwt", 9.5, "--wip", 0.5]
     log(f"{tree}: rescore-nbest")
@@ -187,6 +218,21 @@ def run_all(tree: Path, out: Path, nb: Path, data: Path, models: tuple, lattice_
         "--oov-penalty", "auto", cwd=out, name="nbest-carry")
     run(tree, "rescore.cli.nbest", nb, out / "two", *nbest, "--model", a, "--model", b, "--mix", "0.6,0.4",
         "--state-carry", "rescored", "--oov-penalty", "auto", cwd=out, name="nbest-two")
+    log(f"{tree}: rescore-nbest, kernels and schedules")
+    one = [*nbest, "--model", c, "--oov-penalty", "auto"]
+    for native in ("1", "0", "generic"):  # int8 on one thread: the fused one-call levels path
+        run(tree, "rescore.cli.nbest", nb, out / f"int8-native{native}", *one, "--precision", "int8",
+            "--normalize", "none", cwd=out, name=f"nbest-int8-native{native}", env={"RESCORE_NATIVE": native})
+    for schedule in ("levels", "segments"):
+        for native in ("1", "0"):
+            run(tree, "rescore.cli.nbest", nb, out / f"{schedule}-native{native}", *one, "--schedule", schedule,
+                cwd=out, name=f"nbest-{schedule}-native{native}", env={"RESCORE_NATIVE": native})
+    run(tree, "rescore.cli.nbest", nb, out / "exact-none", *one, "--normalize", "none", "--schedule", "levels",
+        cwd=out, name="nbest-exact-none")
+    run(tree, "rescore.cli.nbest", nb, out / "cache", *nbest, "--model", c, "--cache-window", 100,
+        "--state-carry", "rescored", "--oov-penalty", "auto", cwd=out, name="nbest-cache")
+    run(tree, "rescore.cli.nbest", nb, out / "hf", *nbest, "--model", hf, "--state-carry", "rescored",
+        "--hf-context", 64, cwd=out, name="nbest-hf")
     log(f"{tree}: rescore-tune")
     grid = ["--weights", "0:1:0.25", "--inv-acwts", "8:12:2", "--wips", "0:1:0.5"]
     nn = out / "none" / "lmwt.nn"
@@ -249,7 +295,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="work dir (models are reused from a previous run)")
     ap.add_argument("--utts", type=int, default=627, help="dev utterances to rescore (default: all 627)")
     ap.add_argument("--lattice-utts", type=int, default=40, help="utterances for the lattice commands")
+    ap.add_argument("--data", type=Path, default=SHARED,
+                    help="the shared data folder (default: ../shared/data beside the checkout)")
     args = ap.parse_args(argv)
+    global DEV, TRAIN, VALID
+    DEV = args.data / "tts-wikitext2-dev"
+    TRAIN, VALID = args.data / "wikitext2-asr" / "train.txt", args.data / "wikitext2-asr" / "valid.nodev.txt"
     if not DEV.is_dir():
         return f"same_outputs: needs the dev N-best set at {DEV}"
     out = args.out.resolve()
@@ -264,6 +315,7 @@ def main(argv=None) -> int:
                 f.write(f"{key[:-2]} {words.strip()}\n")
     union_lattices(nb, nb.parent / "lattices.txt", args.lattice_utts)
     for name, tree in (("base", base), ("new", args.new.resolve())):
+        build(tree)
         work = out / "runs" / "current"  # one path for both, since outputs name their paths
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(out / "runs" / name, ignore_errors=True)
