@@ -64,7 +64,7 @@ DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
 def check_device(spec: str, option: str = "--device", allow_auto: bool = True) -> str:
     """The one parser of a device option, torch-free: ``auto`` (where allowed), ``cpu``, ``cuda``
     or ``cuda:N``; returns the spec unchanged. Whether CUDA is present is checked where the device
-    is opened (``rescore.engine.resolve_device``), not here, so that ``--help`` and the option
+    is opened (``rescore.engine.score.resolve_device``), not here, so that ``--help`` and the option
     checks stay instant.
 
     >>> check_device("cuda:1")

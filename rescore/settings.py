@@ -2,7 +2,7 @@
 
 Each field carries its choices (or its lower bound), its default and its help text (field
 metadata), so that rescore-nbest's options (rescore.cli.engine_options) are generated from it and
-the engine (rescore.engine.score_nbest) takes one :class:`EngineSettings` whole. Torch-free: a
+the engine (rescore.engine.score.score_nbest) takes one :class:`EngineSettings` whole. Torch-free: a
 command's ``--help`` and its option checks stay instant.
 """
 
@@ -38,7 +38,7 @@ def _setting(default, help: str, *, choices: Optional[Tuple[str, ...]] = None, l
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """How the engine scores (rescore.engine; ``rescore-nbest --help``). Checked when built: an
+    """How the engine scores (rescore.engine.score; ``rescore-nbest --help``). Checked when built: an
     OptionError names the option of a bad value (exit 2)."""
 
     state_carry: str = _setting(
@@ -62,7 +62,7 @@ class EngineSettings:
         help="fast: prefix trie, conversations side by side; padded: one padded batch "
              "per utterance (Kaldi's way); naive: one hypothesis at a time (reference).")
     # nats per OOV word, or "auto"; None: the job's default (auto where a training text or a
-    # words.txt is known, else OOV_NONE: rescore.pipeline.NbestJob)
+    # words.txt is known, else OOV_NONE: rescore.jobs.nbest.NbestJob)
     oov_penalty: Union[None, float, str] = _setting(
         None, low=0.0, show_default=f"{OOV_AUTO} with --train-text or a words.txt, else {OOV_NONE:g}",
         help="Extra cost per out-of-vocabulary word, on its <unk> probability: a number "

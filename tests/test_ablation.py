@@ -22,7 +22,7 @@ def _nn_costs(tmp_path):
     import random
 
     from rescore.io.kaldi import write_nn_costs
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     nb = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
     rnd = random.Random(0)
@@ -42,7 +42,7 @@ def test_table_row_per_system_and_cis_match_compare_systems(tmp_path):
     from rescore.cli.wer import main as wer_main
     from rescore.io.kaldi import read_text_table
     from rescore.metrics import compare_systems
-    from rescore.tune_job import TuneJob, format_setting, tune_nbest_dir
+    from rescore.jobs.tune import TuneJob, format_setting, tune_nbest_dir
     from rescore.vocab import count_words, read_sentences
 
     _nn_costs(tmp_path)
@@ -149,8 +149,8 @@ def test_verdict_reads_the_cis():
 
 
 def test_two_model_interpolation_is_rescore_tunes_mix_sweep(tmp_path):
-    from rescore.combine import mix_grid
-    from rescore.tune_job import TuneJob, tune_nbest_dir
+    from rescore.nbest.combine import mix_grid
+    from rescore.jobs.tune import TuneJob, tune_nbest_dir
 
     _nn_costs(tmp_path)
     good, rnd = tmp_path / "good.nn", tmp_path / "rnd.nn"

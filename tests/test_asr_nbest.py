@@ -205,8 +205,8 @@ def test_words_txt_holds_the_dictionary_and_the_references(tiny_dict, tmp_path):
     checks every line against words_text), and rescore-nbest's lexicon (--oov-penalty auto)
     is every word of it."""
     from rescore.asr.pocketsphinx_nbest import dictionary_words, symbol_table, write_nbest_dir
-    from rescore.nbest import load_nbest_dir
-    from rescore.pipeline import NbestJob
+    from rescore.nbest.sets import load_nbest_dir
+    from rescore.jobs.nbest import NbestJob
 
     lexicon = dictionary_words(tiny_dict, ["<sil>"])
     refs = {"u1": "read the zebra", "u2": "a m <unk>"}
@@ -287,7 +287,7 @@ def decoded(tmp_path_factory):
 
 
 def test_decoded_nbest_passes_the_strict_reader_and_ranks_like_pocketsphinx(decoded):
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     d, out = decoded
     nbest = load_nbest_dir(d / "nbest", d / "data")

@@ -120,7 +120,7 @@ def base(tmp_path_factory) -> Path:
     save_checkpoint(model, b / "model.pt")
     # rescore-lattice: the lattices and the archive dir of their path cover after rescore-nbest
     # (words, per-token lmwt.nn), as recipes/steps/lmrescore_lattice.sh leaves them for `apply`
-    from rescore.lattice import path_cover, read_lattices
+    from rescore.nbest.lattice import path_cover, read_lattices
 
     (b / "lat.txt").write_text(LAT)
     rows = [(f"{lat.key}-{k}", p.words(lat)) for lat in read_lattices(b / "lat.txt")

@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from conftest import REPO_ROOT
-from rescore.models import native, quant
+from rescore.engine.kernels import native, quant
 
 
 @pytest.mark.skipif(not native.available() or quant.engine() is None,
-                    reason="needs the compiled kernels (rescore._kernels) and a quantised CPU engine")
+                    reason="needs the compiled kernels (rescore.engine.kernels._kernels) and a quantised CPU engine")
 def test_int8_kernels_bench_runs_every_path(tmp_path):
     out = tmp_path / "gemm.json"
     subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "bench_gemm.py"), "--int8", "--rows", "9",

@@ -18,8 +18,8 @@ import torch
 
 import kaldi_scorer_standin as standin
 from conftest import NBEST_SMALL, REPO_ROOT
-from rescore.engine import UttInput, score_nbest
-from rescore.kaldi_lm import import_kaldi_lm
+from rescore.engine.score import UttInput, score_nbest
+from rescore.models.kaldi_lm import import_kaldi_lm
 from rescore.models import ModelConfig, build_model, load_checkpoint, save_checkpoint
 from rescore.vocab import EOS, UNK, Vocabulary
 

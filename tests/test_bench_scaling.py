@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from conftest import REPO_ROOT
-from rescore.nbest import load_nbest_dir
+from rescore.nbest.sets import load_nbest_dir
 
 _spec = importlib.util.spec_from_file_location("bench_scaling", REPO_ROOT / "tools" / "bench_scaling.py")
 bench_scaling = importlib.util.module_from_spec(_spec)

@@ -139,7 +139,7 @@ def test_options():
 
 def test_tune_cache_equals_the_wrapper():
     """The one-pass grid gives, at each point, the cross-entropy NeuralCacheLM gives."""
-    from rescore.data import make_streams
+    from rescore.train.data import make_streams
     from rescore.models.cache import tune_cache
 
     model = tiny("pointer", memory_aug=True)
@@ -168,11 +168,11 @@ def test_nbest_command_with_cache_equals_naive_scoring(tmp_path):
     from click.testing import CliRunner
 
     from rescore.cli.nbest import main
-    from rescore.combine import Params
-    from rescore.pipeline import score_nbest_set
+    from rescore.nbest.combine import Params
+    from rescore.jobs.nbest import score_nbest_set
     from rescore.io.kaldi import read_nn_costs
     from rescore.models import save_checkpoint
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     fixture = Path(__file__).parent / "fixtures" / "nbest-small"
     if not fixture.is_dir():

@@ -11,13 +11,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from rescore import engine as E
-from rescore.engine import score_nbest
+from rescore.engine import score as E
+from rescore.engine.score import score_nbest
 from rescore.errors import OptionError, RescoreError
 from rescore.models import HEADS, ModelConfig, build_model, load_checkpoint, save_checkpoint
 from rescore.models.classes import frequency_classes
 from rescore.models.heads import SoftmaxHead
-from rescore.train import TrainOptions, check_config, train_lm
+from rescore.train.loop import TrainOptions, check_config, train_lm
 from rescore.vocab import Vocabulary
 
 from test_engine import FIXTURE, WORDS, assert_close, make_conversations
@@ -161,8 +161,8 @@ def corpus(tmp_path):
 
 
 def valid_loss(model, path):
-    from rescore.data import load_streams
-    from rescore.ppl import stream_loss
+    from rescore.train.data import load_streams
+    from rescore.train.ppl import stream_loss
 
     nll, n = stream_loss(model, load_streams(path, model.vocab, 4, pad=True), 8, "cpu")
     return nll / n
@@ -177,7 +177,7 @@ def test_training_lowers_valid_loss_and_checkpoint_keeps_classes(corpus, head, m
                         epochs=2, batch_size=4, bptt=8, lr=1.0, device="cpu", threads=1)
     torch.manual_seed(opts.seed)  # the initial weights of train_lm
     vocab = Vocabulary.from_text(corpus / "train.txt")
-    from rescore.train import train_counts
+    from rescore.train.loop import train_counts
 
     untrained = build_model(ModelConfig(**{**cfg.to_dict()}), vocab,
                             train_counts(corpus / "train.txt", vocab)).eval()
@@ -291,7 +291,7 @@ def test_cli_train_ppl_nbest(corpus, tmp_path):
     from rescore.cli.ppl import main as ppl_main
     from rescore.cli.train_lm import main as train_main
     from rescore.io.kaldi import read_nn_costs
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     nbest = load_nbest_dir(FIXTURE, FIXTURE / "data")
     words = sorted({w for u in nbest.utterances() for h in u.hyps for w in h.words})
@@ -368,7 +368,7 @@ def test_self_normalised_class_output_adds_both_log_zs():
 def test_self_norm_loss_has_both_terms():
     """The training loss of a self-normalised class model is -log P plus alpha times the
     squares of both normalisers, the within-class one taken at each target's class."""
-    from rescore.train import compute_loss
+    from rescore.train.loop import compute_loss
 
     model = class_model(dict(arch="lstm", head="softmax", self_norm=0.25))
     ids = inputs(len(model.vocab))
@@ -400,7 +400,7 @@ def test_self_norm_class_training_and_unnormalised_scoring(corpus):
                                    out_dir=out, epochs=2, batch_size=4, bptt=8, lr=1.0,
                                    device="cpu", threads=1))
         model = models[alpha] = load_checkpoint(out / "model.pt")
-        from rescore.data import load_streams
+        from rescore.train.data import load_streams
 
         s = load_streams(corpus / "valid.txt", model.vocab, 4, pad=True)
         with torch.no_grad():

@@ -89,7 +89,7 @@ def test_shared_dev_reproduces_first_pass_and_oracle(tmp_path):
 def test_nn_costs_file_changes_the_choice(tmp_path):
     # An NN LM that strongly prefers each utterance's reference: at weight 1 the 1-best is the oracle.
     from rescore.io.kaldi import write_nn_costs
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     s = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
     costs = {h.key: [0.0] * len(h.words) + [0.0 if h.words == s.refs[u.id] else 500.0]
@@ -110,7 +110,7 @@ def two_models(tmp_path_factory):
     import torch
 
     from rescore.models import ModelConfig, build_model, save_checkpoint
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
     from rescore.vocab import Vocabulary
 
     d = tmp_path_factory.mktemp("models")
@@ -266,7 +266,7 @@ def test_overflow_is_an_error_naming_file_line_and_key(tmp_path, archive, line, 
 
 def test_overflow_of_nn_lm_costs_names_the_cost_file(tmp_path):
     from rescore.io.kaldi import read_nn_costs, write_nn_costs
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     s = load_nbest_dir(NBEST_SMALL)
     costs = {h.key: [1.0] * (len(h.words) + 1) for u in s.utterances() for h in u.hyps}

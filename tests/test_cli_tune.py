@@ -60,7 +60,7 @@ def _conflicting_nn_costs(path):
     """lmwt.nn for nbest-small where the halves want different NN weights: on rec1 (half 1) the
     NN LM prefers the reference, on rec2 (half 2) it prefers a wrong hypothesis."""
     from rescore.io.kaldi import write_nn_costs
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     nb = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
     costs = {}
@@ -74,8 +74,8 @@ def _conflicting_nn_costs(path):
 
 
 def test_cross_validate_reports_each_half_under_the_other_halfs_setting(tmp_path):
-    from rescore.combine import CostArrays, NnCosts, split_half, tune
-    from rescore.interp import Params
+    from rescore.nbest.combine import CostArrays, NnCosts, split_half, tune
+    from rescore.nbest.interp import Params
 
     nb = _conflicting_nn_costs(tmp_path / "lmwt.nn")
     grid = dict(weights=[0.0, 0.5, 1.0], inv_acwts=[10.0, 12.0], wips=[0.0])
@@ -189,7 +189,7 @@ def _knows(s, conv):
 
 def test_two_cost_files_tune_a_mix_that_rescore_nbest_reads_back(tmp_path):
     from rescore.io.kaldi import write_nn_costs
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     s = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
     files = []

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from rescore.combine import (
+from rescore.nbest.combine import (
     CostArrays,
     NnCosts,
     Params,
@@ -18,7 +18,7 @@ from rescore.combine import (
     tune,
 )
 from rescore.errors import RescoreError
-from rescore.nbest import Hypothesis, load_nbest_dir
+from rescore.nbest.sets import Hypothesis, load_nbest_dir
 
 
 def test_fixed_and_total_cost_follow_design_3():
@@ -50,7 +50,7 @@ def test_fast_sweep_agrees_with_a_scalar_reference(nbest_small):
     rng = random.Random(3)
     for _ in range(200):
         p = Params(rng.choice([0.0, rng.random()]), rng.uniform(1, 20), rng.uniform(-3, 3))
-        # one hypothesis at a time: the formula of rescore.interp, the first minimum
+        # one hypothesis at a time: the formula of rescore.nbest.interp, the first minimum
         ref = [min(range(len(u.hyps)), key=lambda i: total_cost(fixed_cost(u.hyps[i], p.weight, p.inv_acwt, p.wip),
                                                                   sum(costs[u.hyps[i].key]), p.weight))
                for u in s.utterances()]
@@ -155,7 +155,7 @@ def test_mixed_cost_is_the_share_weighted_sum(nbest_small):
 
 
 def test_mix_grid():
-    from rescore.combine import mix_grid
+    from rescore.nbest.combine import mix_grid
 
     assert mix_grid([0.0, 0.5, 1.0], 1) == [(1.0,)]
     assert mix_grid([0.0, 0.3, 1.0], 2) == [(0.0, 1.0), (0.3, 0.7), (1.0, 0.0)]

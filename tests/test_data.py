@@ -1,6 +1,6 @@
 import torch
 
-from rescore.data import encode_corpus, load_streams, make_streams
+from rescore.train.data import encode_corpus, load_streams, make_streams
 from rescore.vocab import Vocabulary
 
 

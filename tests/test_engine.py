@@ -11,9 +11,9 @@ from collections import Counter
 import pytest
 import torch
 
-from rescore import engine as E
-from rescore.engine import EngineStats, UttInput, score_nbest
-from rescore.pipeline import parse_split, split_slice
+from rescore.engine import score as E
+from rescore.engine.score import EngineStats, UttInput, score_nbest
+from rescore.jobs.nbest import parse_split, split_slice
 from rescore.errors import RescoreError
 
 from engine_toys import ToyAttention, ToyLSTM, ToyPointer, ToyVocab
@@ -215,7 +215,7 @@ def test_history_filter_leaves_unsure_words_out():
 
 
 def test_word_posteriors():
-    from rescore.forward import Hyp, word_posteriors
+    from rescore.engine.forward import Hyp, word_posteriors
 
     hyps = [Hyp([1, 2], [1, 2]), Hyp([1, 3], [1, 3]), Hyp([1, 2, 2], [1, 2, 2])]
     costs = [[1.0, 1.0, 1.0], [0.5, 0.5, 0.5], [1.0, 1.0, 1.0, 1.0]]
@@ -513,7 +513,7 @@ def test_int8_products_run_and_stay_close(kw):
     """--precision int8 on the CPU: every real body and head scores (the LSTM step and the
     softmax output layer in int8, the rest as before), normalised and not, and the costs stay
     near fp32; the quantised engine PyTorch had before is restored after every call."""
-    from rescore.models import quant
+    from rescore.engine.kernels import quant
 
     if quant.engine() is None:
         pytest.skip("this PyTorch build has no quantised CPU engine")
@@ -534,12 +534,12 @@ def test_int8_products_run_and_stay_close(kw):
 
 
 def test_int8_fused_kernels_in_the_engine(monkeypatch):
-    """With one torch thread an LSTM's int8 steps run as rescore.models.native's fused layers
+    """With one torch thread an LSTM's int8 steps run as rescore.engine.kernels.native's fused layers
     and a softmax head's log Z as its fused output layer: the engine's costs stay within 5 % of
     fp32, and do not depend on how rows are batched (fixed scales for the states, one per row
     for the output layer's input): one row per call and all rows in one give the same costs,
     bit for bit (PyTorch's dynamic products, quantising each call from its range, do not)."""
-    from rescore.models import native, quant
+    from rescore.engine.kernels import native, quant
 
     if quant.engine() is None or not native.available():
         pytest.skip("needs the compiled kernels and a quantised CPU engine")
@@ -575,8 +575,8 @@ def test_level_steps_give_the_forward_calls_costs(monkeypatch, precision, whole)
     from the kernels), with the fused int8 kernels all levels of a batch in one call
     (native.levels_int8): the costs and the carried states of per-level Forward calls, exact
     and unnormalised, first-pass and rescored carry, with an OOV penalty."""
-    from rescore.forward import LevelSteps
-    from rescore.models import native, quant
+    from rescore.engine.forward import LevelSteps
+    from rescore.engine.kernels import native, quant
     from rescore.models.bodies import LSTMLevels
     from rescore.models.lm import NeuralLM
 
@@ -626,7 +626,7 @@ def test_int8_first_pass_chain_runs_through_the_fused_kernels(monkeypatch):
     tries (Forward.end_states); under int8 with the fused kernels that chain is one-hypothesis
     tries through native.levels_int8 without outputs: the carried states then come from the
     same int8 steps as the scores, and the costs stay within int8's distance of fp32."""
-    from rescore.models import native, quant
+    from rescore.engine.kernels import native, quant
 
     if quant.engine() is None or not native.available():
         pytest.skip("needs the compiled kernels and a quantised CPU engine")
@@ -650,10 +650,10 @@ def test_int8_first_pass_chain_runs_through_the_fused_kernels(monkeypatch):
 
 
 def test_int8_products_match_the_float_layer():
-    """rescore.models.quant.Int8Linear: within the int8 rounding of the float product, and
+    """rescore.engine.kernels.quant.Int8Linear: within the int8 rounding of the float product, and
     refused on CUDA (no quantised engine there)."""
-    from rescore.forward import EngineStats, Forward
-    from rescore.models import quant
+    from rescore.engine.forward import EngineStats, Forward
+    from rescore.engine.kernels import quant
 
     if quant.engine() is None:
         pytest.skip("this PyTorch build has no quantised CPU engine")
@@ -673,7 +673,7 @@ def test_int8_row_buckets_change_no_output():
     thousands of row counts do not fragment the heap: peak memory, docs/benchmarks.md); the
     zero rows it adds change no real row's output, bit for bit, as the input's quantisation
     range holds 0 already."""
-    from rescore.models import quant
+    from rescore.engine.kernels import quant
 
     if quant.engine() is None:
         pytest.skip("this PyTorch build has no quantised CPU engine")
@@ -743,7 +743,7 @@ def test_first_pass_parallel_equals_sequential(kw):
 def test_first_pass_parallel_with_two_models_in_lockstep():
     """Two models scored together (score_nbest_mixed), carry first-pass: each model's costs
     equal its own naive, sequential run (the chain and the waves of each model apart)."""
-    from rescore.engine import score_nbest_mixed
+    from rescore.engine.score import score_nbest_mixed
 
     lstm = real_model(dict(arch="lstm", head="pointer", memory_aug=True))
     trf = real_model(dict(arch="transformer", head="softmax", positions="learned"))
@@ -805,11 +805,11 @@ def test_cli_model_writes_lmwt_nn_and_split_merges(tmp_path):
     from click.testing import CliRunner
 
     from rescore.cli.nbest import main
-    from rescore.combine import Params
-    from rescore.pipeline import score_nbest_set
+    from rescore.nbest.combine import Params
+    from rescore.jobs.nbest import score_nbest_set
     from rescore.io.kaldi import read_nn_costs
     from rescore.models import ModelConfig, build_model, save_checkpoint
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
     from rescore.vocab import Vocabulary
 
     nbest = load_nbest_dir(FIXTURE, FIXTURE / "data")
@@ -864,10 +864,10 @@ def test_cli_oov_penalty_auto(tmp_path):
     from click.testing import CliRunner
 
     from rescore.cli.nbest import main
-    from rescore.pipeline import auto_oov_penalty
+    from rescore.jobs.nbest import auto_oov_penalty
     from rescore.io.kaldi import read_nn_costs
     from rescore.models import ModelConfig, build_model, save_checkpoint
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
     from rescore.vocab import Vocabulary
 
     nbest = load_nbest_dir(FIXTURE, FIXTURE / "data")
@@ -937,7 +937,7 @@ def test_cli_oov_penalty_auto(tmp_path):
 def test_normalised_outputs_are_cut_to_a_bounded_size(monkeypatch):
     """On a CPU a call's normalised (rows, V) output is cut into chunks of at most OUTPUT_BYTES:
     more forward calls, the same costs."""
-    import rescore.forward as F
+    import rescore.engine.forward as F
 
     model = models()["lstm"]
     convs = make_conversations(seed=25, n_conv=2, n_utt=(2, 3))
@@ -962,7 +962,7 @@ def test_freed_memory_is_kept_for_the_next_tensors():
         pytest.skip("glibc's malloc only")
     code = (
         "import resource, sys, torch\n"
-        "from rescore.forward import keep_freed_memory\n"
+        "from rescore.engine.forward import keep_freed_memory\n"
         "if sys.argv[1] == 'tuned': keep_freed_memory()\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
         "for i in range(30): torch.log_softmax(torch.ones(4 * 2**20 + 1000 * i), 0).sum()\n"

@@ -191,7 +191,7 @@ except ImportError:
 @FUZZ
 @given(data=JSONISH)
 def test_params_json(data):
-    from rescore.combine import Params
+    from rescore.nbest.combine import Params
 
     _check(Params.from_json, "params.json", data)
 
@@ -244,7 +244,7 @@ def _mutate(lines, op, i, j, token):
        gz=st.booleans())
 def test_nbest_dir_mutations(name, ops, gz):
     """The whole N-best dir reader on line-level mutations of the small fixture."""
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     with tempfile.TemporaryDirectory() as d:
         nd = Path(d) / "nbest"
@@ -273,9 +273,9 @@ def test_nbest_dir_mutations(name, ops, gz):
        words_only=st.booleans())
 def test_words_mapped_in_bulk_load_as_ids_mapped(name, ops, words_only):
     """load_nbest_dir maps the ``words`` archive through words.txt in bulk where it can
-    (rescore.nbest._words_through): the same set, or the same error, as reading the ids and
+    (rescore.nbest.sets._words_through): the same set, or the same error, as reading the ids and
     mapping them."""
-    from rescore import nbest
+    from rescore.nbest import sets as nbest
 
     with tempfile.TemporaryDirectory() as d:
         nd = Path(d) / "nbest"

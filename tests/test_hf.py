@@ -1,4 +1,4 @@
-"""Hugging Face causal LMs as the NN LM (rescore.models.hf, rescore.hf_engine): a tiny GPT-2 and a
+"""Hugging Face causal LMs as the NN LM (rescore.models.hf, rescore.engine.hf): a tiny GPT-2 and a
 byte-level BPE tokenizer trained here on the LM text, saved with save_pretrained; nothing
 downloaded. The prefix-sharing engine must give the naive per-hypothesis forward's costs."""
 
@@ -17,7 +17,7 @@ from tests.conftest import NBEST_SMALL, REPO_ROOT, SHARED_DATA, shared_data_path
 transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
 tokenizers = pytest.importorskip("tokenizers", reason="the hf extra (tokenizers) is not installed")
 
-from rescore.engine import UttInput, score_nbest  # noqa: E402
+from rescore.engine.score import UttInput, score_nbest  # noqa: E402
 from rescore.errors import RescoreError  # noqa: E402
 from rescore.models.hf import HfLM, load_hf  # noqa: E402
 
@@ -85,8 +85,8 @@ def dev_conversations():
 def _dev_conversations(n_conv=3, n_utt=3, n_hyps=20):
     """The first n_hyps hypotheses of the first utterances of the first conversations of the dev set."""
     d = shared_data_path("tts-wikitext2-dev")
-    from rescore.combine import fixed_cost
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.combine import fixed_cost
+    from rescore.nbest.sets import load_nbest_dir
 
     nbest = load_nbest_dir(d / "nbest", d / "data", d / "lang" / "words.txt")
     return [[UttInput([h.words for h in u.hyps[:n_hyps]], [fixed_cost(h, 0.5, 9.5, 0.0) for h in u.hyps[:n_hyps]])
@@ -259,8 +259,8 @@ def test_cli_end_to_end(tiny_dir, tmp_path, caplog):
 
 
 def test_vocabulary_check_leaves_hf_models_out(tiny_dir):
-    from rescore.nbest import load_nbest_dir
-    from rescore.sanity import check_nbest_input
+    from rescore.nbest.sets import load_nbest_dir
+    from rescore.nbest.checks import check_nbest_input
 
     nbest = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
     checks = check_nbest_input(nbest, [f"hf:{tiny_dir}"])

@@ -163,7 +163,7 @@ def test_dev_set_subset_round_trips_byte_for_byte(tmp_path):
 
 def test_binary_archives_convert_to_the_same_floats(tmp_path):
     from rescore.io.kaldi import write_table
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     s = load_nbest_dir(NBEST_SMALL)
     d = tmp_path / "bin"
@@ -185,7 +185,7 @@ def tiny_model(tmp_path_factory):
     import torch
 
     from rescore.models import ModelConfig, build_model, save_checkpoint
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
     from rescore.vocab import Vocabulary
 
     s = load_nbest_dir(NBEST_SMALL, NBEST_SMALL / "data")
@@ -202,9 +202,9 @@ def _same_as_the_kaldi_dir(tmp_path, nbest_dir, data_dir, model, *extra):
     scores.tsv's nn and total the Kaldi formula's floats of the dir's costs. The dir's words.txt
     goes with the file by --words-txt (the recognizer's words of --oov-penalty auto, the default
     where there is one)."""
-    from rescore.interp import fixed_cost, total_cost
+    from rescore.nbest.interp import fixed_cost, total_cost
     from rescore.io.kaldi import read_nn_costs
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     r = CliRunner().invoke(convert, [str(nbest_dir), str(tmp_path / "n.tsv")])
     assert r.exit_code == 0, r.output

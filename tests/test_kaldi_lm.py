@@ -1,4 +1,4 @@
-"""Import of Kaldi steps/pytorchnn models (rescore.kaldi_lm, rescore-import-kaldi-lm).
+"""Import of Kaldi steps/pytorchnn models (rescore.models.kaldi_lm, rescore-import-kaldi-lm).
 
 The reference is a small re-implementation of Kaldi's model.py and of compute_sentence_scores.py's
 sentence score, written here from their description (torch's own LSTM/GRU/TransformerEncoder
@@ -18,9 +18,9 @@ from click.testing import CliRunner
 from torch import nn
 
 from rescore.cli.import_kaldi_lm import main as import_main
-from rescore.engine import UttInput, score_nbest
+from rescore.engine.score import UttInput, score_nbest
 from rescore.errors import RescoreError
-from rescore.kaldi_lm import import_kaldi_lm
+from rescore.models.kaldi_lm import import_kaldi_lm
 from rescore.models import load_checkpoint
 
 WORDS = ["<eps>", "<s>", "</s>", "<unk>", "the", "cat", "sat", "on", "a", "mat", "dog", "#0"]

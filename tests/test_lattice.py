@@ -1,4 +1,4 @@
-"""Lattice rescoring by path cover (rescore/lattice.py, rescore-lattice, recipes/steps/
+"""Lattice rescoring by path cover (rescore/nbest/lattice.py, rescore-lattice, recipes/steps/
 lmrescore_lattice.sh).
 
 * Kaldi's text form of CompactLattices: read, written, read back; bad input named by line.
@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from rescore.errors import RescoreError
-from rescore.lattice import (Arc, Lattice, arc_nn_costs, add_nn_costs, format_lattice, iter_lattices,
+from rescore.nbest.lattice import (Arc, Lattice, arc_nn_costs, add_nn_costs, format_lattice, iter_lattices,
                              path_cover, read_lattices, write_lattices)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -588,7 +588,7 @@ def test_kaldi_named_steps_share_one_cache_of_the_imported_model(tmp_path):
 
 @pytest.mark.parametrize("seed", range(15))
 def test_best_paths_over_a_grid_match_enumeration(seed):
-    from rescore.lattice import best_paths
+    from rescore.nbest.lattice import best_paths
 
     rng = random.Random(100 + seed)
     lat = random_lattice(rng, rng.randint(3, 9))

@@ -1,10 +1,10 @@
-"""The level schedule's tries (rescore.levels.LevelForest), the LSTM's bf16 one-token step and the
+"""The level schedule's tries (rescore.engine.levels.LevelForest), the LSTM's bf16 one-token step and the
 bf16 row padding of the forward calls."""
 
 import torch
 
-from rescore.forward import Hyp
-from rescore.levels import LevelForest
+from rescore.engine.forward import Hyp
+from rescore.engine.levels import LevelForest
 from rescore.models import ModelConfig, build_model
 from rescore.vocab import Vocabulary
 
@@ -62,7 +62,7 @@ def test_bf16_step_is_close_to_fp32_and_keeps_states_in_fp32():
 
 
 def test_padded_rows_repeat_the_last_row_up_to_a_bucket():
-    from rescore.forward import padded_rows
+    from rescore.engine.forward import padded_rows
 
     idx = padded_rows(10, 13)
     assert len(idx) == 64 and idx[:3].tolist() == [10, 11, 12] and set(idx[3:].tolist()) == {12}

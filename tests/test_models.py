@@ -150,7 +150,7 @@ def test_rescore_nbest_reads_its_checkpoint_once(tmp_path, monkeypatch):
     from click.testing import CliRunner
 
     from rescore.cli.nbest import main as nbest_main
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
     from test_engine import FIXTURE
 
     words = sorted({w for u in load_nbest_dir(FIXTURE, FIXTURE / "data").utterances()

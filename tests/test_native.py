@@ -1,4 +1,4 @@
-"""The fused LSTM cell (rescore._kernels through rescore.models.native) against PyTorch's
+"""The fused LSTM cell (rescore.engine.kernels._kernels through rescore.engine.kernels.native) against PyTorch's
 arithmetic: the cell alone, and the LSTM body's step with and without it."""
 
 import os
@@ -6,19 +6,20 @@ import os
 import pytest
 import torch
 
-from rescore.models import native
+from rescore.engine.kernels import native
 from rescore.models.bodies import LSTMBody
 from rescore.models.config import ModelConfig
-from rescore.models.quant import int8_products
+from rescore.engine.kernels.quant import int8_products
 
 needs_kernels = pytest.mark.skipif(native._kernels is None,
-                                   reason="rescore._kernels was not compiled at install (no C compiler)")
+                                   reason="rescore.engine.kernels._kernels was not compiled at install (no C compiler)")
 
 
 def test_kernels_are_built_in_ci():
     """The README's install compiles them; CI must not pass silently on the slower path."""
     if os.environ.get("CI") and native._kernels is None:
-        pytest.fail("rescore._kernels is missing: the install did not compile rescore/_kernels.c")
+        pytest.fail("rescore.engine.kernels._kernels is missing: the install did not compile "
+                    "rescore/engine/kernels/_kernels.c")
     assert native.variant() in ("avx2", "generic", "off", "absent")
     assert native.describe().startswith("fused CPU kernels")
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import NBEST_SMALL, shared_data_path
 from rescore.errors import RescoreError
 from rescore.io.kaldi import read_table, write_table
-from rescore.nbest import load_nbest_dir
+from rescore.nbest.sets import load_nbest_dir
 
 ARCHIVES = ("words", "words_text", "acwt", "lmwt.withlm", "lmwt.nolm")
 
@@ -204,7 +204,7 @@ def test_empty_hypothesis(nbest_small):
 
 
 def _share(k, n):
-    from rescore.pipeline import split_share
+    from rescore.jobs.nbest import split_share
 
     return lambda ids: split_share(ids, k, n, block=1)
 

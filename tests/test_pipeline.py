@@ -1,4 +1,4 @@
-"""The job layer (rescore.pipeline, rescore.io.outdir): outputs of rescore-nbest, validation at
+"""The job layer (rescore.jobs.nbest, rescore.io.outdir): outputs of rescore-nbest, validation at
 the door, inputs never overwritten, an output dir written as one set (lock, manifest, stale
 outputs, temporary files, --split dirs), the Kaldi default weight."""
 
@@ -18,13 +18,13 @@ from conftest import NBEST_SMALL, REPO_ROOT
 from rescore.cli.nbest import main as nbest_main
 from rescore.cli.tune import main as tune_main
 from rescore.errors import OptionError, RescoreError
-from rescore.interp import Params
+from rescore.nbest.interp import Params
 from rescore.io.kaldi import read_nn_costs, read_table, write_nn_costs
 from rescore.io.outdir import LOCK_NAME, MANIFEST_NAME, read_manifest
-from rescore.nbest import load_nbest_dir
-from rescore.pipeline import NbestJob, rescore_nbest_dir
+from rescore.nbest.sets import load_nbest_dir
+from rescore.jobs.nbest import NbestJob, rescore_nbest_dir
 from rescore.settings import EngineSettings
-from rescore.tune_job import TuneJob
+from rescore.jobs.tune import TuneJob
 
 
 def _random_nn_costs(nbest, seed=0, per_token=True):

@@ -1,4 +1,4 @@
-"""rescore-nbest --jobs A:B (rescore.pipeline.nbest_jobs, rescore_nbest_jobs): Kaldi's jobs in one
+"""rescore-nbest --jobs A:B (rescore.jobs.nbest.nbest_jobs, rescore_nbest_jobs): Kaldi's jobs in one
 process give each job's OUT_DIR what a run of its own writes (costs to float rounding, the same
 1-best), its option errors, and a bad job that fails the run with nothing written."""
 
@@ -16,7 +16,7 @@ from conftest import NBEST_SMALL
 from rescore.cli.nbest import main as nbest_main
 from rescore.io.kaldi import read_nn_costs, read_table
 from rescore.io.outdir import read_manifest
-from rescore.pipeline import JOB_PATHS, job_path, parse_jobs
+from rescore.jobs.nbest import JOB_PATHS, job_path, parse_jobs
 
 TOL = 1e-4  # per hypothesis, as the engine's tests: other batches, other float rounding
 WORDS = [ln.split()[0] for ln in (NBEST_SMALL / "words.txt").read_text().splitlines()][1:]  # (no <eps>)

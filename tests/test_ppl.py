@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from rescore.cli.ppl import main as ppl_main
 from rescore.models import ModelConfig, build_model, save_checkpoint
-from rescore.ppl import perplexity_report
+from rescore.train.ppl import perplexity_report
 from rescore.vocab import Vocabulary
 
 TRAIN = "the cat sat\nthe dog sat on the mat\na cat and a dog\nthe end\n" * 3 + "zebra once\n"

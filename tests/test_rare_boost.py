@@ -39,7 +39,7 @@ def test_boost_per_token_and_total_rows():
 def test_mixing_the_copy_tunes_a_bonus_per_rare_word(tmp_path):
     """On a real N-best dir: w * (m * A + (1 - m) * B) == w * A - w * (1 - m) * boost * rare words,
     through the same reader and mix the tuner uses."""
-    from rescore import interp
+    from rescore.nbest import interp
     from rescore.io.kaldi import read_nn_costs, read_text_table, write_nn_costs
 
     table = read_text_table(NBEST_SMALL / "words_text", "tokens")

@@ -1,4 +1,4 @@
-"""rescore.reach and tools/rare_reach.py: per rare-word bucket, rank 1, the oracle and what the
+"""rescore.nbest.reach and tools/rare_reach.py: per rare-word bucket, rank 1, the oracle and what the
 N-best can reach, on a generated N-best dir whose every figure is worked out by hand below, and
 on the real dev set against independent computations."""
 
@@ -76,7 +76,7 @@ def _check_row(row, want):
 
 
 def test_every_figure_of_a_generated_nbest_dir(tmp_path):
-    from rescore.reach import reach_report
+    from rescore.nbest.reach import reach_report
 
     nb, data, train = write_nbest_dir(tmp_path, REFS, NBESTS)
     rep = reach_report(nb, data, train, num_buckets=2)
@@ -92,7 +92,7 @@ def test_every_figure_of_a_generated_nbest_dir(tmp_path):
 
 
 def test_oracle_takes_the_best_ranked_of_equals_and_reach_counts_repeats():
-    from rescore.reach import oracle_index, reachable_counts
+    from rescore.nbest.reach import oracle_index, reachable_counts
 
     ref = "a b a c".split()
     assert oracle_index(ref, [["a", "b"], ["a", "c"], ["a", "b", "a", "c"]]) == 2
@@ -104,7 +104,7 @@ def test_oracle_takes_the_best_ranked_of_equals_and_reach_counts_repeats():
 
 
 def test_tool_prints_the_table_and_writes_the_json(tmp_path):
-    from rescore.reach import format_reach_table
+    from rescore.nbest.reach import format_reach_table
 
     nb, data, train = write_nbest_dir(tmp_path, REFS, NBESTS)
     out = tmp_path / "reach.json"
@@ -141,8 +141,8 @@ def test_dev_set_agrees_with_the_metrics(tmp_path):
     """The real dev set: rank 1 and the oracle as rescore.metrics computes them, the buckets
     adding up, and reachability against a token-by-token count."""
     from rescore.metrics import align, bucket_wer, oracle_errors, rare_word_buckets
-    from rescore.nbest import load_nbest_dir
-    from rescore.reach import format_reach_table
+    from rescore.nbest.sets import load_nbest_dir
+    from rescore.nbest.reach import format_reach_table
     from rescore.vocab import count_words, read_sentences
 
     dev = shared_data_path("tts-wikitext2-dev")

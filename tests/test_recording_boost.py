@@ -18,7 +18,7 @@ spec.loader.exec_module(recording_boost)
 
 
 def test_evidence_counts_the_other_utterances_only():
-    from rescore.nbest import Conversation, Hypothesis, Utterance
+    from rescore.nbest.sets import Conversation, Hypothesis, Utterance
 
     def hyp(key, words, ac):
         return Hypothesis(key, words, ac, 0.0, 0.0)

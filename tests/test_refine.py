@@ -1,4 +1,4 @@
-"""The refining tune (rescore.refine, rescore-tune --refine-model): with state carry the costs
+"""The refining tune (rescore.jobs.refine, rescore-tune --refine-model): with state carry the costs
 depend on the setting they were scored at; the refined setting's WER is the one rescore-nbest
 gives at it, on the tuned set and, cross-validated, on each held-out half."""
 
@@ -23,8 +23,8 @@ def model(tmp_path_factory):
     """A tiny LSTM trained in-process for a few steps on the fixture's references and its
     hypotheses' words (so that its costs, and what the carry brings, are not random weights')."""
     from rescore.models import ModelConfig
-    from rescore.nbest import load_nbest_dir
-    from rescore.train import TrainOptions, train_lm
+    from rescore.nbest.sets import load_nbest_dir
+    from rescore.train.loop import TrainOptions, train_lm
 
     d = tmp_path_factory.mktemp("refine")
     nb = load_nbest_dir(NBEST_SMALL, DATA)
@@ -46,8 +46,8 @@ def _settings(carry="rescored"):
 
 def _score(model, nbest, params, carry="rescored"):
     """NN costs of nbest scored afresh (scoring.load_model + score_nbest_set, as rescore-nbest)."""
-    from rescore.combine import NnCosts
-    from rescore.scoring import load_model, score_nbest_set
+    from rescore.nbest.combine import NnCosts
+    from rescore.jobs.scoring import load_model, score_nbest_set
 
     lm, device, penalty = load_model(str(model), _settings(carry))
     costs = score_nbest_set(lm, nbest, params, _settings(carry), device=device, oov_penalty=penalty)
@@ -85,7 +85,7 @@ def _flipping_scorer(nbest):
     calls = []
 
     def score(part, params):
-        from rescore.combine import NnCosts
+        from rescore.nbest.combine import NnCosts
 
         calls.append(params)
         helps = params.weight == 0.0
@@ -96,10 +96,10 @@ def _flipping_scorer(nbest):
 
 
 def test_a_cycle_stops_and_keeps_the_best_scored_setting():
-    from rescore.combine import CostArrays
-    from rescore.interp import Params
-    from rescore.nbest import load_nbest_dir
-    from rescore.refine import refine
+    from rescore.nbest.combine import CostArrays
+    from rescore.nbest.interp import Params
+    from rescore.nbest.sets import load_nbest_dir
+    from rescore.jobs.refine import refine
 
     nb = load_nbest_dir(NBEST_SMALL, DATA)
     score, calls = _flipping_scorer(nb)
@@ -119,9 +119,9 @@ def test_a_cycle_stops_and_keeps_the_best_scored_setting():
 
 
 def test_one_round_keeps_the_start_and_warns(model, caplog):
-    from rescore.interp import Params
-    from rescore.nbest import load_nbest_dir
-    from rescore.refine import DEFAULT_START, ModelScorer, refine
+    from rescore.nbest.interp import Params
+    from rescore.nbest.sets import load_nbest_dir
+    from rescore.jobs.refine import DEFAULT_START, ModelScorer, refine
 
     nb = load_nbest_dir(NBEST_SMALL, DATA)
     scorer = ModelScorer(str(model), _settings())
@@ -133,10 +133,10 @@ def test_one_round_keeps_the_start_and_warns(model, caplog):
 
 
 def test_cross_validated_halves_are_scored_at_their_fold_setting(model):
-    from rescore.combine import CostArrays, cross_validate, split_half
-    from rescore.interp import Params
-    from rescore.nbest import load_nbest_dir
-    from rescore.refine import DEFAULT_START, ModelScorer, refine_cross_validate
+    from rescore.nbest.combine import CostArrays, cross_validate, split_half
+    from rescore.nbest.interp import Params
+    from rescore.nbest.sets import load_nbest_dir
+    from rescore.jobs.refine import DEFAULT_START, ModelScorer, refine_cross_validate
 
     nb = load_nbest_dir(NBEST_SMALL, DATA)
     grid = dict(weights=[0.0, 0.25, 0.5, 0.75, 1.0], inv_acwts=[8.0, 10.0, 12.0], wips=[0.0])
@@ -161,8 +161,8 @@ def test_cross_validated_halves_are_scored_at_their_fold_setting(model):
 
 
 def test_without_rescored_carry_one_scoring_serves_every_round(model):
-    from rescore.nbest import load_nbest_dir
-    from rescore.refine import ModelScorer, refine
+    from rescore.nbest.sets import load_nbest_dir
+    from rescore.jobs.refine import ModelScorer, refine
 
     nb = load_nbest_dir(NBEST_SMALL, DATA)
     scorer = ModelScorer(str(model), _settings("none"))
@@ -194,8 +194,8 @@ def test_oov_penalty_defaults_as_rescore_nbest(model, tmp_path):
     """auto where a words.txt (or a training text) is known, else 0; auto without either: exit 2."""
     import shutil
 
-    from rescore.refine import refine_job
-    from rescore.tune_job import TuneJob
+    from rescore.jobs.refine import refine_job
+    from rescore.jobs.tune import TuneJob
 
     bare = tmp_path / "nb"
     shutil.copytree(NBEST_SMALL, bare)

@@ -1,4 +1,4 @@
-"""rescore.sanity: the LM vocabulary against the hypotheses (letter case, Unicode normalisation),
+"""rescore.nbest.checks: the LM vocabulary against the hypotheses (letter case, Unicode normalisation),
 the symbol table of integer archives, as functions and through rescore-nbest."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES, shared_data_path
 from rescore.cli.nbest import main
-from rescore.sanity import (OOV_ERROR_RATE, OOV_WARN_RATE, check_nbest_input, spelling_hint, symbol_table_check,
+from rescore.nbest.checks import (OOV_ERROR_RATE, OOV_WARN_RATE, check_nbest_input, spelling_hint, symbol_table_check,
                             vocabulary_check)
 
 NBEST_SMALL = FIXTURES / "nbest-small"
@@ -104,7 +104,7 @@ def test_symbol_table_check_on_made_up_words():
 
 @pytest.mark.shared_data
 def test_a_model_of_the_training_text_does_not_warn_on_the_dev_set(tmp_path, caplog):
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
     from rescore.vocab import Vocabulary
 
     dev = shared_data_path("tts-wikitext2-dev")
@@ -246,7 +246,7 @@ def test_one_recording_in_rescore_nbest_gives_no_interval(tmp_path, nbest_small,
 
 
 def test_reference_spelling_hint_names_case_and_form_not_ordinary_errors():
-    from rescore.sanity import reference_spelling_hint
+    from rescore.nbest.checks import reference_spelling_hint
 
     hyps = {"the", "cat", "sat", "on", "a", "mat", "cafe\u0301"}
     refs = "the cat sat on the mat".split() * 5 + ["hat"]  # ordinary errors: words the hypotheses lack

@@ -9,11 +9,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from rescore import engine as E
-from rescore.engine import score_nbest
+from rescore.engine import score as E
+from rescore.engine.score import score_nbest
 from rescore.errors import RescoreError
 from rescore.models import ModelConfig, build_model, load_checkpoint, save_checkpoint
-from rescore.train import TrainOptions, train_lm
+from rescore.train.loop import TrainOptions, train_lm
 from rescore.vocab import Vocabulary
 
 from engine_toys import ToyLSTM, ToyVocab
@@ -125,7 +125,7 @@ def corpus(tmp_path):
 
 
 def mean_sq_log_norm(model, path):
-    from rescore.data import load_streams
+    from rescore.train.data import load_streams
 
     s = load_streams(path, model.vocab, 4, pad=True)
     out, _ = model(s.ids, s.ident, model.initial_state(s.ids.shape[0]))
@@ -284,7 +284,7 @@ def test_cli_normalize(tmp_path):
     self-normalised checkpoint and the exact ones otherwise."""
     from rescore.cli.nbest import main
     from rescore.io.kaldi import read_nn_costs
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     nbest = load_nbest_dir(FIXTURE, FIXTURE / "data")
     words = sorted({w for u in nbest.utterances() for h in u.hyps for w in h.words})

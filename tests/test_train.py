@@ -13,11 +13,11 @@ import torch
 from click.testing import CliRunner
 
 from rescore.cli.train_lm import main as train_main
-from rescore.data import load_streams
+from rescore.train.data import load_streams
 from rescore.models import ModelConfig, build_model, load_checkpoint
-from rescore.ppl import stream_loss
-from rescore.train import TrainOptions, train_lm
-from rescore.train_options import DEFAULT_LR
+from rescore.train.ppl import stream_loss
+from rescore.train.loop import TrainOptions, train_lm
+from rescore.train.options import DEFAULT_LR
 from rescore.vocab import Vocabulary
 
 REPO = Path(__file__).resolve().parents[1]

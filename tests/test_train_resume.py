@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from rescore.cli.train_lm import main as train_main
 from rescore.errors import RescoreError
 from rescore.models import ModelConfig
-from rescore.train import TrainOptions, train_lm
+from rescore.train.loop import TrainOptions, train_lm
 
 REPO = Path(__file__).resolve().parents[1]
 TIME_FIELDS = ("tokens_per_s", "train_seconds", "cpu_seconds", "epoch_cpu_seconds")
@@ -240,7 +240,7 @@ def test_max_minutes_stops_at_the_first_epoch_end_past_the_budget(corpus):
 def test_train_state_of_an_older_last_pt():
     """A last.pt's train_state: what it holds is kept (lr included), what older versions lack is
     filled in (the time budgets from the records), keys of other concerns are left out."""
-    from rescore.training_state import TrainState
+    from rescore.train.state import TrainState
 
     saved = {"epoch": 2, "step": 30, "lr": 0.5, "records": [{"train_seconds": 2.0}, {"train_seconds": 3.0}],
              "epoch_seconds": 1.5, "world_size": 1, "train_sha256": "ab", "options": {}}

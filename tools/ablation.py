@@ -7,7 +7,7 @@ N-best dir, compared by a paired bootstrap, a difference whose CI covers 0 marke
 
 Per system (``--system NAME=COSTS``; COSTS is ``first-pass`` for no NN LM, a lmwt.nn of the
 N-best dir, or ``A.nn+B.nn`` for two models interpolated, their shares swept over --mixes):
-rescore-tune --cross-validate (rescore.tune_job.TuneJob): tune on half 1 of the conversations,
+rescore-tune --cross-validate (rescore.jobs.tune.TuneJob): tune on half 1 of the conversations,
 decode half 2 with it, and the other way round; the pooled 1-best goes to OUT/NAME.txt. Then
 rescore.metrics.compare_systems: every system against the first (the baseline) and each
 ``--pair A:B`` (A against B), overall and, with --train-text, per rare-word bucket. The bootstrap
@@ -77,8 +77,8 @@ def tune_job(nbest_dir: str, data_dir: str, words_txt: Optional[str], costs: Lis
              allow_missing: bool = False):
     """The cross-validating TuneJob of one system (checked when built, before any work); with
     several cost files, their shares are swept over grids["mixes"] as rescore-tune --mixes does."""
-    from rescore.combine import mix_grid
-    from rescore.tune_job import TuneJob
+    from rescore.nbest.combine import mix_grid
+    from rescore.jobs.tune import TuneJob
 
     return TuneJob(nbest_dir=nbest_dir, data_dir=data_dir, words_txt=words_txt,
                    nn_costs=tuple(costs),
@@ -107,8 +107,8 @@ def run_ablation(*, nbest_dir: str, data_dir: str, systems: Sequence[Tuple[str, 
     baseline), "pairs": [{"a", "b", "comparison": compare_systems of (b, a)}], "hyps": {name: utt
     -> words}, "bootstrap_unit"}."""
     from rescore.metrics import compare_systems
-    from rescore.nbest import load_nbest_dir
-    from rescore.tune_job import tune_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
+    from rescore.jobs.tune import tune_nbest_dir
     from rescore.vocab import count_words, read_sentences
 
     grids = {**TUNE, **(grids or {})}
@@ -207,7 +207,7 @@ def format_tables(res: dict) -> str:
     """The markdown of the ablation: systems against the baseline, the pairs (overall and per
     rare-word bucket), the tuned settings, how the CIs were drawn."""
     from rescore.metrics import describe_bootstrap
-    from rescore.tune_job import format_setting
+    from rescore.jobs.tune import format_setting
 
     base = res["baseline"]
     boot = base["bootstrap"]

@@ -105,7 +105,7 @@ def parse_args(argv=None):
 
 
 def load_subset(args):
-    from rescore.nbest import Conversation, NbestSet, load_nbest_dir
+    from rescore.nbest.sets import Conversation, NbestSet, load_nbest_dir
 
     nbest = load_nbest_dir(args.nbest_dir, args.data_dir)
     keep = [u.id for c in nbest.conversations[:args.convs] for u in c.utterances[:args.utts]]
@@ -170,9 +170,9 @@ def worker(args) -> None:
     """Score the subset with one engine; print one JSON line of measurements."""
     import torch
 
-    from rescore.combine import Params
-    from rescore.engine import EngineStats, resolve_normalize
-    from rescore.pipeline import score_nbest_set
+    from rescore.nbest.combine import Params
+    from rescore.engine.score import EngineStats, resolve_normalize
+    from rescore.jobs.nbest import score_nbest_set
     from rescore.models import load_checkpoint
 
     torch.set_num_threads(args.threads)
@@ -211,7 +211,7 @@ def random_checkpoint(args, path: Path, output: str = "softmax") -> None:
     import torch
 
     from rescore.models import ModelConfig, build_model, save_checkpoint
-    from rescore.train import train_counts
+    from rescore.train.loop import train_counts
     from rescore.vocab import Vocabulary
 
     torch.manual_seed(0)

@@ -13,7 +13,7 @@ dominates the time per scored token). Prints GFLOP/s (2 * M * N * K per product,
 ``--int8`` (CPU, one thread) times the scoring engine's int8 work per call of --rows rows instead:
 an LSTM layer step (K = H: layer 0's recurrent product; K = 2H: an upper layer's) and a softmax
 output layer's log Z, each as PyTorch's dynamic int8 product followed by the fused float kernel
-(rescore.models.native.lstm_cell / logsumexp_rows), as the fused int8 kernel (lstm_int8 /
+(rescore.engine.kernels.native.lstm_cell / logsumexp_rows), as the fused int8 kernel (lstm_int8 /
 logsumexp_int8), and in fp32; GOP/s counts the product's 2 M N K.
 
 On CUDA, fp32 runs with TF32 off (``--tf32`` to allow it), so "fp32" is true fp32.
@@ -80,10 +80,11 @@ def int8_kernels(args) -> dict:
     """GOP/s of the engine's int8 work per call: {"<work> <path>": GOP/s} (module docstring)."""
     import torch
 
-    from rescore.models import native, quant
+    from rescore.engine.kernels import native, quant
 
     if not native.available() or quant.engine() is None:
-        raise SystemExit("--int8 needs the compiled kernels (rescore._kernels) and a quantised CPU engine")
+        raise SystemExit("--int8 needs the compiled kernels (rescore.engine.kernels._kernels) and a quantised "
+                         "CPU engine")
     torch.manual_seed(0)
     M, H, V = args.rows, args.hidden, args.vocab
     out = {}

@@ -92,9 +92,9 @@ def read_lines(path, n):
 
 def load_conversations(args):
     """The engine's conversations of the first --convs x --utts of the N-best set."""
-    from rescore.combine import fixed_cost
-    from rescore.engine import UttInput
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.combine import fixed_cost
+    from rescore.engine.score import UttInput
+    from rescore.nbest.sets import load_nbest_dir
 
     nbest = load_nbest_dir(args.nbest_dir, args.data_dir)
     convs = nbest.conversations[:args.convs or None]
@@ -107,7 +107,7 @@ def main(argv=None) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from rescore.engine import EngineStats, score_nbest
+    from rescore.engine.score import EngineStats, score_nbest
     from rescore.models.hf import load_hf
 
     spec = args.model

@@ -51,10 +51,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from rescore.combine import Params, best_hypotheses, graph_cost  # noqa: E402
+from rescore.nbest.combine import Params, best_hypotheses, graph_cost  # noqa: E402
 from rescore.io.files import write_json  # noqa: E402
 from rescore.metrics import align, oracle_wer  # noqa: E402
-from rescore.nbest import find_archive, load_nbest_dir  # noqa: E402
+from rescore.nbest.sets import find_archive, load_nbest_dir  # noqa: E402
 
 ARCHIVES = ("words", "words_text", "acwt", "lmwt.withlm", "lmwt.nolm")
 
@@ -170,7 +170,7 @@ def bench_synthetic(n_hyps: int, repeats: int) -> dict:
 
 def bench_split(nbest_dir: Path, data_dir, n_jobs: int, repeats: int) -> dict:
     """Seconds of the whole read and of each job's read of nbest_dir split into n_jobs."""
-    from rescore.pipeline import split_share
+    from rescore.jobs.nbest import split_share
 
     t_whole, s = timed(lambda: load_nbest_dir(nbest_dir, data_dir), repeats)
     n_hyps, n_convs = s.num_hyps, len(s.conversations)
@@ -195,8 +195,8 @@ def print_split(label: str, r: dict) -> None:
 
 
 # (label, module, attribute) of each timed phase of a rescore-nbest run (--phases)
-PHASES = [("read", "rescore.nbest", "load_nbest_dir"), ("checks", "rescore.sanity", "check_nbest_input"),
-          ("encode", "rescore.engine", "_encode"), ("scoring", "rescore.engine", "score_nbest"),
+PHASES = [("read", "rescore.nbest.sets", "load_nbest_dir"), ("checks", "rescore.nbest.checks", "check_nbest_input"),
+          ("encode", "rescore.engine.score", "_encode"), ("scoring", "rescore.engine.score", "score_nbest"),
           ("lmwt.nn", "rescore.io.kaldi", "write_nn_costs"), ("lmwt.interp", "rescore.io.kaldi", "write_table"),
           ("report", "rescore.metrics", "nbest_report"), ("chart", "rescore.metrics", "plot_comparison")]
 

@@ -7,7 +7,7 @@ processes, one thread each, CPU seconds and peak memory, and the costs compared.
    Kaldi's format: the state_dict of Kaldi's model.py ``RNNModel`` (``encoder.weight``,
    ``rnn.*``, ``decoder.weight``, ``decoder.bias``) and a vocabulary file (``word id`` a line,
    our vocabulary's order, so the ids coincide). Our ``<eos>`` is Kaldi's ``--sent-boundary``,
-   our ``<unk>`` its ``--oov``. rescore.kaldi_lm.import_kaldi_lm maps it back.
+   our ``<unk>`` its ``--oov``. rescore.models.kaldi_lm.import_kaldi_lm maps it back.
 2. Kaldi's ``--infile`` is the N-best dir's ``words_text`` (``<utt>-<k> words``, in its file
    order), as Kaldi's ``lmrescore_nbest_pytorchnn.sh`` hands its archives' ``words_text`` to the
    scorer; ``--utts K`` keeps the first K utterances of that order (and writes an N-best dir of
@@ -20,7 +20,7 @@ processes, one thread each, CPU seconds and peak memory, and the costs compared.
      --oov-penalty 0`` (no OOV penalty, as Kaldi's scorer has none); a ``-bf16`` suffix
      (``none-first-pass-bf16``) adds ``--precision bf16`` (``-int8``: int8), else ``--precision fp32``;
      a last ``-torch`` (``none-first-pass-int8-torch``) runs it with ``RESCORE_NATIVE=0``: the
-     LSTM cell as PyTorch's kernels instead of the fused one (rescore.models.native).
+     LSTM cell as PyTorch's kernels instead of the fused one (rescore.engine.kernels.native).
 
    User and system CPU seconds and the peak resident memory of each process come from
    ``os.wait4`` (the whole process: start-up, reading, model load, scoring, writing).
@@ -178,7 +178,7 @@ def export_kaldi_lm(checkpoint, out_dir, sent_boundary: str = "") -> dict:
 def file_order(nbest_dir) -> list:
     """The hypothesis keys of the N-best dir in file order (words_text's, else words')."""
     from rescore.io.kaldi import read_table
-    from rescore.nbest import find_archive
+    from rescore.nbest.sets import find_archive
 
     for name, kind in (("words_text", "tokens"), ("words", "ints")):
         path = find_archive(nbest_dir, name)
@@ -191,8 +191,8 @@ def prepare_inputs(args, work: Path) -> dict:
     """Kaldi's infile, the N-best dir ours reads (a subset of the first --utts utterances where
     asked) and what the cost check needs: infile utterance order, our conversations, lengths."""
     from rescore.io.kaldi import write_table
-    from rescore.nbest import load_nbest_dir
-    from rescore.pipeline import words_txt_of
+    from rescore.nbest.sets import load_nbest_dir
+    from rescore.jobs.nbest import words_txt_of
 
     nbest = load_nbest_dir(args.nbest_dir, args.data_dir)
     keys = file_order(args.nbest_dir)

@@ -15,7 +15,7 @@ around one of our checkpoints, so that only the scorer differs:
 
 ``--no-carry`` starts every utterance from the zero state instead: Kaldi's costs are then exactly
 ours with ``--state-carry none`` (checked here to 1e-4 per token, the 4 decimals). Timed: the
-Kaldi loop (reading, scoring, writing; the model already loaded) against ``rescore.engine``'s
+Kaldi loop (reading, scoring, writing; the model already loaded) against ``rescore.engine.score``'s
 fast engine (scoring only) on the same conversations, one thread each, medians of the wall
 time and of this process's CPU time (the steadier figure on a loaded machine).
 
@@ -183,10 +183,10 @@ def main(argv=None) -> None:
     args = parse_args(argv)
     import torch
 
-    from rescore.combine import Params
-    from rescore.pipeline import score_nbest_set
+    from rescore.nbest.combine import Params
+    from rescore.jobs.nbest import score_nbest_set
     from rescore.models import load_checkpoint
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     torch.set_num_threads(args.threads)
     model = load_checkpoint(args.model, "cpu").eval()

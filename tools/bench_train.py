@@ -23,9 +23,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rescore.data import load_streams  # noqa: E402
+from rescore.train.data import load_streams  # noqa: E402
 from rescore.models import ModelConfig, build_model  # noqa: E402
-from rescore.train import train_counts  # noqa: E402
+from rescore.train.loop import train_counts  # noqa: E402
 from rescore.vocab import Vocabulary  # noqa: E402
 
 VARIANTS = {"softmax": dict(head="softmax"), "pointer": dict(head="pointer"),

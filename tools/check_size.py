@@ -6,7 +6,7 @@ docstring and comments included (decorators such as click's options are not coun
 function counts inside its parent too.
 
 Example: python tools/check_size.py            # the whole of rescore/
-         python tools/check_size.py rescore/train.py rescore/io
+         python tools/check_size.py rescore/train/loop.py rescore/io
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One perplexity table for several models on one text, with per-bucket cross-entropy
 differences against the first model (Li et al. 2020 Figure 2).
 
-Each model is scored once (rescore.ppl.score_text, the convention of rescore-ppl), so a table of
+Each model is scored once (rescore.train.ppl.score_text, the convention of rescore-ppl), so a table of
 n models costs n passes instead of the 2(n-1) of n-1 ``rescore-ppl --compare`` runs.
 
     python tools/ppl_table.py TEXT TRAIN_TEXT OUT_PREFIX NAME=CKPT[@WINDOW,THETA,LAMBDA] ...
@@ -35,7 +35,7 @@ def main(argv=None) -> None:
                                  rare_word_buckets)
     from rescore.models import load_checkpoint
     from rescore.models.cache import with_cache
-    from rescore.ppl import score_text, target_words
+    from rescore.train.ppl import score_text, target_words
     from rescore.vocab import EOS, read_sentences
 
     torch.set_num_threads(1)

@@ -5,7 +5,7 @@
 Per bucket (0 = rarest in the LM training text): reference tokens; rank 1's and the N-best
 oracle's errors and WER; the reference tokens that some hypothesis of their utterance holds
 (reachable); and the reachable tokens that rank 1 misses, which a perfect LM could fix
-(rescore.reach). Prints the table; --json writes everything, atomically. On the dev benchmark:
+(rescore.nbest.reach). Prints the table; --json writes everything, atomically. On the dev benchmark:
 
     python tools/rare_reach.py ../shared/data/tts-wikitext2-dev/nbest \\
         --data-dir ../shared/data/tts-wikitext2-dev/data \\
@@ -53,7 +53,7 @@ def main(nbest_dir, data_dir, train_text, words_txt, num_buckets, json_out, allo
     with errors_to_exit():
         from rescore.io.files import write_json
         from rescore.io.outputs import check_output_file
-        from rescore.reach import format_reach_table, reach_report
+        from rescore.nbest.reach import format_reach_table, reach_report
 
         check_output_file(json_out, "--json", [train_text, words_txt] + sorted(Path(data_dir).iterdir())
                           + sorted(Path(nbest_dir).iterdir()))

@@ -34,9 +34,9 @@ log = logging.getLogger("recording_boost")
 
 
 def utterance_posteriors(hyps, nn_costs, weight: float, inv_acwt: float, wip: float):
-    """word -> P(the utterance holds the word), from its N-best list (``hyps``: rescore.nbest
+    """word -> P(the utterance holds the word), from its N-best list (``hyps``: rescore.nbest.sets
     Hypothesis; ``nn_costs``: each one's per-token NN costs)."""
-    from rescore.interp import fixed_cost, total_cost, word_posterior_mass
+    from rescore.nbest.interp import fixed_cost, total_cost, word_posterior_mass
 
     totals = [total_cost(fixed_cost(h.ac, h.withlm, h.nolm, len(h.words), weight, inv_acwt, wip),
                          sum(c), weight) for h, c in zip(hyps, nn_costs)]
@@ -72,7 +72,7 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
 
     from rescore.io.kaldi import read_nn_costs, write_nn_costs
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
     from rescore.vocab import count_words, read_sentences
 
     counts = count_words(read_sentences(args.train_text))

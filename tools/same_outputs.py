@@ -186,7 +186,10 @@ def cover_archives(tree: Path, cover: Path, nb: Path, dst: Path) -> None:
     each path's lmwt.nolm taken from its N-best entry; made with the tree's own lattice reader."""
     code = f"""
 import sys
-from rescore.lattice import read_lattices
+try:  # the module's place before and after the engine's packages
+    from rescore.nbest.lattice import read_lattices
+except ImportError:
+    from rescore.lattice import read_lattices
 nb, dst = {str(nb)!r}, {str(dst)!r}
 tab = lambda n: {{l.split()[0]: l.split()[1:] for l in open(nb + '/' + n)}}
 words, nolm = tab('words'), tab('lmwt.nolm')

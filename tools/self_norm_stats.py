@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Perplexity and log Z of a model on a text: how self-normalised it is.
 
-The text is scored as rescore-ppl scores it (``rescore.ppl``: cut into --batch-size streams,
+The text is scored as rescore-ppl scores it (``rescore.train.ppl``: cut into --batch-size streams,
 state carried over --bptt chunks, every word and sentence end a target). For every target it
 records log P and log Z (``HeadOutput.log_norm``: the normaliser of the head's V-sized softmax,
 over V + L for the implicit pointer; with the class-factored layer the sum of the class
@@ -35,7 +35,7 @@ def parse_args(argv=None):
 def stats(model_path: str, text: str, batch_size: int, bptt: int):
     import torch
 
-    from rescore.data import encode_corpus, make_streams
+    from rescore.train.data import encode_corpus, make_streams
     from rescore.models import load_checkpoint
     from rescore.vocab import read_sentences
 

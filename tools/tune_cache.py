@@ -30,7 +30,7 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     import torch
 
-    from rescore.data import load_streams
+    from rescore.train.data import load_streams
     from rescore.models import load_checkpoint
     from rescore.models.cache import tune_cache
 

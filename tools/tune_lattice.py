@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Tune the NN LM weight, inv-acwt and the word insertion penalty on rescored lattices, the way
 rescore-tune does on N-best lists, and report the WER tuned on the whole set and split-half
-(tuned on the first half of the conversations, reported on the second: rescore.combine.split_half).
+(tuned on the first half of the conversations, reported on the second: rescore.nbest.combine.split_half).
 
 The weight is not a lattice-time choice (it is in the graph costs), so each weight is its own
 rescored decode dir: recipes/steps/lmrescore_lattice.sh --stage 4 --weight W into DIR_W. The
-1-best of every (inv-acwt, wip) comes from rescore.lattice.best_paths (what lattice-add-penalty
+1-best of every (inv-acwt, wip) comes from rescore.nbest.lattice.best_paths (what lattice-add-penalty
 | lattice-best-path give), the errors from rescore.metrics.word_errors.
 
 Usage:
@@ -35,7 +35,7 @@ def grid(spec: str):
 
 
 def read_dir(d: str):
-    from rescore.lattice import iter_lattices
+    from rescore.nbest.lattice import iter_lattices
 
     lats = {}
     for path in sorted(glob.glob(f"{d}/lat.*.gz")):
@@ -59,11 +59,11 @@ def main():
     ap.add_argument("dirs", nargs="+", metavar="W=DIR")
     args = ap.parse_args()
 
-    from rescore.combine import split_half
+    from rescore.nbest.combine import split_half
     from rescore.io.kaldi import invert_symbol_table, read_symbol_table
-    from rescore.lattice import best_paths
+    from rescore.nbest.lattice import best_paths
     from rescore.metrics import word_errors
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     nbest = load_nbest_dir(args.nbest_dir, args.data_dir, args.words_txt)
     first, second = split_half(nbest)

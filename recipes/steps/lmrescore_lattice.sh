@@ -22,7 +22,7 @@
 #
 # The new graph cost of every path is g0 + (1-w)*l_ng + w*l_nn~, l_nn~ the sum of its arcs'
 # estimated NN costs (exact for every path of the cover whose arcs' best paths it is).
-# Lattices go through Python in Kaldi's text form (rescore/lattice.py says why and how).
+# Lattices go through Python in Kaldi's text form (rescore/nbest/lattice.py says why and how).
 #
 # Run it from a Kaldi recipe directory (path.sh, cmd.sh, steps/, utils/, local/score.sh), with
 # recipes/steps/lmrescore_nbest.sh beside this script.

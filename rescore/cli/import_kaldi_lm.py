@@ -9,7 +9,7 @@ import click
 from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.examples import attach
 
-# A copy of rescore.kaldi_lm.MODEL_TYPES, so that --help does not import torch.
+# A copy of rescore.models.kaldi_lm.MODEL_TYPES, so that --help does not import torch.
 MODEL_TYPES = ("LSTM", "GRU", "Transformer")
 
 
@@ -40,13 +40,13 @@ def main(model, vocab, out_dir, model_type, embedding_dim, hidden_dim, nlayers, 
          oov, sent_boundary, context, verbose):
     """Turn MODEL (the state_dict Kaldi's steps/pytorchnn/train.py saves) and VOCAB (its
     words.txt) into OUT_DIR/model.pt, a rescore checkpoint that gives the per-sentence costs of
-    Kaldi's compute_sentence_scores.py (conventions: rescore/kaldi_lm.py). An existing
+    Kaldi's compute_sentence_scores.py (conventions: rescore/models/kaldi_lm.py). An existing
     OUT_DIR/model.pt is replaced only if an earlier import wrote it."""
     setup_logging(verbose)
     from pathlib import Path
 
     from rescore.io.outputs import check_output_dir
-    from rescore.kaldi_lm import import_kaldi_lm
+    from rescore.models.kaldi_lm import import_kaldi_lm
 
     check_output_dir(out_dir, "OUT_DIR", names=["model.pt"], inputs=[model, vocab])
     import_kaldi_lm(model, vocab, Path(out_dir) / "model.pt", model_type=model_type,

@@ -54,9 +54,9 @@ def pop_other_format(nbest_dir, options: dict):
 
 
 def run_other_format(other: dict, job: dict):
-    """Run rescore-nbest on a non-Kaldi input (rescore.interchange_job): ``job``, rescore-nbest's
+    """Run rescore-nbest on a non-Kaldi input (rescore.jobs.interchange): ``job``, rescore-nbest's
     NbestJob arguments; returns the report or None."""
-    from rescore.interchange_job import InterchangeJob, parse_score_weights, rescore_table
+    from rescore.jobs.interchange import InterchangeJob, parse_score_weights, rescore_table
 
     return rescore_table(InterchangeJob(**job, fmt=other["fmt"], manifest=other["manifest"],
                                         score_weights=parse_score_weights(other["score_weights"])))

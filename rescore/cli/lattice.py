@@ -1,4 +1,4 @@
-"""rescore-lattice: the two Python steps of lattice rescoring by path cover (rescore.lattice),
+"""rescore-lattice: the two Python steps of lattice rescoring by path cover (rescore.nbest.lattice),
 between the Kaldi binaries of recipes/steps/lmrescore_lattice.sh.
 
     rescore-lattice cover LATS NBEST      path cover of each lattice -> N-best archive
@@ -55,7 +55,7 @@ def cover(lats, nbest_out, acoustic_scale, lm_scale, verbose):
     A .gz output is gzipped."""
     setup_logging(verbose)
     from rescore.io.outputs import check_output_file
-    from rescore.lattice import check_scales, iter_lattices, open_text, write_cover_nbest
+    from rescore.nbest.lattice import check_scales, iter_lattices, open_text, write_cover_nbest
 
     check_scales(acoustic_scale, lm_scale)
     if nbest_out != "-":
@@ -83,7 +83,7 @@ def apply(lats, archives, lats_out, acoustic_scale, lm_scale, weight, verbose):
 
     from rescore.io.kaldi import read_nn_costs, read_table
     from rescore.io.outputs import check_output_file
-    from rescore.lattice import (CoverStats, check_scales, iter_lattices, nbest_costs_by_words, open_text,
+    from rescore.nbest.lattice import (CoverStats, check_scales, iter_lattices, nbest_costs_by_words, open_text,
                                  rescore_lattices, write_lattices)
 
     check_scales(acoustic_scale, lm_scale, weight)

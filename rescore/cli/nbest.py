@@ -11,7 +11,7 @@ from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.engine_options import engine_options, engine_settings
 from rescore.cli.interchange import interchange_options, pop_other_format, run_other_format
-from rescore.sanity import OOV_ERROR_RATE, OOV_WARN_RATE
+from rescore.nbest.checks import OOV_ERROR_RATE, OOV_WARN_RATE
 
 log = logging.getLogger("rescore-nbest")
 
@@ -19,7 +19,7 @@ log = logging.getLogger("rescore-nbest")
 def parse_mix(spec, option: str = "--mix"):
     """'0.6,0.4' -> (0.6, 0.4) (checked as a mix: shares >= 0 summing to 1); None -> None."""
     from rescore.errors import OptionError
-    from rescore.interp import check_mix
+    from rescore.nbest.interp import check_mix
 
     if spec is None:
         return None
@@ -33,8 +33,8 @@ def parse_mix(spec, option: str = "--mix"):
 def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs: bool):
     """The setting: options given on the command line, else the --params file's values, else
     the defaults; the NN LM weight defaults to Kaldi's 0.8 when there are NN LM costs, the mix
-    to equal shares of the models (rescore.pipeline.NbestJob)."""
-    from rescore.interp import KALDI_DEFAULT_WEIGHT, Params
+    to equal shares of the models (rescore.jobs.nbest.NbestJob)."""
+    from rescore.nbest.interp import KALDI_DEFAULT_WEIGHT, Params
 
     base = Params.from_json(params_file) if params_file else None
     if weight is None:
@@ -112,7 +112,7 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     setup_logging(verbose)
     from rescore.errors import check
     from rescore.metrics import format_report
-    from rescore.pipeline import (NbestJob, job_numbers, job_path, nbest_jobs, parse_split, rescore_nbest_dir,
+    from rescore.jobs.nbest import (NbestJob, job_numbers, job_path, nbest_jobs, parse_split, rescore_nbest_dir,
                                   rescore_nbest_jobs)
 
     numbers = None
@@ -141,7 +141,7 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
                 click.echo(f"job {k} ({job_path(out_dir, k)}):\n{format_report(report)}")
         log.info("outputs in %s for jobs %s", out_dir, jobs_spec)
         return
-    # an interchange file or another recognizer's output (--format): rescore.interchange_job
+    # an interchange file or another recognizer's output (--format): rescore.jobs.interchange
     report = rescore_nbest_dir(NbestJob(**job)) if other is None else run_other_format(other, job)
     if report is not None:
         click.echo(format_report(report))

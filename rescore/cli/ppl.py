@@ -44,7 +44,7 @@ def main(ckpt, text, train_text, compare, report, plot, name, compare_name, titl
 
     from rescore.io.outputs import check_output_file
     from rescore.io.files import write_json
-    from rescore.ppl import format_report, perplexity_report, plot_report
+    from rescore.train.ppl import format_report, perplexity_report, plot_report
 
     if plot and not train_text:
         raise click.UsageError("--plot needs --train-text (the buckets come from training counts)")

@@ -11,7 +11,7 @@ import click
 
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 from rescore.cli.examples import attach
-from rescore.train_options import DEFAULT_LR  # torch-free: --help stays instant
+from rescore.train.options import DEFAULT_LR  # torch-free: --help stays instant
 
 
 @command()
@@ -106,8 +106,8 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
     setup_logging(verbose)
     _refuse_unused_options(click.get_current_context(), arch, head)
     from rescore.models import ModelConfig
-    from rescore.train import auto_classes, train_lm
-    from rescore.train_options import TrainOptions, parse_save_every
+    from rescore.train.loop import auto_classes, train_lm
+    from rescore.train.options import TrainOptions, parse_save_every
 
     auto = classes == "auto"  # resolved for --output class once the options are known
     try:

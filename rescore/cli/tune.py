@@ -10,7 +10,7 @@ import click
 from rescore.cli.common import command, parse_grid, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.engine_options import engine_option
-from rescore.refine import DEFAULT_ROUNDS, MAX_ROUNDS
+from rescore.jobs.refine import DEFAULT_ROUNDS, MAX_ROUNDS
 
 log = logging.getLogger("rescore-tune")
 
@@ -92,10 +92,10 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     at: --refine-model MODEL.pt tunes with the model itself (the tuned setting rescored until it
     is stable), e.g. rescore-tune NBEST --data-dir DATA --cross-validate --refine-model model.pt"""
     setup_logging(verbose)
-    from rescore.combine import mix_grid
+    from rescore.nbest.combine import mix_grid
     from rescore.metrics import format_report
-    from rescore.pipeline import NbestJob
-    from rescore.tune_job import TuneJob, format_cross_validation, format_setting, tune_nbest_dir
+    from rescore.jobs.nbest import NbestJob
+    from rescore.jobs.tune import TuneJob, format_cross_validation, format_setting, tune_nbest_dir
 
     nn_costs, apply_nn_costs = tuple(nn_costs), tuple(apply_nn_costs)
     given = click.get_current_context().get_parameter_source("mixes") != click.core.ParameterSource.DEFAULT
@@ -117,7 +117,7 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
                   params_out=params_out, report=report, apply=apply, allow_missing=allow_missing,
                   cross_validate=cross_validate, hyp_out=hyp_out,
                   mixes=mix_grid(parse_grid(mixes, "--mixes"), len(nn_costs)) if len(nn_costs) > 1 else None)
-    from rescore.refine import format_refine, refine_job, run_refine, warn_carried_costs
+    from rescore.jobs.refine import format_refine, refine_job, run_refine, warn_carried_costs
 
     ctx = click.get_current_context()
     refine_given = [n for n in refine_kw if ctx.get_parameter_source(n) != click.core.ParameterSource.DEFAULT]

@@ -4,7 +4,7 @@ Kaldi N-best dirs to it and back.
 What each reader takes (docs/ecosystems.md has the commands; tests/fixtures/ecosystems has one
 small example of each, in the recognizer's own layout):
 
-* **Kaldi** (:func:`kaldi_to_table`, :func:`table_to_kaldi`): an N-best dir (rescore.nbest).
+* **Kaldi** (:func:`kaldi_to_table`, :func:`table_to_kaldi`): an N-best dir (rescore.nbest.sets).
   Columns ``ac`` = ``acwt``, ``graph`` = ``lmwt.withlm``, ``nolm`` = ``lmwt.nolm``; rank k is key
   ``<utt>-<k>``. Scores of text archives keep their text, so dir -> file -> dir gives the same
   bytes (``kaldi_style``: every line of ``words``/``acwt``/``lmwt.*`` ends in a space as Kaldi's
@@ -75,10 +75,10 @@ def _key_parts(key: str) -> Tuple[str, int]:
 
 
 def kaldi_to_table(nbest_dir: PathLike, words_txt: Optional[PathLike] = None) -> NbestTable:
-    """A Kaldi N-best dir (read and checked by rescore.nbest.load_nbest_dir) as a table with
+    """A Kaldi N-best dir (read and checked by rescore.nbest.sets.load_nbest_dir) as a table with
     columns ac, graph, nolm, in the dir's order; the scores of text archives keep their text."""
     from rescore.io.kaldi import read_text_table
-    from rescore.nbest import find_archive, load_nbest_dir
+    from rescore.nbest.sets import find_archive, load_nbest_dir
 
     nbest = load_nbest_dir(nbest_dir, words_txt=words_txt)
     texts: Dict[str, Dict[str, str]] = {}

@@ -193,7 +193,7 @@ def format_wer_report(report: dict) -> str:
 
 def nbest_report(nbest, best: Mapping[str, int], *, params: Mapping[str, float], train_counts=None,
                  num_buckets: int = 10, extra: Optional[dict] = None) -> NbestReport:
-    """The report of a rescored N-best set (``rescore.nbest.NbestSet`` with references): WER of
+    """The report of a rescored N-best set (``rescore.nbest.sets.NbestSet`` with references): WER of
     the chosen 1-best (``best``: utt -> 0-based rank), rank-1 and oracle WER, how many 1-bests
     changed, the setting, the per rare-word bucket table when train_counts is given, and the
     first pass against the rescored 1-best (compare_nbest)."""
@@ -234,7 +234,7 @@ def format_report(report: dict) -> str:
         f"1-best changed in {report['changed_utts']} utterances",
     ]
     if report.get("input_checks"):
-        from rescore.sanity import format_input_checks
+        from rescore.nbest.checks import format_input_checks
 
         lines += format_input_checks(report["input_checks"])
     if "comparison" in report:

@@ -1,6 +1,6 @@
 """The one interface every language model of rescore offers, and the state it carries.
 
-Training (rescore.train), perplexity (rescore.ppl) and the rescoring engine (rescore.engine) use
+Training (rescore.train.loop), perplexity (rescore.train.ppl) and the rescoring engine (rescore.engine.score) use
 only what is defined here, so a new body or head needs no special case anywhere else.
 
 Conventions

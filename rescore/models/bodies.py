@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rescore.models import native
+from rescore.engine.kernels import native
 
 BODIES: Dict[str, type] = {}
 
@@ -70,10 +70,10 @@ class LSTMBody(nn.Module):
         ``low`` (torch.bfloat16: ``--precision bf16``): the matrix products in that dtype with
         float32 accumulation (AMX / AVX-512 BF16 on a CPU that has them), the gates, the cell
         and the returned states in float32 (the engine pads the rows of such calls to a few
-        counts: rescore.forward.padded_rows). torch.qint8 (``--precision int8``): int8
-        products, the rest in float32 likewise: where the kernels of rescore.models.native run
+        counts: rescore.engine.forward.padded_rows). torch.qint8 (``--precision int8``): int8
+        products, the rest in float32 likewise: where the kernels of rescore.engine.kernels.native run
         (one torch thread), each layer is one fused kernel with the states quantised on a fixed
-        scale (``_step_int8``); else PyTorch's dynamic int8 products (rescore.models.quant)."""
+        scale (``_step_int8``); else PyTorch's dynamic int8 products (rescore.engine.kernels.quant)."""
         H = self.hidden
         fused_int8 = (low is torch.qint8 and native.int8_layers_usable(H)
                       and native.usable(embedding, state["h"], state["c"]))
@@ -116,7 +116,7 @@ class LSTMBody(nn.Module):
 
     def _step_native(self, ids: Tensor, table: Tensor, upper: list, state: Dict[str, Tensor],
                      low: Optional[torch.dtype], hs: Tensor, cs: Tensor) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """step_ids with each layer's cell one fused kernel (rescore.models.native): the same
+        """step_ids with each layer's cell one fused kernel (rescore.engine.kernels.native): the same
         products, then the table row, the gates and the cell in one pass; an upper layer's
         input [x, h] is written in place (the lower cell writes x into it) instead of
         concatenated."""
@@ -149,7 +149,7 @@ class LSTMBody(nn.Module):
 
     def _step_int8(self, ids: Tensor, table: Tensor, layers: list, state: Dict[str, Tensor],
                    hs: Tensor, cs: Tensor) -> Tuple[Tensor, Dict[str, Tensor]]:
-        """step_ids with int8 products, each layer one kernel (rescore.models.native.lstm_int8):
+        """step_ids with int8 products, each layer one kernel (rescore.engine.kernels.native.lstm_int8):
         the states quantised with a fixed scale, the product and the cell in one pass, the
         (B, 4H) pre-activations never written; a layer writes its h, quantised, straight into
         the next layer's input rows."""
@@ -164,7 +164,7 @@ class LSTMBody(nn.Module):
         return hs[:, -1].unsqueeze(1), {"h": hs, "c": cs}
 
     def level_steps(self, embedding: Tensor, low: Optional[torch.dtype] = None) -> "LSTMLevels":
-        """step_ids over the levels of prefix tries (rescore.levels), keeping each level's
+        """step_ids over the levels of prefix tries (rescore.engine.levels), keeping each level's
         states in arrays: LSTMLevels."""
         return LSTMLevels(self, embedding, low)
 
@@ -172,7 +172,7 @@ class LSTMBody(nn.Module):
         """Cached while the weights stay: the (V, 4H) layer-0 input projection of every word,
         W_hh0 and, for each upper layer, ([W_ih, W_hh] (4H, 2H), b_ih + b_hh), in the weights'
         dtype; with ``low`` the matrices in ``low`` (torch.qint8: packed int8 products of
-        rescore.models.quant, with the upper layers' biases in them), the rest in float32."""
+        rescore.engine.kernels.quant, with the upper layers' biases in them), the rest in float32."""
         rnn = self.rnn
         tensors = [embedding] + [getattr(rnn, f"{n}_l{k}") for k in range(self.layers)
                                  for n in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
@@ -191,10 +191,10 @@ class LSTMBody(nn.Module):
                                  1).to(dt) * u2[:, None],  # (4H, 2H)
                        (getattr(rnn, f"bias_ih_l{k}") + getattr(rnn, f"bias_hh_l{k}")).to(dt) * u2)
                       for k in range(1, self.layers)]
-                if fused_int8:  # rescore.models.native.lstm_int8's packed layers
+                if fused_int8:  # rescore.engine.kernels.native.lstm_int8's packed layers
                     upper = [native.Int8LSTMLayer(w_hh0)] + [native.Int8LSTMLayer(w, b) for w, b in ws]
                 elif low is torch.qint8:
-                    from rescore.models.quant import Int8Linear
+                    from rescore.engine.kernels.quant import Int8Linear
 
                     upper = [Int8Linear(w_hh0)] + [(Int8Linear(w, b), b) for w, b in ws]
                 else:
@@ -488,7 +488,7 @@ class PostNormBlock(nn.Module):
     steps/pytorchnn TransformerModel, over the KV cache of ``Block``'s interface.
 
     Parameter names follow that layer (self_attn in/out projections, linear1/2, norm1/2), so a
-    Kaldi state_dict maps onto it name by name (rescore.kaldi_lm).
+    Kaldi state_dict maps onto it name by name (rescore.models.kaldi_lm).
     """
 
     def __init__(self, config):

@@ -273,7 +273,7 @@ def tune_cache(model: LanguageModel, streams, bptt: int, windows: Sequence[int],
                progress: bool = True) -> List[Dict[str, float]]:
     """Cross-entropy of ``model`` with a neural cache, for every (window, theta, lambda).
 
-    ``streams`` (rescore.data.Streams) are scored once, as ``rescore.ppl`` scores them (side by
+    ``streams`` (rescore.train.data.Streams) are scored once, as ``rescore.train.ppl`` scores them (side by
     side, state carried over BPTT chunks of ``bptt`` columns); the cache mixture of each grid
     point is then computed from the kept log P_model and hidden states, so a grid costs one pass
     of the model. Each result equals what ``NeuralCacheLM`` gives (the tests check it).

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rescore.models import native, quant
+from rescore.engine.kernels import native, quant
 from rescore.models.base import EMPTY, HeadOutput, targets_only_wanted
 from rescore.models.classes import ClassDecoder
 from rescore.models.history import slide

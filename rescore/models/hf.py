@@ -21,7 +21,7 @@ none, as GPT-2's ``<|endoftext|>`` is both); a hypothesis is scored after the co
 end-of-sentence cost is that of the EOS token after its last piece. The context is ``<bos>``
 alone without carry; with carry it is the last ``context`` tokens (at least one: the boundary
 token) of the stream of the best hypotheses of the conversation's earlier utterances, reset at
-each conversation's start (rescore.hf_engine).
+each conversation's start (rescore.engine.hf).
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def _check_dir(path: Path) -> None:
 class HfLM:
     """A loaded causal LM and its tokenizer, with the word -> pieces mapping (module docstring).
 
-    ``score_nbest`` is rescore.engine.score_nbest's contract: rescore.engine hands a model with
-    ``scores_nbest`` to it (rescore.hf_engine.score_hf)."""
+    ``score_nbest`` is rescore.engine.score.score_nbest's contract: rescore.engine.score hands a model with
+    ``scores_nbest`` to it (rescore.engine.hf.score_hf)."""
 
     scores_nbest = True
 
@@ -121,8 +121,8 @@ class HfLM:
         return ids, lens
 
     def score_nbest(self, conversations, weight, settings, device, stats=None, progress=True):
-        """rescore.engine.score_nbest for this model (rescore.hf_engine.score_hf)."""
-        from rescore.hf_engine import score_hf
+        """rescore.engine.score.score_nbest for this model (rescore.engine.hf.score_hf)."""
+        from rescore.engine.hf import score_hf
 
         return score_hf(self, conversations, weight, settings, device, stats, progress)
 
@@ -140,7 +140,7 @@ def load_hf(spec: str, device: torch.device, context: int = DEFAULT_CONTEXT) -> 
                            got=f"{type(err).__name__}: {err}") from None
     tf.utils.logging.disable_progress_bar()  # (the commands log; no bars of shard loading)
     model = None
-    for attn in ("sdpa", "eager"):  # both take rescore.hf_engine's tree attention mask
+    for attn in ("sdpa", "eager"):  # both take rescore.engine.hf's tree attention mask
         try:
             model = tf.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32,
                                                             attn_implementation=attn, **kw)
@@ -173,7 +173,7 @@ def check_settings(settings: EngineSettings, num_models: int = 1) -> None:
 
 
 def load_for_scoring(spec: str, device: torch.device, settings: EngineSettings):
-    """rescore.scoring.load_model for ``hf:DIR``: (model, device, OOV penalty 0), the settings
+    """rescore.jobs.scoring.load_model for ``hf:DIR``: (model, device, OOV penalty 0), the settings
     checked (check_settings) and its context ``settings.hf_context``."""
     check_settings(settings)
     if settings.oov_penalty == OOV_AUTO:

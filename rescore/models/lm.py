@@ -8,7 +8,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from rescore.models import quant
+from rescore.engine.kernels import quant
 from rescore.models.base import HeadOutput, LanguageModel, LMState
 from rescore.models.bodies import BODIES
 from rescore.models.classes import ClassDecoder, frequency_classes
@@ -117,7 +117,7 @@ class NeuralLM(LanguageModel):
                 or not isinstance(self.head, SoftmaxHead) or not hasattr(self.body, "level_steps")):
             return None
         low = _low_precision(device.type)
-        if low not in (None, torch.qint8):  # (bf16: the engine pads rows, rescore.forward)
+        if low not in (None, torch.qint8):  # (bf16: the engine pads rows, rescore.engine.forward)
             return None
         return self.body.level_steps(self.embedding.weight, low)
 
@@ -152,7 +152,7 @@ class NeuralLM(LanguageModel):
 
 def _low_precision(dev: str) -> Optional[torch.dtype]:
     """The products' dtype on device type ``dev`` here: autocast's, torch.qint8 inside
-    rescore.models.quant.int8_products on a CPU (--precision int8), else None (the weights')."""
+    rescore.engine.kernels.quant.int8_products on a CPU (--precision int8), else None (the weights')."""
     low = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
     if dev == "cpu" and quant.enabled():
         low = torch.qint8

@@ -8,7 +8,7 @@
 # then ../lmrescore_lattice.sh does the work (the same path-cover method as Kaldi's script:
 # prune, expand, path cover, NN LM scores, each arc's score from its best history).
 #
-# What differs from Kaldi's script (the reasons are in rescore/lattice.py):
+# What differs from Kaldi's script (the reasons are in rescore/nbest/lattice.py):
 #  - the paths of utterance k start from the LM state after the rescored best path of
 #    utterance k-1 of the same conversation (--state-carry rescored, the default here; Kaldi
 #    scores every path from an empty history: --state-carry none);

@@ -1,6 +1,6 @@
 /*
- * rescore._kernels: a fused LSTM cell and an output layer's target rows, for inference on a
- * CPU (rescore.models.native).
+ * rescore.engine.kernels._kernels: a fused LSTM cell and an output layer's target rows, for inference on a
+ * CPU (rescore.engine.kernels.native).
  *
  * PyTorch runs an LSTM cell's element-wise work as about ten separate kernels, each a pass
  * over memory with its own dispatch; with the table look-up, the additions and the
@@ -15,7 +15,7 @@
  * the result while it is in registers; the (rows, 4H) float pre-activations are never written.
  *
  * Every function takes raw addresses (the tensors' data_ptr()) and sizes; the Python side
- * (rescore/models/native.py) checks dtypes, devices and strides before it calls. No state,
+ * (rescore/engine/kernels/native.py) checks dtypes, devices and strides before it calls. No state,
  * no allocation, the GIL released while a kernel runs.
  *
  * Accuracy: exp is Cephes' single-precision polynomial (relative error about 1e-7 over the
@@ -638,7 +638,7 @@ static void (*quant_impl)(const float *, int64_t, int64_t, int64_t, uint8_t *, i
 static const char *variant = "generic";
 
 /* ---- the levels of prefix tries through int8 LSTM layers, in one call -------------------
- * The engine's level schedule (rescore/levels.py) for an LSTM with a softmax output under
+ * The engine's level schedule (rescore/engine/levels.py) for an LSTM with a softmax output under
  * --precision int8: level d's rows (its trie nodes, numbered level by level) each consume one
  * token from their parent's state in level d - 1 (level 0's, the roots', from the start states),
  * through every layer (lstm_int8's step), then every edge scored from a row of level d gets
@@ -887,7 +887,7 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_kernels",
-                                    "Fused CPU kernels for scoring (rescore.models.native).", -1,
+                                    "Fused CPU kernels for scoring (rescore.engine.kernels.native).", -1,
                                     methods};
 
 PyMODINIT_FUNC PyInit__kernels(void) {

@@ -1,4 +1,4 @@
-"""What the engines (rescore.engine) share: one model's forward over rows of tokens (device,
+"""What the engines (rescore.engine.score) share: one model's forward over rows of tokens (device,
 precision, normaliser, a row budget with its out-of-memory back-off), the log-probability of
 targets with the OOV penalty, and the context of one model's run.
 """
@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from rescore.errors import RescoreError, check, check_device
-from rescore.interp import total_cost, word_posterior_mass
+from rescore.nbest.interp import total_cost, word_posterior_mass
 from rescore.models.base import HeadOutput, LanguageModel, LMState, forget_inputs, targets_only
 from rescore.settings import NORMALIZE, EngineSettings
 
@@ -164,7 +164,7 @@ class Forward:
         self.pad_rows = device.type == "cpu" and precision == "bf16"
         self.int8 = contextlib.nullcontext
         if precision == "int8":
-            from rescore.models import quant
+            from rescore.engine.kernels import quant
 
             if device.type != "cpu":
                 raise RescoreError("--precision int8 on a CPU (--device cpu); on CUDA use bf16 or auto",
@@ -173,7 +173,7 @@ class Forward:
                 raise RescoreError("a PyTorch build with a quantised CPU engine for --precision int8",
                                    got=f"torch {torch.__version__}: none of {', '.join(quant.ENGINES)}")
             self.int8 = quant.int8_products
-            from rescore.models import native
+            from rescore.engine.kernels import native
 
             log.info("int8 products: %s", "fused kernels (one torch thread)" if native.int8_fused_usable()
                      else f"PyTorch's dynamic int8 products ({torch.get_num_threads()} torch threads; "
@@ -287,9 +287,9 @@ class LevelSteps:
 
     def whole(self, forest, rows: Tensor, want_ends: bool,
               outputs: bool = True) -> Optional[Tuple[Tensor, Optional[LMState]]]:
-        """Every level of ``forest`` (rescore.levels.LevelForest; its roots from rows ``rows``
+        """Every level of ``forest`` (rescore.engine.levels.LevelForest; its roots from rows ``rows``
         of the start states) in one call where the model's steps and head have one (the fused
-        int8 kernels, rescore.models.native.levels_int8): the log P of every edge slot (before
+        int8 kernels, rescore.engine.kernels.native.levels_int8): the log P of every edge slot (before
         any OOV penalty: the caller's; zeros with ``outputs=False``, when only the states are
         wanted), and with ``want_ends`` the states after ``forest.ends``; else None."""
         fw = self.forward
@@ -410,7 +410,7 @@ class RunContext:
 
     def _end_states_whole(self, roots: LMState, root_rows: List[int], hyps: List[Hyp]) -> Optional[LMState]:
         """end_states by LevelSteps.whole, or None where the model has no such call."""
-        from rescore.levels import LevelForest  # (rescore.levels imports this module)
+        from rescore.engine.levels import LevelForest  # (rescore.engine.levels imports this module)
 
         with self.forward.modes():
             steps = self.forward.level_steps(roots)
@@ -441,7 +441,7 @@ class RunContext:
 
 def word_posteriors(hyps: List[Hyp], costs: List[Costs], fixed: List[float], weight: float,
                     best: int) -> List[float]:
-    """The N-best posterior of each word of ``hyps[best]`` (rescore.interp.word_posterior_mass
+    """The N-best posterior of each word of ``hyps[best]`` (rescore.nbest.interp.word_posterior_mass
     over identities), the totals being fixed + weight * sum(costs)."""
     mass = word_posterior_mass([total_cost(f, sum(c), weight) for f, c in zip(fixed, costs)],
                                (h.ident for h in hyps))

@@ -1,4 +1,4 @@
-"""N-best costs by a Hugging Face causal LM (rescore.models.hf.HfLM): rescore.engine.score_nbest's
+"""N-best costs by a Hugging Face causal LM (rescore.models.hf.HfLM): rescore.engine.score.score_nbest's
 contract (``result[c][u][h]``: per-word costs, end of sentence last) for subword models.
 
 Each hypothesis is scored after its utterance's context (rescore.models.hf: ``<bos>`` without
@@ -17,9 +17,9 @@ followed by ``<eos>``); its subword costs are summed per word. Engines:
               ``max_tokens`` less the context (half of it at least) nodes is cut into parts of
               sorted hypotheses.
 
-The carry picks the same hypothesis as rescore.engine's: rank 1 (first-pass) or the best by
+The carry picks the same hypothesis as rescore.engine.score's: rank 1 (first-pass) or the best by
 ``fixed + weight * sum(costs)`` (rescored). On CUDA the forward runs under
-rescore.engine.autocast_for (bf16 where supported, else fp16); log-probabilities are fp32.
+rescore.engine.score.autocast_for (bf16 where supported, else fp16); log-probabilities are fp32.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
-from rescore.forward import EngineStats, autocast_for, resolve_device
+from rescore.engine.forward import EngineStats, autocast_for, resolve_device
 from rescore.errors import OptionError, RescoreError
-from rescore.interp import total_cost
+from rescore.nbest.interp import total_cost
 from rescore.settings import OOV_AUTO, EngineSettings
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def _check_settings(lm, s: EngineSettings) -> None:
 
 def score_hf(lm, conversations, weight: float, settings: EngineSettings, device,
              stats: Optional[EngineStats] = None, progress: bool = True):
-    """Per-word NN costs of every hypothesis (rescore.engine.score_nbest's result, its settings
+    """Per-word NN costs of every hypothesis (rescore.engine.score.score_nbest's result, its settings
     checked and ``device`` resolved: a spec or a torch.device; module docstring). Hypotheses
     longer than the model's positions (less one) are refused."""
     _check_settings(lm, settings)

@@ -119,10 +119,10 @@ def bucket_reach(refs: Mapping[str, Sequence[str]], nbests: Mapping[str, Sequenc
 
 def reach_report(nbest_dir: PathLike, data_dir: PathLike, train_text: PathLike, *,
                  words_txt: Optional[PathLike] = None, num_buckets: int = 10, allow_missing: bool = False) -> dict:
-    """bucket_reach of an N-best dir (rescore.nbest.load_nbest_dir) against the references of
+    """bucket_reach of an N-best dir (rescore.nbest.sets.load_nbest_dir) against the references of
     data_dir, buckets cut by the counts of the LM training text (one sentence a line), with
     what was read: nbest_dir, data_dir, train_text, num_buckets, num_utts, num_hyps."""
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
     from rescore.vocab import count_words, read_sentences
 
     train_counts = count_words(read_sentences(train_text))

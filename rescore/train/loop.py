@@ -38,15 +38,15 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-from rescore.data import Streams, load_streams
+from rescore.train.data import Streams, load_streams
 from rescore.errors import OptionError, RescoreError
 from rescore.io.files import write_json
 from rescore.models import ModelConfig, build_model, model_from_checkpoint, read_checkpoint, save_checkpoint
 from rescore.models.base import HeadOutput, LMState
-from rescore.ppl import stream_loss
+from rescore.train.ppl import stream_loss
 from rescore.progress import progress
-from rescore.train_options import TrainOptions, check_config, check_out_dir, check_resume, plain_options
-from rescore.training_state import TrainState, file_digest, get_rng, set_rng
+from rescore.train.options import TrainOptions, check_config, check_out_dir, check_resume, plain_options
+from rescore.train.state import TrainState, file_digest, get_rng, set_rng
 from rescore.vocab import Vocabulary
 
 log = logging.getLogger(__name__)

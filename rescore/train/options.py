@@ -1,7 +1,7 @@
 """The options of a training run, and their checks, torch-free: the command's ``--help`` and its
 option checks need no torch import.
 
-``TrainOptions`` holds what ``rescore-train-lm`` passes to ``rescore.train.train_lm`` besides
+``TrainOptions`` holds what ``rescore-train-lm`` passes to ``rescore.train.loop.train_lm`` besides
 the model config; every value is checked when it is built. ``check_config`` checks a
 ``ModelConfig`` the same way, ``check_out_dir`` the output directory, and ``check_resume`` that a
 resumed run uses the options its ``last.pt`` was trained with.

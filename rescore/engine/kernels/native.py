@@ -1,7 +1,7 @@
 """Fused CPU kernels for scoring, where the install compiled them: the LSTM cell, the target
 rows of an unnormalised output layer, and the row-wise log-normaliser of an exact one.
 
-``rescore._kernels`` (rescore/_kernels.c, built by ``pip install``; optional: without a C
+``rescore.engine.kernels._kernels`` (rescore/engine/kernels/_kernels.c, built by ``pip install``; optional: without a C
 compiler the install goes on without it) runs an LSTM cell step in one pass, with a vectorised
 exp (AVX2 where the CPU has it). PyTorch runs the same cell as about ten separate kernels, each
 a pass over memory; on the scoring engine's one-token rows the fused cell takes about a sixth
@@ -11,7 +11,7 @@ gives the engine each row's log Z without writing (rows, V) log-probabilities
 (rescore.models.base.targets_only).
 
 With ``--precision int8`` and one torch thread two more kernels replace PyTorch's dynamic int8
-products (rescore.models.quant) where they apply: ``lstm_int8`` runs a whole LSTM layer step
+products (rescore.engine.kernels.quant) where they apply: ``lstm_int8`` runs a whole LSTM layer step
 (the states quantised on a fixed scale, as an LSTM's h lies in [-1, 1]; the product in integer
 sums and the cell on each tile of it while it is in registers) and ``logsumexp_int8`` a softmax
 output layer's log Z per row (each row quantised on its own scale; the (rows, V) logits never
@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 try:
-    from rescore import _kernels
+    from rescore.engine.kernels import _kernels
 except ImportError:  # not compiled at install: the PyTorch path
     _kernels = None
 
@@ -265,7 +265,7 @@ def levels_int8(level_start: Tensor, parent: Tensor, token: Tensor, layers: List
                 w_out: Tensor, b_out: Optional[Tensor], logz: Optional["Int8OutputLayer"] = None,
                 ends: Optional[Tensor] = None) -> Tuple[Tensor, Optional[Tensor], Optional[Tensor]]:
     """The levels of prefix tries through int8 LSTM layers in one call (the engine's level
-    schedule, rescore.levels): nodes numbered level by level (level d: level_start[d] ..
+    schedule, rescore.engine.levels): nodes numbered level by level (level d: level_start[d] ..
     level_start[d + 1] - 1; level 0 the roots), each consuming ``token[n]`` from its parent's
     state (``parent[n]``, in the level before; root r from row r of start_h, start_c, (P, L, H)),
     through every layer as ``lstm_int8`` (``table``: layer 0's (V, 4H) input products); then

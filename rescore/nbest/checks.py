@@ -259,11 +259,11 @@ def _lexicon(words_txt: Optional[Path]) -> Optional[List[str]]:
 
 def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optional[PathLike] = None,
                       allow_oov_rate: bool = False) -> InputChecks:
-    """The checks of a loaded N-best set (rescore.nbest.NbestSet) before it is scored: each LM
+    """The checks of a loaded N-best set (rescore.nbest.sets.NbestSet) before it is scored: each LM
     checkpoint of ``models`` against its words, the symbol table when the words come from
     integer archives. Logs the warnings; an LM with more than OOV_ERROR_RATE of the hypothesis
     tokens outside its vocabulary is a RescoreError unless allow_oov_rate."""
-    from rescore.nbest import default_words_txt, find_archive
+    from rescore.nbest.sets import default_words_txt, find_archive
 
     nd = Path(nbest.path)
     wt = Path(words_txt) if words_txt is not None else default_words_txt(nd)

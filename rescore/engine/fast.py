@@ -1,4 +1,4 @@
-"""The fast engine of rescore.engine: a prefix trie per utterance (rescore.forest), each distinct
+"""The fast engine of rescore.engine.score: a prefix trie per utterance (rescore.engine.forest), each distinct
 prefix computed once, utterance k of all conversations of a block of ``conv_batch`` side by side.
 
 Schedules (the same costs): level by level (one-token rows; small states such as an LSTM's),
@@ -18,9 +18,9 @@ from typing import Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from rescore.forest import PrefixForest
-from rescore.forward import Costs, Hyp, RunContext, progress_bar, target_log_prob
-from rescore.levels import score_levels
+from rescore.engine.forest import PrefixForest
+from rescore.engine.forward import Costs, Hyp, RunContext, progress_bar, target_log_prob
+from rescore.engine.levels import score_levels
 from rescore.models.base import HeadOutput, LMState
 
 
@@ -200,7 +200,7 @@ def _score_group(ctx: RunContext, group: List[Item], starts: LMState,
     hypothesis' last word, for the carry."""
     tree = ctx.settings.schedule == "tree"
     chain = not _levels(ctx, starts)
-    if not chain:  # levels: the tries as arrays (rescore.levels)
+    if not chain:  # levels: the tries as arrays (rescore.engine.levels)
         owners = [(key, i) for key, _, idx, _ in group for i in idx]
         costs, ends = score_levels(ctx, [([hyps[i] for i in idx], row) for _, hyps, idx, row in group],
                                    starts, want_finals=finals is not None)

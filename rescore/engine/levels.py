@@ -1,4 +1,4 @@
-"""The level schedule of the fast engine (rescore.engine_fast), in arrays: the prefix tries of a
+"""The level schedule of the fast engine (rescore.engine.fast), in arrays: the prefix tries of a
 micro-batch built with numpy, then computed one depth level per forward call.
 
 For a model with a small state (an LSTM's h, c) the engine runs every trie level by level: one
@@ -7,7 +7,7 @@ node by node in Python; here the tries are built by sorting each part's hypothes
 comparing neighbours (a hypothesis adds a node at every depth past its common prefix with the
 one before it), and nodes are numbered level by level, so that a level is a range of node ids
 and everything a call needs is an array slice: no Python work per node or per token. An LSTM
-with a softmax head runs the levels through its level steps (rescore.forward.LevelSteps), and
+with a softmax head runs the levels through its level steps (rescore.engine.forward.LevelSteps), and
 with the fused int8 kernels every level of the batch in one call (LevelSteps.whole).
 
 Node ids: the roots (one per part, input ``<eos>``) are 0..P-1; then depth 1, depth 2, ...
@@ -24,7 +24,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
-from rescore.forward import Costs, Hyp, RunContext, target_log_prob
+from rescore.engine.forward import Costs, Hyp, RunContext, target_log_prob
 from rescore.models.base import HeadOutput, LMState
 
 

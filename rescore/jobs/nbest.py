@@ -1,8 +1,8 @@
 """The job of rescore-nbest (rescore an N-best dir) and the job split it uses; rescore-tune's job
-is in rescore.tune_job, the NN LM scoring in rescore.scoring.
+is in rescore.jobs.tune, the NN LM scoring in rescore.jobs.scoring.
 
-A command parses its options into a job (:class:`NbestJob`, :class:`rescore.tune_job.TuneJob`)
-and calls :func:`rescore_nbest_dir` or :func:`rescore.tune_job.tune_nbest_dir`. A job is
+A command parses its options into a job (:class:`NbestJob`, :class:`rescore.jobs.tune.TuneJob`)
+and calls :func:`rescore_nbest_dir` or :func:`rescore.jobs.tune.tune_nbest_dir`. A job is
 checked when it is built, before any work: every value finite and in range, the options a
 sensible combination (an :class:`~rescore.errors.OptionError`, exit 2), no output path that is
 an input. Bad data found
@@ -17,8 +17,8 @@ The flow of rescore-nbest::
     load NBEST_DIR (+ data dir)  [--split K/N: only job K's conversations are parsed]
       -> NN LM costs: --model (engine, writes lmwt.nn) | --nn-costs | none
          (K models or cost files: each scored on its own, lmwt.nn.1..K, mixed into lmwt.nn)
-      -> the costs checked once (rescore.combine.NnCosts; an overflow names its file and line)
-      -> interpolation (rescore.interp) -> 1-best per utterance
+      -> the costs checked once (rescore.nbest.combine.NnCosts; an overflow names its file and line)
+      -> interpolation (rescore.nbest.interp) -> 1-best per utterance
       -> OUT_DIR/{lmwt.interp, text} + report.{json,txt} (rescore.metrics) with references
 
 ``rescore-nbest --jobs A:B`` (:func:`nbest_jobs`, :func:`rescore_nbest_jobs`) runs Kaldi's jobs
@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rescore.errors import OptionError, check
-from rescore.interp import Params, equal_mix
+from rescore.nbest.interp import Params, equal_mix
 from rescore.io.outdir import OutputSet
-# (their home is rescore.scoring; imported from here by tools and tests)
-from rescore.scoring import auto_oov_penalty, score_nbest_set  # noqa: F401
+# (their home is rescore.jobs.scoring; imported from here by tools and tests)
+from rescore.jobs.scoring import auto_oov_penalty, score_nbest_set  # noqa: F401
 from rescore.settings import OOV_AUTO, OOV_NONE, EngineSettings, is_hf_spec
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def split_slice(n_items: int, k: int, n_jobs: int, block: int = 1) -> slice:
 
 def split_share(conversation_ids: Sequence[str], k: int, n: int, block: int) -> List[str]:
     """The conversations (ids, of all of a set's in carry order) that job k of n scores: the
-    ``select`` of rescore.nbest.load_nbest_dir, which then parses only their entries."""
+    ``select`` of rescore.nbest.sets.load_nbest_dir, which then parses only their entries."""
     part = list(conversation_ids[split_slice(len(conversation_ids), k, n, block)])
     log.info("job %d of %d: %d of the %d conversations", k, n, len(part), len(conversation_ids))
     if not part:
@@ -113,7 +113,7 @@ def split_share(conversation_ids: Sequence[str], k: int, n: int, block: int) -> 
 
 def nbest_input_files(nbest_dir: PathLike, data_dir: Optional[PathLike], words_txt: Optional[PathLike]) -> List[Path]:
     """The files loading this N-best dir (and data dir) reads; cheap (no file is opened)."""
-    from rescore.nbest import ARCHIVES, find_archive
+    from rescore.nbest.sets import ARCHIVES, find_archive
 
     files = [p for p in (find_archive(nbest_dir, n) for n in ARCHIVES) if p is not None]
     if data_dir is not None:
@@ -126,8 +126,8 @@ def nbest_input_files(nbest_dir: PathLike, data_dir: Optional[PathLike], words_t
 
 def words_txt_of(nbest_dir: PathLike, words_txt: Optional[PathLike]) -> Optional[Path]:
     """The N-best set's words.txt: ``words_txt`` where given, else the one found beside
-    NBEST_DIR (rescore.nbest.default_words_txt), else None."""
-    from rescore.nbest import default_words_txt
+    NBEST_DIR (rescore.nbest.sets.default_words_txt), else None."""
+    from rescore.nbest.sets import default_words_txt
 
     return Path(words_txt) if words_txt is not None else default_words_txt(Path(nbest_dir))
 
@@ -180,11 +180,11 @@ class NbestJob:
     plot: bool = True
     params_file: Optional[str] = None  # where params came from (an input, for the checks)
     extra_report: Dict[str, object] = field(default_factory=dict)
-    allow_oov_rate: bool = False  # score an LM that lacks most of the words (rescore.sanity)
+    allow_oov_rate: bool = False  # score an LM that lacks most of the words (rescore.nbest.checks)
 
     def __post_init__(self):
         if not isinstance(self.params, Params):
-            raise TypeError("params must be a rescore.interp.Params")
+            raise TypeError("params must be a rescore.nbest.interp.Params")
         object.__setattr__(self, "nn_costs", check_paths(self.nn_costs, "--nn-costs"))
         object.__setattr__(self, "models", check_paths(self.models, "--model", "models"))
         k = self.num_models
@@ -274,7 +274,7 @@ def rescore_nbest_dir(job: NbestJob) -> Optional[dict]:
     references, report.json / report.txt (+ buckets.png with train_text). Returns the report,
     or None without references."""
     from rescore.bulk import gc_frozen
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     with job.output_set() as out:
         select = None
@@ -291,8 +291,8 @@ class Rescored:
     """A job's N-best set with its NN costs and 1-best computed and checked; nothing written yet
     (so that an error in one of several jobs leaves every job's old outputs as they were).
 
-    checks: rescore.sanity.InputChecks; nn: rescore.combine.NnCosts (None without); arrays:
-    rescore.combine.CostArrays; best: utt -> rank of its 1-best; nn_names: the lmwt.nn files of
+    checks: rescore.nbest.checks.InputChecks; nn: rescore.nbest.combine.NnCosts (None without); arrays:
+    rescore.nbest.combine.CostArrays; best: utt -> rank of its 1-best; nn_names: the lmwt.nn files of
     the models (lmwt.nn, or lmwt.nn.1..K with several), none without models; train_counts: the
     words of the LM training text (train_counts_of)."""
 
@@ -314,10 +314,10 @@ def train_counts_of(job: NbestJob):
 
 
 def check_input(job: NbestJob, nbest):
-    """(rescore.sanity.InputChecks, the fixed costs) of a loaded set: its checks before any
+    """(rescore.nbest.checks.InputChecks, the fixed costs) of a loaded set: its checks before any
     scoring, an overflow of the fixed costs included."""
-    from rescore import sanity
-    from rescore.combine import CostArrays
+    from rescore.nbest import checks as sanity
+    from rescore.nbest.combine import CostArrays
 
     checks = sanity.check_nbest_input(nbest, job.models, job.words_txt, job.allow_oov_rate)
     return checks, CostArrays(nbest).fixed(job.params)
@@ -325,10 +325,10 @@ def check_input(job: NbestJob, nbest):
 
 def rescore_loaded(out_dir: PathLike, job: NbestJob, nbest, checks, results, train_counts,
                    graph: bool = True) -> Rescored:
-    """The job's NN costs (the engine's ``results``, rescore.scoring.score_models, with models;
+    """The job's NN costs (the engine's ``results``, rescore.jobs.scoring.score_models, with models;
     else read from its cost files), interpolated into the 1-best and, with ``graph``, the new
     graph costs: checked, nothing written."""
-    from rescore.combine import CostArrays, NnCosts
+    from rescore.nbest.combine import CostArrays, NnCosts
 
     names = []
     if job.models:
@@ -345,9 +345,9 @@ def rescore_loaded(out_dir: PathLike, job: NbestJob, nbest, checks, results, tra
 def write_rescored(out: OutputSet, job: NbestJob, nbest, write_costs=None) -> Optional[dict]:
     """Score (with a model), interpolate and write a loaded N-best set into an open output set:
     the costs (lmwt.interp, or what ``write_costs(out, arrays)`` writes from the set's
-    rescore.combine.CostArrays, returning its path: rescore.interchange_job's scores.tsv), the
+    rescore.nbest.combine.CostArrays, returning its path: rescore.jobs.interchange's scores.tsv), the
     1-best and the report."""
-    from rescore.scoring import score_models
+    from rescore.jobs.scoring import score_models
 
     train_counts = train_counts_of(job)
     checks, fixed = check_input(job, nbest)
@@ -503,7 +503,7 @@ def check_jobs(jobs: Mapping[int, NbestJob]) -> NbestJob:
 def rescore_nbest_jobs(jobs: Mapping[int, NbestJob]) -> Dict[int, Optional[dict]]:
     """Run several rescore-nbest jobs (``nbest_jobs``: job number -> job) in one process: each
     job's OUT_DIR gets what rescore_nbest_dir of that job writes. The models are loaded once and
-    the conversations of all jobs are scored in one engine run (rescore.scoring.score_sets), so
+    the conversations of all jobs are scored in one engine run (rescore.jobs.scoring.score_sets), so
     that the forward calls batch across jobs; the costs equal those of one run per job up to
     float rounding.
 
@@ -512,8 +512,8 @@ def rescore_nbest_jobs(jobs: Mapping[int, NbestJob]) -> Dict[int, Optional[dict]
     is written, so a bad input in one job (a RescoreError naming its file and line) fails the
     run with every job's older outputs as they were. Returns job -> its report (None without
     references)."""
-    from rescore.nbest import load_nbest_dir
-    from rescore.scoring import score_sets
+    from rescore.nbest.sets import load_nbest_dir
+    from rescore.jobs.scoring import score_sets
 
     first = check_jobs(jobs)
     with contextlib.ExitStack() as stack:

@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
 
 from rescore.errors import OptionError, RescoreError
-from rescore.interp import KALDI_DEFAULT_WEIGHT, Params
+from rescore.nbest.interp import KALDI_DEFAULT_WEIGHT, Params
 from rescore.settings import EngineSettings
 
 if TYPE_CHECKING:
-    from rescore.combine import NnCosts
-    from rescore.tune_job import TuneJob
+    from rescore.nbest.combine import NnCosts
+    from rescore.jobs.tune import TuneJob
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class ModelScorer:
     """
 
     def __init__(self, model: str, settings: EngineSettings, train_counts=None, lexicon=()):
-        from rescore.scoring import load_model
+        from rescore.jobs.scoring import load_model
 
         self.model, self.settings = model, settings
         self.loaded = load_model(model, settings, train_counts, lexicon)  # (model, device, OOV penalty)
@@ -69,8 +69,8 @@ class ModelScorer:
         self.scorings = 0
 
     def __call__(self, nbest, params: Params) -> "NnCosts":
-        from rescore.combine import NnCosts
-        from rescore.scoring import score_nbest_set
+        from rescore.nbest.combine import NnCosts
+        from rescore.jobs.scoring import score_nbest_set
 
         key = params if self.depends else None
         ids = {c.id for c in nbest.conversations}
@@ -101,7 +101,7 @@ def refine(nbest, scorer: Scorer, *, weights: Sequence[float], inv_acwts: Sequen
     "stop": "stable" | "cycle" | "rounds", "rounds": [{"round", "scored_at", "scored_wer",
     "tuned", "predicted_wer"}], "dev_utts", "dev_conversations", "dev_choice", "scorings"}.
     """
-    from rescore.combine import CostArrays, tune
+    from rescore.nbest.combine import CostArrays, tune
 
     if nbest.refs is None:
         raise RescoreError("references for the tuning set (a data dir with 'text')", path=nbest.path)
@@ -138,7 +138,7 @@ def refine(nbest, scorer: Scorer, *, weights: Sequence[float], inv_acwts: Sequen
 
 def _held_out(part, costs: "NnCosts", setting: Params) -> dict:
     """WER, errors, ref words and choice of part under setting with these costs."""
-    from rescore.combine import CostArrays
+    from rescore.nbest.combine import CostArrays
 
     arrays = CostArrays(part, costs)
     return {"wer": arrays.wer(setting), "errors": arrays.errors_of(setting), "ref_words": arrays.ref_words,
@@ -161,7 +161,7 @@ def refine_cross_validate(nbest, scorer: Scorer, *, weights: Sequence[float], in
     "plain_wer", "comparison" (rescore.metrics.compare_systems, as JSON), "pooled_choice",
     "plain_choice"}.
     """
-    from rescore.combine import cross_validate, split_half
+    from rescore.nbest.combine import cross_validate, split_half
 
     grids = dict(weights=weights, inv_acwts=inv_acwts, wips=wips)
     first = scorer(nbest, start)  # round 1 of both folds and the plain tune's costs, one scoring
@@ -232,13 +232,13 @@ class RefineJob:
     start: Params = DEFAULT_START
     rounds: int = DEFAULT_ROUNDS
     train_text: Optional[str] = None  # LM training text, for --oov-penalty auto
-    allow_oov_rate: bool = False  # score an LM that lacks most of the words (rescore.sanity)
+    allow_oov_rate: bool = False  # score an LM that lacks most of the words (rescore.nbest.checks)
 
     def __post_init__(self):
         from pathlib import Path
 
         from rescore.io.outdir import check_not_input
-        from rescore.pipeline import model_oov_penalty
+        from rescore.jobs.nbest import model_oov_penalty
 
         t = self.tune
         for option, v in (("--nn-costs", t.nn_costs), ("--split-half", t.split_half), ("--dev-utts", t.dev_utts),
@@ -273,12 +273,12 @@ def _strip(result: dict) -> dict:
 def run_refine(job: RefineJob) -> dict:
     """Run a refining tune job: refine() or refine_cross_validate()'s result; the outputs of
     job.tune written (atomically) at the end."""
-    from rescore import sanity
+    from rescore.nbest import checks as sanity
     from rescore.io.files import write_json
-    from rescore.nbest import load_nbest_dir
-    from rescore.pipeline import lexicon_of
+    from rescore.nbest.sets import load_nbest_dir
+    from rescore.jobs.nbest import lexicon_of
     from rescore.settings import OOV_AUTO
-    from rescore.tune_job import write_one_best
+    from rescore.jobs.tune import write_one_best
     from rescore.vocab import count_words, read_sentences
 
     t = job.tune
@@ -308,7 +308,7 @@ def run_refine(job: RefineJob) -> dict:
 
 
 def _fmt(s: dict) -> str:
-    from rescore.tune_job import format_setting
+    from rescore.jobs.tune import format_setting
 
     return format_setting(s)
 

@@ -13,7 +13,7 @@ Inference only: the packed weights are a copy made on first use and kept while t
 
 Row counts are rounded up to four sizes per octave (``bucket_rows``). A scoring run meets
 thousands of row counts, and each int8 product allocates its output and an int32 buffer of the
-same (rows, N) size; with glibc keeping freed memory for reuse (rescore.forward), those
+same (rows, N) size; with glibc keeping freed memory for reuse (rescore.engine.forward), those
 interleaved sizes fragmented the heap on an AVX-512 core: exact scoring of the dev set peaked
 at 1.3 to 1.9 GiB against 0.6 in fp32, with seconds of system time. With buckets it peaks with
 fp32, and runs no slower (docs/benchmarks.md).

@@ -1,11 +1,11 @@
-"""The reference engines of rescore.engine, beside the fast one that the tests compare with them.
+"""The reference engines of rescore.engine.score, beside the fast one that the tests compare with them.
 
 * ``naive``   one hypothesis at a time from its utterance's start state, explicit state passing.
 * ``padded``  one padded batch per utterance, no prefix sharing, one conversation at a time (the
               way of Kaldi's pytorchnn scorer); the carried state is recomputed from the best
               hypothesis alone, so padding never enters it.
 
-Each run is a generator driven by ``rescore.engine._lockstep``: at each carry point it yields
+Each run is a generator driven by ``rescore.engine.score._lockstep``: at each carry point it yields
 [(costs, fixed)] of its conversation and is sent the index of the carried hypothesis.
 """
 
@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from rescore.models.base import positions
-from rescore.forward import Costs, RunContext, progress_bar, target_log_prob
+from rescore.engine.forward import Costs, RunContext, progress_bar, target_log_prob
 
 
 def _by_utterance(ctx: RunContext, encoded, fixed, desc: str, score: Callable):

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 from rescore.progress import progress as progress_bar
 
-from rescore.data import Streams, encode_corpus, make_streams
+from rescore.train.data import Streams, encode_corpus, make_streams
 from rescore.errors import OptionError, RescoreError
 from rescore.vocab import EOS, read_sentences
 
@@ -106,7 +106,7 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
     """
     from rescore.models import load_checkpoint
     from rescore.models.cache import with_cache
-    from rescore.sanity import text_vocabulary_warning
+    from rescore.nbest.checks import text_vocabulary_warning
 
     check_options(batch_size=batch_size, bptt=bptt, n_buckets=n_buckets, device=device,
                   cache_window=cache_window, cache_theta=cache_theta, cache_lambda=cache_lambda)

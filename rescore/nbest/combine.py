@@ -1,10 +1,10 @@
 """Interpolation of an N-best set's costs, 1-best selection and the tuning sweep.
 
-The cost formula itself lives in rescore.interp; this module applies it to loaded N-best sets
-(rescore.nbest) and their NN LM costs, checked once into :class:`NnCosts` (K >= 0 models, one
-entry each, mixed by ``Params.mix``: rescore.interp.mixed_nn_cost), the one input of the 1-best,
+The cost formula itself lives in rescore.nbest.interp; this module applies it to loaded N-best sets
+(rescore.nbest.sets) and their NN LM costs, checked once into :class:`NnCosts` (K >= 0 models, one
+entry each, mixed by ``Params.mix``: rescore.nbest.interp.mixed_nn_cost), the one input of the 1-best,
 the graph costs, the WER sweep and the writers. Writing the outputs and the report is the job
-layer's (rescore.pipeline) and the report's content is rescore.metrics'.
+layer's (rescore.jobs.nbest) and the report's content is rescore.metrics'.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from rescore import interp
+from rescore.nbest import interp
 from rescore.errors import RescoreError, check
-from rescore.interp import Params, total_cost
-from rescore.nbest import Hypothesis, NbestSet
+from rescore.nbest.interp import Params, total_cost
+from rescore.nbest.sets import Hypothesis, NbestSet
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -27,12 +27,12 @@ NnCostMap = Mapping[str, Sequence[float]]  # key -> per-token costs (n + 1) or [
 
 
 def fixed_cost(hyp: Hypothesis, weight: float, inv_acwt: float, wip: float) -> float:
-    """rescore.interp.fixed_cost of one hypothesis."""
+    """rescore.nbest.interp.fixed_cost of one hypothesis."""
     return interp.fixed_cost(hyp.ac, hyp.withlm, hyp.nolm, len(hyp.words), weight, inv_acwt, wip)
 
 
 def graph_cost(hyp: Hypothesis, weight: float, l_nn: float) -> float:
-    """rescore.interp.graph_cost of one hypothesis: its new graph cost for Kaldi."""
+    """rescore.nbest.interp.graph_cost of one hypothesis: its new graph cost for Kaldi."""
     return interp.graph_cost(hyp.withlm, hyp.nolm, l_nn, weight)
 
 
@@ -86,7 +86,7 @@ class NnCosts:
 
     @classmethod
     def of_engine(cls, nbest: NbestSet, results: Sequence[list], sources: Sequence[Optional[PathLike]]) -> "NnCosts":
-        """What the engine computed for K models: results[k][c][u][h] (rescore.engine.score_nbest)."""
+        """What the engine computed for K models: results[k][c][u][h] (rescore.engine.score.score_nbest)."""
         keys = [h.key for u in nbest.utterances() for h in u.hyps]
         return cls(keys, [[r for conv in res for utt in conv for r in utt] for res in results], sources)
 
@@ -222,7 +222,7 @@ class CostArrays:
         return self.nn.mixed(mix)
 
     def fixed(self, params: Params) -> np.ndarray:
-        """(num_hyps,) float64 fixed cost of each hypothesis (rescore.interp.fixed_cost), checked."""
+        """(num_hyps,) float64 fixed cost of each hypothesis (rescore.nbest.interp.fixed_cost), checked."""
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is the error of _check
             fixed = interp.fixed_cost(self.ac, self.withlm, self.nolm, self.nwords, params.weight,
                                       params.inv_acwt, params.wip)
@@ -293,7 +293,7 @@ class CostArrays:
         if isinstance(source, int):
             path, kind = self.nn.sources[source], "tokens"
         else:
-            from rescore.nbest import find_archive
+            from rescore.nbest.sets import find_archive
 
             if source == "words":
                 source = "words_text" if find_archive(self._nbest.path, "words_text") else "words"
@@ -306,7 +306,7 @@ class CostArrays:
 
     def _terms(self, i: int, params: Params) -> list:
         """(term, its input's archive name or NN model index, the input's value, the term's value)
-        of each term of hypothesis i's interpolated cost, in rescore.interp's order."""
+        of each term of hypothesis i's interpolated cost, in rescore.nbest.interp's order."""
         w, inv, wip = params.weight, params.inv_acwt, params.wip
         lm_name = "lmwt.withlm" if abs(self.withlm[i]) >= abs(self.nolm[i]) else "lmwt.nolm"
         lm_value = self.withlm[i] if lm_name == "lmwt.withlm" else self.nolm[i]

@@ -1,8 +1,8 @@
 """The job of rescore-tune: sweep (weight, inv_acwt, wip) and the models' shares by WER on an
-N-best dir (rescore.combine.tune), report it honestly (a held-out part, or cross-validation),
-and apply the best setting to another N-best dir (rescore.pipeline.NbestJob).
+N-best dir (rescore.nbest.combine.tune), report it honestly (a held-out part, or cross-validation),
+and apply the best setting to another N-best dir (rescore.jobs.nbest.NbestJob).
 
-Checked when built, like rescore.pipeline's job: an OptionError (exit 2) before any work.
+Checked when built, like rescore.jobs.nbest's job: an OptionError (exit 2) before any work.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rescore.errors import OptionError, RescoreError, check
-from rescore.interp import Params, check_inv_acwt, check_mix, check_weight, check_wip
-from rescore.pipeline import NbestJob, check_paths, nbest_input_files, rescore_nbest_dir
+from rescore.nbest.interp import Params, check_inv_acwt, check_mix, check_weight, check_wip
+from rescore.jobs.nbest import NbestJob, check_paths, nbest_input_files, rescore_nbest_dir
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -98,7 +98,7 @@ class TuneJob:
 
     def _check_mixes(self) -> None:
         """nn_costs as a tuple; mixes: one share per cost file (default: the grid)."""
-        from rescore.combine import mix_grid
+        from rescore.nbest.combine import mix_grid
 
         object.__setattr__(self, "nn_costs", check_paths(self.nn_costs, "--nn-costs"))
         k = len(self.nn_costs)
@@ -201,9 +201,9 @@ def tune_nbest_dir(job: TuneJob) -> dict:
     """Run a rescore-tune job. Returns tune()'s result (with ``cross_validate``:
     combine.cross_validate's); with ``apply``, result['applied'] holds the report of the applied
     set (or None without its references)."""
-    from rescore.combine import NnCosts, cross_validate, split_half, tune
+    from rescore.nbest.combine import NnCosts, cross_validate, split_half, tune
     from rescore.io.files import write_json
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.sets import load_nbest_dir
 
     if job.apply is not None:
         job.apply.output_set().check()

@@ -1,5 +1,5 @@
-"""NN LM costs of a loaded N-best set (rescore.nbest.NbestSet) by one or several checkpoints:
-loading each (its device, neural cache and OOV penalty) and running the engine (rescore.engine)
+"""NN LM costs of a loaded N-best set (rescore.nbest.sets.NbestSet) by one or several checkpoints:
+loading each (its device, neural cache and OOV penalty) and running the engine (rescore.engine.score)
 on the set's conversations. Torch is imported only when a model is loaded or scored.
 """
 
@@ -9,7 +9,7 @@ import logging
 import math
 from typing import Dict, List, Optional, Sequence
 
-from rescore.interp import Params
+from rescore.nbest.interp import Params
 from rescore.settings import OOV_AUTO, EngineSettings, is_hf_spec
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ def load_model(path: str, settings: EngineSettings, train_counts=None, lexicon=(
     """(model on its device, device, OOV penalty in nats) of one checkpoint for scoring, with the
     settings' neural cache; the OOV penalty 'auto' is the model's own (auto_oov_penalty of
     train_counts and the recognizer's lexicon)."""
-    from rescore.engine import resolve_device
+    from rescore.engine.score import resolve_device
     from rescore.models import load_checkpoint
 
     dev = resolve_device(settings.device)
@@ -46,7 +46,7 @@ def load_model(path: str, settings: EngineSettings, train_counts=None, lexicon=(
         return load_for_scoring(path, dev, settings)
     lm = load_checkpoint(path, dev)
     if dev.type == "cpu":
-        from rescore.models import native
+        from rescore.engine.kernels import native
 
         log.info(native.describe())
     if settings.cache_window > 0:
@@ -63,13 +63,13 @@ def load_model(path: str, settings: EngineSettings, train_counts=None, lexicon=(
 
 
 def engine_inputs(nbest, fixed: Optional[Sequence[float]] = None, params: Optional[Params] = None):
-    """The engine's conversations (rescore.engine.UttInput: words and fixed costs) of a set;
+    """The engine's conversations (rescore.engine.score.UttInput: words and fixed costs) of a set;
     fixed: (num_hyps,) the fixed costs in the set's order (combine.CostArrays.fixed), else
     those of params."""
-    from rescore.engine import UttInput
+    from rescore.engine.score import UttInput
 
     if fixed is None:
-        from rescore.combine import CostArrays
+        from rescore.nbest.combine import CostArrays
 
         fixed = CostArrays(nbest).fixed(params)
     fixed = list(map(float, fixed))
@@ -99,8 +99,8 @@ def score_nbest_set(model, nbest, params: Params, settings: Optional[EngineSetti
     hypothesis key, in the set's order (conversations, utterances, ranks): the lines of
     ``lmwt.nn``. ``params`` gives the fixed costs and the weight that pick the carried best
     hypothesis; ``settings`` and ``changes`` (stats, progress, settings' fields) go to
-    ``rescore.engine.score_nbest``."""
-    from rescore.engine import score_nbest
+    ``rescore.engine.score.score_nbest``."""
+    from rescore.engine.score import score_nbest
 
     return by_key(nbest, score_nbest(model, engine_inputs(nbest, params=params), weight=params.weight,
                                      settings=settings, **changes))
@@ -125,7 +125,7 @@ def score_sets(sets: Sequence[tuple], params: Params, models: Sequence[str], set
     of one run per set up to float rounding (other batches)."""
     import torch
 
-    from rescore.engine import score_nbest, score_nbest_mixed
+    from rescore.engine.score import score_nbest, score_nbest_mixed
 
     loaded = [load_model(m, settings, train_counts, lexicon) for m in models]
     per_set = [engine_inputs(nbest, fixed) for nbest, fixed in sets]

@@ -1,11 +1,11 @@
-"""The prefix forest of the fast engine (rescore.engine_fast): the tries of one micro-batch of
+"""The prefix forest of the fast engine (rescore.engine.fast): the tries of one micro-batch of
 hypotheses, each distinct prefix once. Plain Python, no torch."""
 
 from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
-from rescore.forward import Hyp
+from rescore.engine.forward import Hyp
 
 
 class PrefixForest:

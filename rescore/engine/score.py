@@ -24,7 +24,7 @@ utterances plus the current prefix.
 
 The engine takes its settings whole (rescore.settings.EngineSettings). Three engines give
 the same costs (the tests hold them to 1e-4 per hypothesis); the two references are in
-rescore.engine_reference:
+rescore.engine.reference:
 
 * ``naive``   one hypothesis at a time from its utterance's start state, explicit state passing.
               The reference.
@@ -38,7 +38,7 @@ rescore.engine_reference:
               one call; big states such as a Transformer's KV cache) or tree (every node of
               a trie in one row under a tree attention mask, sharing one copy of the carried
               KV cache; models with ``supports_tree``: a Transformer with a softmax head).
-              See rescore.forest and rescore.engine_fast.
+              See rescore.engine.forest and rescore.engine.fast.
 
               With ``first-pass`` carry every utterance's start state depends only on the
               rank-1 hypotheses before it: the chain of rank-1 hypotheses runs first (states
@@ -63,12 +63,12 @@ from typing import Callable, List, Optional, Sequence
 import torch
 
 from rescore.bulk import gc_paused
-from rescore.engine_fast import SEGMENT_STATE_BYTES, run_fast
-from rescore.engine_reference import run_naive, run_padded
+from rescore.engine.fast import SEGMENT_STATE_BYTES, run_fast
+from rescore.engine.reference import run_naive, run_padded
 from rescore.errors import OptionError, RescoreError
-from rescore.forward import (Costs, EngineStats, Forward, Hyp, RunContext, autocast_for, resolve_device,
+from rescore.engine.forward import (Costs, EngineStats, Forward, Hyp, RunContext, autocast_for, resolve_device,
                              resolve_normalize, target_log_prob)
-from rescore.interp import mixed_nn_cost, total_cost
+from rescore.nbest.interp import mixed_nn_cost, total_cost
 from rescore.models.base import LanguageModel, has_history
 from rescore.settings import ENGINES, NORMALIZE, PRECISIONS, SCHEDULES, STATE_CARRY, EngineSettings
 
@@ -87,7 +87,7 @@ class UttInput:
     """One utterance as the engine needs it.
 
     hyps:  hypotheses' word lists, in first-pass rank order (index 0 = rank 1).
-    fixed: each hypothesis' fixed cost (``rescore.interp.fixed_cost``); the final interpolated
+    fixed: each hypothesis' fixed cost (``rescore.nbest.interp.fixed_cost``); the final interpolated
            cost is ``fixed + weight * sum(nn costs)``. Only used to pick the best hypothesis for
            ``state_carry="rescored"``.
     """
@@ -134,12 +134,12 @@ def score_nbest(
     weight: NN LM weight w of ``total = fixed + w * sum(costs)`` (best hypothesis for carry).
     settings: how to score (rescore.settings.EngineSettings; default: its defaults), with
         ``changes`` (settings' fields, e.g. ``engine="naive"``) applied on top and checked.
-        Its oov_penalty is a number of nats here (``auto`` is the job's: rescore.scoring).
+        Its oov_penalty is a number of nats here (``auto`` is the job's: rescore.jobs.scoring).
 
     What the settings do, beyond their --help: ``device`` also takes a torch.device, and the
     model is moved there; the engines (module docstring) agree to float rounding; blocks of
     ``conv_batch`` conversations are scored independently, so a job of ``split_slice(...,
-    block=conv_batch)`` (rescore.pipeline) computes exactly what one process computes for them
+    block=conv_batch)`` (rescore.jobs.nbest) computes exactly what one process computes for them
     (same batches, same floats). ``schedule`` tree: each trie of at most max_tokens nodes as
     one row under a tree mask, bigger ones by segments; ``auto``: segments when the model state
     exceeds SEGMENT_STATE_BYTES per row, else levels. On the CPU ``tree`` lost to ``segments``
@@ -150,7 +150,7 @@ def score_nbest(
     model to the extent its log Z is 0 (docs/benchmarks.md); every engine gives the same
     unnormalised costs.
     """
-    if getattr(model, "scores_nbest", False):  # a Hugging Face LM (rescore.models.hf, rescore.hf_engine)
+    if getattr(model, "scores_nbest", False):  # a Hugging Face LM (rescore.models.hf, rescore.engine.hf)
         return model.score_nbest(conversations, weight, *_settings(settings, changes), stats, progress)
     settings, device = _settings(settings, changes)
     ctx, run, encoded, fixed = _prepare(model, conversations, weight, settings, device,
@@ -176,7 +176,7 @@ def score_nbest_mixed(
     """NN LM costs of every hypothesis by each of K models scored in lockstep: ``result[m]`` is
     what score_nbest gives for ``models[m]``, except that with ``state_carry`` rescored every
     model carries its state from the same hypothesis, the best by the mixed final cost
-    ``fixed + weight * sum_m mix[m] * sum(costs_m)`` (rescore.interp.mixed_nn_cost). With
+    ``fixed + weight * sum_m mix[m] * sum(costs_m)`` (rescore.nbest.interp.mixed_nn_cost). With
     ``none`` or ``first-pass`` the costs equal K separate score_nbest runs.
 
     Each model keeps its own vocabulary, body, OOV penalty (``oov_penalties[m]``, default the
@@ -219,7 +219,7 @@ def _penalty(oov_penalty) -> float:
     if oov_penalty is None:
         return 0.0
     if isinstance(oov_penalty, str):
-        raise RescoreError("an OOV penalty in nats (the job resolves 'auto' per model: rescore.scoring)",
+        raise RescoreError("an OOV penalty in nats (the job resolves 'auto' per model: rescore.jobs.scoring)",
                            got=oov_penalty)
     return float(oov_penalty)
 

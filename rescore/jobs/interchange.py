@@ -13,12 +13,12 @@ those default to Kaldi's interpolation: ``ac`` 1/inv_acwt, ``graph`` 1 - w, ``no
     total(h) = ac/inv_acwt + (1 - w) * graph + w * nolm + w * l_nn + wip * |h|
              = acwt * ac + g_0 + (1 - w) * l_ng + w * l_nn + wip * |h|   (g_0 = nolm, l_ng = graph - nolm)
 
-is rescore.interp's formula; with those defaults the costs are computed by rescore.interp itself,
+is rescore.nbest.interp's formula; with those defaults the costs are computed by rescore.nbest.interp itself,
 so a Kaldi-derived file gives the same floats, 1-best and NN LM costs as the Kaldi dir.
 
-The job is a rescore.pipeline.NbestJob (its checks, its engine settings, its NN LM costs and
+The job is a rescore.jobs.nbest.NbestJob (its checks, its engine settings, its NN LM costs and
 their checks, its report) on another input: the table becomes an N-best set (:func:`to_nbest_set`)
-and rescore.pipeline.write_rescored runs on it, writing ``scores.tsv`` where a Kaldi dir gets
+and rescore.jobs.nbest.write_rescored runs on it, writing ``scores.tsv`` where a Kaldi dir gets
 ``lmwt.interp``. Outputs (OUT_DIR, written as one set): ``text`` (the 1-best, ``utt words``),
 ``scores.tsv`` (the input's table with two columns added: ``nn``, the NN LM cost l_nn (0 without
 one), and ``total``), ``lmwt.nn`` with ``--model`` (per-token costs, keys ``<utt>-<rank>``,
@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from rescore.errors import OptionError, RescoreError, check
-from rescore.interp import Params
+from rescore.nbest.interp import Params
 from rescore.io.ecosystems import FORMATS, KALDI_COLUMNS
 from rescore.io.outdir import MANIFEST_NAME, OutputSet
-from rescore.pipeline import NBEST_OUTPUTS, NbestJob
+from rescore.jobs.nbest import NBEST_OUTPUTS, NbestJob
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def parse_score_weights(specs: Sequence[str], option: str = "--score-weight") ->
 
 
 def is_kaldi_default(columns: Sequence[str], given: Mapping[str, float]) -> bool:
-    """Kaldi's columns alone, none of them weighted by hand: rescore.interp's formula applies."""
+    """Kaldi's columns alone, none of them weighted by hand: rescore.nbest.interp's formula applies."""
     return set(columns) == set(KALDI_COLUMNS) and not set(given) & set(KALDI_COLUMNS)
 
 
@@ -77,11 +77,11 @@ def column_weights(columns: Sequence[str], given: Mapping[str, float], params: P
 
 
 def to_nbest_set(table, weights: Mapping[str, float], kaldi: bool, data_dir=None, allow_missing=False):
-    """The table as a rescore.nbest.NbestSet for the engine and rescore.combine: hypothesis keys
+    """The table as a rescore.nbest.sets.NbestSet for the engine and rescore.nbest.combine: hypothesis keys
     ``<utt>-<rank>``; with Kaldi's defaults ac, withlm, nolm are the columns ac, graph, nolm;
-    else ac = 0 and withlm = nolm = sum_c lambda_c s_c, so that rescore.interp.fixed_cost is
+    else ac = 0 and withlm = nolm = sum_c lambda_c s_c, so that rescore.nbest.interp.fixed_cost is
     exactly that sum + wip * |h| (0/inv_acwt and (1 - w) * 0 add nothing)."""
-    from rescore import nbest as nb
+    from rescore.nbest import sets as nb
 
     idx = {c: table.columns.index(c) for c in table.columns}
     utts = []
@@ -152,7 +152,7 @@ class InterchangeJob(NbestJob):
 
 def write_scores(out: OutputSet, arrays, params: Params, table) -> Path:
     """OUT_DIR/scores.tsv: the input's table (the utterances of the set, e.g. a --split job's)
-    with the NN LM cost and the total of each hypothesis (arrays: rescore.combine.CostArrays)."""
+    with the NN LM cost and the total of each hypothesis (arrays: rescore.nbest.combine.CostArrays)."""
     from rescore.io.interchange import with_columns, write_nbest_table
 
     ranks = [tuple(k.rsplit("-", 1)) for k in arrays.keys]
@@ -166,7 +166,7 @@ def write_scores(out: OutputSet, arrays, params: Params, table) -> Path:
 def rescore_table(job: InterchangeJob) -> Optional[dict]:
     """Run the job (module doc). Returns the report, or None without references."""
     from rescore.io.ecosystems import load_table
-    from rescore.pipeline import split_share, write_rescored
+    from rescore.jobs.nbest import split_share, write_rescored
 
     table = load_table(job.nbest_dir, job.fmt, job.manifest)
     for c in ADDED:

@@ -1,0 +1,2 @@
+"""The work behind each command: rescore-nbest (``nbest.py``, on other formats ``interchange.py``),
+rescore-tune (``tune.py``, ``refine.py``) and the NN LM scoring of a loaded N-best set (``scoring.py``)."""
