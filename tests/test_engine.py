@@ -215,7 +215,8 @@ def test_history_filter_leaves_unsure_words_out():
 
 
 def test_word_posteriors():
-    from rescore.engine.forward import Hyp, word_posteriors
+    from rescore.engine.forward import word_posteriors
+    from rescore.engine.types import Hyp
 
     hyps = [Hyp([1, 2], [1, 2]), Hyp([1, 3], [1, 3]), Hyp([1, 2, 2], [1, 2, 2])]
     costs = [[1.0, 1.0, 1.0], [0.5, 0.5, 0.5], [1.0, 1.0, 1.0, 1.0]]
@@ -652,7 +653,8 @@ def test_int8_first_pass_chain_runs_through_the_fused_kernels(monkeypatch):
 def test_int8_products_match_the_float_layer():
     """rescore.engine.kernels.quant.Int8Linear: within the int8 rounding of the float product, and
     refused on CUDA (no quantised engine there)."""
-    from rescore.engine.forward import EngineStats, Forward
+    from rescore.engine.forward import Forward
+    from rescore.engine.types import EngineStats
     from rescore.engine.kernels import quant
 
     if quant.engine() is None:

@@ -14,7 +14,8 @@ from conftest import NBEST_SMALL, shared_data_path
 from rescore.cli.interchange import convert
 from rescore.cli.nbest import main as rescore_nbest
 from rescore.errors import RescoreError
-from rescore.io.ecosystems import kaldi_to_table, table_to_kaldi
+from rescore.io.ecosystems import table_to_kaldi
+from rescore.nbest.tables import kaldi_to_table
 from rescore.io.interchange import Hypothesis, NbestTable, Utterance, read_nbest_table, write_nbest_table
 
 HEAD = "#nbest-interchange 1\nutt\trank\twords\tac\tlm\n"

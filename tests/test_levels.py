@@ -3,8 +3,8 @@ bf16 row padding of the forward calls."""
 
 import torch
 
-from rescore.engine.forward import Hyp
-from rescore.engine.levels import LevelForest
+from rescore.engine.forest import LevelForest
+from rescore.engine.types import Hyp
 from rescore.models import ModelConfig, build_model
 from rescore.vocab import Vocabulary
 

@@ -295,7 +295,7 @@ def test_generic_code_equals_avx2(tmp_path):
         pytest.skip("this CPU runs the generic code already")
     script = (
         "import torch, sys\n"
-        "from rescore.models import native\n"
+        "from rescore.engine.kernels import native\n"
         "torch.manual_seed(6)\n"
         "layer = native.Int8LSTMLayer(torch.randn(96, 40) * 0.3, torch.randn(96))\n"
         "x = torch.rand(21, 40) * 2 - 1; q = torch.empty(21, 40, dtype=torch.uint8)\n"

@@ -85,7 +85,8 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
     -> Kaldi gives the same bytes for text archives."""
     setup_logging(verbose)
     from rescore.errors import OptionError
-    from rescore.io.ecosystems import input_format, load_table, table_to_kaldi
+    from rescore.io.ecosystems import input_format, table_to_kaldi
+    from rescore.nbest.tables import load_table
     from rescore.io.interchange import write_nbest_table
     from rescore.io.outdir import check_not_input
 

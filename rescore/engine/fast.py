@@ -19,7 +19,8 @@ import torch
 from torch import Tensor
 
 from rescore.engine.forest import PrefixForest
-from rescore.engine.forward import Costs, Hyp, RunContext, progress_bar, target_log_prob
+from rescore.engine.forward import RunContext, progress_bar, target_log_prob
+from rescore.engine.types import Costs, Hyp
 from rescore.engine.levels import score_levels
 from rescore.models.base import HeadOutput, LMState
 

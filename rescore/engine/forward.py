@@ -14,26 +14,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from rescore.engine.forest import LevelForest
+from rescore.engine.types import Costs, EngineStats, Hyp
 from rescore.errors import RescoreError, check, check_device
 from rescore.nbest.interp import total_cost, word_posterior_mass
 from rescore.models.base import HeadOutput, LanguageModel, LMState, forget_inputs, targets_only
 from rescore.settings import NORMALIZE, EngineSettings
 
 log = logging.getLogger("rescore.engine")
-
-Costs = List[float]  # per-token costs of one hypothesis, end of sentence last
-
-
-@dataclass
-class EngineStats:
-    """What an engine run computed (for logs and benchmarks)."""
-
-    hyps: int = 0            # hypotheses scored
-    tokens: int = 0          # scored tokens (words + end of sentence), the useful work
-    rows: int = 0            # token positions the model computed (padding and trie included)
-    calls: int = 0           # forward calls
-    oom_backoffs: int = 0    # times the rows per call were halved after an out-of-memory error
-
 
 # --------------------------------------------------------------------------------------------
 # Device and precision
@@ -347,13 +335,6 @@ def target_log_prob(out: HeadOutput, b: Tensor, t: Tensor, tid: Tensor, tident: 
 
 
 @dataclass
-class Hyp:
-    ids: List[int]      # vocabulary ids of w1..wn
-    ident: List[int]    # identities of w1..wn
-    words: Tuple[str, ...] = ()  # the words (a sort key that does not depend on OOV numbering)
-
-
-@dataclass
 class RunContext:
     """One model's run: the model on its device, the settings, and what they resolve to."""
 
@@ -410,8 +391,6 @@ class RunContext:
 
     def _end_states_whole(self, roots: LMState, root_rows: List[int], hyps: List[Hyp]) -> Optional[LMState]:
         """end_states by LevelSteps.whole, or None where the model has no such call."""
-        from rescore.engine.levels import LevelForest  # (rescore.engine.levels imports this module)
-
         with self.forward.modes():
             steps = self.forward.level_steps(roots)
             if steps is None:

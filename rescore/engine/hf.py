@@ -29,7 +29,8 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
-from rescore.engine.forward import EngineStats, autocast_for, resolve_device
+from rescore.engine.forward import autocast_for, resolve_device
+from rescore.engine.types import EngineStats
 from rescore.errors import OptionError, RescoreError
 from rescore.nbest.interp import total_cost
 from rescore.settings import OOV_AUTO, EngineSettings

@@ -17,119 +17,15 @@ parent's output), slot ``n``; the end of sentence after node ``n`` is slot ``N +
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import torch
 
-from rescore.engine.forward import Costs, Hyp, RunContext, target_log_prob
+from rescore.engine.forest import LevelForest
+from rescore.engine.forward import RunContext, target_log_prob
+from rescore.engine.types import Costs, Hyp
 from rescore.models.base import HeadOutput, LMState
-
-
-@dataclass
-class LevelForest:
-    """The tries of a micro-batch, nodes numbered level by level (module docstring)."""
-
-    n_parts: int
-    level_start: np.ndarray  # (D + 1,) first node id of each level; level d = [start[d], start[d+1])
-    tok_id: np.ndarray       # (N,) input id of each node (<eos> at roots)
-    tok_ident: np.ndarray    # (N,) input identity of each node
-    parent: np.ndarray       # (N,) parent node, -1 at roots
-    end_node: np.ndarray     # (H,) the node after each hypothesis' last word (its root if empty)
-    ends: np.ndarray         # the distinct end nodes, sorted
-    path: np.ndarray         # (sum of lengths + 1,) the edge slots of every hypothesis in turn,
-    #                          each one's end of sentence last
-    eos: int
-    _edges: Optional[tuple] = field(default=None, repr=False, compare=False)  # edges(), once made
-
-    @property
-    def n_nodes(self) -> int:
-        return len(self.tok_id)
-
-    @classmethod
-    def build(cls, parts: Sequence[Sequence[Hyp]], eos: int) -> "LevelForest":
-        """The tries of ``parts`` (the hypotheses of each part, each part one trie)."""
-        P = len(parts)
-        hyps = [h for part in parts for h in part]
-        H = len(hyps)
-        part_of = np.repeat(np.arange(P), [len(p) for p in parts])
-        lengths = np.fromiter((len(h.ident) for h in hyps), dtype=np.int64, count=H)
-        D = int(lengths.max()) if H else 0
-        ident = np.full((H, D), -1, dtype=np.int64)
-        ids = np.zeros((H, D), dtype=np.int64)
-        valid = np.arange(D) < lengths[:, None]  # (H, D)
-        if valid.any():
-            n = int(lengths.sum())
-            ident[valid] = np.fromiter(itertools.chain.from_iterable(h.ident for h in hyps), np.int64, n)
-            ids[valid] = np.fromiter(itertools.chain.from_iterable(h.ids for h in hyps), np.int64, n)
-        # sort by part, then by the words (a padding -1 sorts before every word)
-        order = np.lexsort([ident[:, d] for d in range(D - 1, -1, -1)] + [part_of])
-        s_ident, s_ids, s_len, s_part = ident[order], ids[order], lengths[order], part_of[order]
-        s_valid = valid[order]
-        # the common prefix of each hypothesis with the one before it in its part
-        lcp = np.zeros(H, dtype=np.int64)
-        if H > 1 and D:
-            same = (s_ident[1:] == s_ident[:-1]) & s_valid[1:]
-            lcp[1:] = np.cumprod(same, axis=1).sum(axis=1)
-            lcp[1:][s_part[1:] != s_part[:-1]] = 0
-        new = s_valid & (np.arange(D) >= lcp[:, None])  # a node is new at (row, depth)
-        # number the new nodes level by level: depth d's nodes follow depth d-1's
-        d_new, r_new = np.nonzero(new.T)  # sorted by depth, then row
-        node = np.full((H, D), -1, dtype=np.int64)
-        node[r_new, d_new] = P + np.arange(len(r_new))
-        # a cell that is not new is the node of the row above: the last new one in its column
-        src = np.where(new, np.arange(H)[:, None], -1)
-        src = np.maximum.accumulate(src, axis=0)
-        node = np.where(s_valid, node[np.maximum(src, 0), np.arange(D)], -1)
-        counts = np.bincount(d_new, minlength=D) if D else np.zeros(0, dtype=np.int64)
-        level_start = np.concatenate([[0, P], P + np.cumsum(counts)]).astype(np.int64)
-        N = P + len(r_new)
-        tok_id = np.full(N, eos, dtype=np.int64)
-        tok_ident = np.full(N, eos, dtype=np.int64)
-        tok_id[P:] = s_ids[r_new, d_new]
-        tok_ident[P:] = s_ident[r_new, d_new]
-        parent = np.full(N, -1, dtype=np.int64)
-        parent[P:] = np.where(d_new == 0, s_part[r_new],
-                              node[r_new, np.maximum(d_new - 1, 0)])
-        s_end = s_part.copy()  # an empty hypothesis ends at its root
-        if D:
-            s_end = np.where(s_len > 0, node[np.arange(H), np.maximum(s_len - 1, 0)], s_part)
-        end_node = np.empty(H, dtype=np.int64)
-        end_node[order] = s_end
-        slots = np.empty((H, D + 1), dtype=np.int64)  # each row: its nodes, then its end
-        slots[order, :D] = node
-        slots[np.arange(H), lengths] = N + end_node
-        path = slots[np.arange(D + 1) <= lengths[:, None]]  # row by row: hypothesis order
-        return cls(P, level_start, tok_id, tok_ident, parent, end_node, np.unique(end_node), path, eos)
-
-    def level_ends(self, d: int) -> np.ndarray:
-        """The end nodes of level ``d``, sorted."""
-        a, b = np.searchsorted(self.ends, self.level_start[d:d + 2])
-        return self.ends[a:b]
-
-    def edges(self) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every edge, sorted by the node whose output scores it: (node, target id, target
-        identity, slot); kept."""
-        if self._edges is None:
-            N, P = self.n_nodes, self.n_parts
-            child = np.arange(P, N)
-            node = np.concatenate([self.parent[child], self.ends])
-            tid = np.concatenate([self.tok_id[child], np.full(len(self.ends), self.eos)])
-            tident = np.concatenate([self.tok_ident[child], np.full(len(self.ends), self.eos)])
-            slot = np.concatenate([child, N + self.ends])
-            by_node = np.argsort(node, kind="stable")
-            self._edges = node[by_node], tid[by_node], tident[by_node], slot[by_node]
-        return self._edges
-
-    def level_edges(self, d: int) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """The edges scored from level ``d``'s outputs, sorted by row: (row in the level, target
-        id, target identity, slot)."""
-        node, tid, tident, slot = self.edges()
-        lo, hi = self.level_start[d], self.level_start[d + 1]
-        a, b = np.searchsorted(node, [lo, hi])
-        return node[a:b] - lo, tid[a:b], tident[a:b], slot[a:b]
 
 
 def score_levels(ctx: RunContext, parts: List[Tuple[List[Hyp], int]], starts: LMState,

@@ -17,7 +17,8 @@ import torch
 from torch import Tensor
 
 from rescore.models.base import positions
-from rescore.engine.forward import Costs, RunContext, progress_bar, target_log_prob
+from rescore.engine.forward import RunContext, progress_bar, target_log_prob
+from rescore.engine.types import Costs
 
 
 def _by_utterance(ctx: RunContext, encoded, fixed, desc: str, score: Callable):

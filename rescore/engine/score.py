@@ -66,8 +66,10 @@ from rescore.bulk import gc_paused
 from rescore.engine.fast import SEGMENT_STATE_BYTES, run_fast
 from rescore.engine.reference import run_naive, run_padded
 from rescore.errors import OptionError, RescoreError
-from rescore.engine.forward import (Costs, EngineStats, Forward, Hyp, RunContext, autocast_for, resolve_device,
-                             resolve_normalize, target_log_prob)
+from rescore.engine.hf import score_hf
+from rescore.engine.forward import (Forward, RunContext, autocast_for, resolve_device, resolve_normalize,
+                                    target_log_prob)
+from rescore.engine.types import Costs, EngineStats, Hyp
 from rescore.nbest.interp import mixed_nn_cost, total_cost
 from rescore.models.base import LanguageModel, has_history
 from rescore.settings import ENGINES, NORMALIZE, PRECISIONS, SCHEDULES, STATE_CARRY, EngineSettings
@@ -150,8 +152,8 @@ def score_nbest(
     model to the extent its log Z is 0 (docs/benchmarks.md); every engine gives the same
     unnormalised costs.
     """
-    if getattr(model, "scores_nbest", False):  # a Hugging Face LM (rescore.models.hf, rescore.engine.hf)
-        return model.score_nbest(conversations, weight, *_settings(settings, changes), stats, progress)
+    if getattr(model, "scores_nbest", False):  # a Hugging Face LM (rescore.models.hf): its own engine
+        return score_hf(model, conversations, weight, *_settings(settings, changes), stats, progress)
     settings, device = _settings(settings, changes)
     ctx, run, encoded, fixed = _prepare(model, conversations, weight, settings, device,
                                         _penalty(settings.oov_penalty), stats, progress)

@@ -4,7 +4,7 @@ Kaldi N-best dirs to it and back.
 What each reader takes (docs/ecosystems.md has the commands; tests/fixtures/ecosystems has one
 small example of each, in the recognizer's own layout):
 
-* **Kaldi** (:func:`kaldi_to_table`, :func:`table_to_kaldi`): an N-best dir (rescore.nbest.sets).
+* **Kaldi** (rescore.nbest.tables.kaldi_to_table, :func:`table_to_kaldi`): an N-best dir (rescore.nbest.sets).
   Columns ``ac`` = ``acwt``, ``graph`` = ``lmwt.withlm``, ``nolm`` = ``lmwt.nolm``; rank k is key
   ``<utt>-<k>``. Scores of text archives keep their text, so dir -> file -> dir gives the same
   bytes (``kaldi_style``: every line of ``words``/``acwt``/``lmwt.*`` ends in a space as Kaldi's
@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple, Union
 
 from rescore.errors import RescoreError
-from rescore.io.interchange import Hypothesis, NbestTable, Utterance, parse_score, read_nbest_table
+from rescore.io.interchange import Hypothesis, NbestTable, Utterance, parse_score
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -67,42 +67,6 @@ def _number(text: str) -> Optional[float]:
     if text.startswith("tensor(") and text.endswith(")"):
         text = text[len("tensor("):-1].split(",")[0].strip()
     return parse_score(text)
-
-
-def _key_parts(key: str) -> Tuple[str, int]:
-    utt, _, k = key.rpartition("-")
-    return utt, int(k)
-
-
-def kaldi_to_table(nbest_dir: PathLike, words_txt: Optional[PathLike] = None) -> NbestTable:
-    """A Kaldi N-best dir (read and checked by rescore.nbest.sets.load_nbest_dir) as a table with
-    columns ac, graph, nolm, in the dir's order; the scores of text archives keep their text."""
-    from rescore.io.kaldi import read_text_table
-    from rescore.nbest.sets import find_archive, load_nbest_dir
-
-    nbest = load_nbest_dir(nbest_dir, words_txt=words_txt)
-    texts: Dict[str, Dict[str, str]] = {}
-    for col, name in KALDI_COLUMNS.items():
-        p = find_archive(nbest_dir, name)
-        texts[col] = {}
-        if p is None or p.name.endswith(".scp"):
-            continue
-        try:  # a text archive's number texts; a binary archive fails here, or gives none that match below
-            t = read_text_table(p, "tokens")
-        except RescoreError:
-            continue
-        texts[col] = {k: v[0] for k, v in zip(t.keys, t.values) if len(v) == 1 and parse_score(v[0]) is not None}
-    utts = []
-    for u in nbest.utterances():
-        hyps = []
-        for h in u.hyps:
-            scores = (h.ac, h.withlm, h.nolm)
-            own = tuple(texts[c].get(h.key) for c in KALDI_COLUMNS)
-            # a kept text must read back to the float the archive reader found
-            own = tuple(t if t is not None and float(t) == x else None for t, x in zip(own, scores))
-            hyps.append(Hypothesis(_key_parts(h.key)[1], list(h.words), scores, own))
-        utts.append(Utterance(u.id, hyps))
-    return NbestTable(str(nbest_dir), tuple(KALDI_COLUMNS), utts)
 
 
 def table_to_kaldi(table: NbestTable, out_dir: PathLike, words_txt: Optional[PathLike] = None,
@@ -421,22 +385,3 @@ def input_format(path: PathLike, fmt: str = "auto") -> str:
     if fmt != "auto":
         return fmt
     return "interchange" if Path(path).is_file() else "kaldi"
-
-
-def load_table(path: PathLike, fmt: str = "auto", manifest: Optional[PathLike] = None,
-               words_txt: Optional[PathLike] = None) -> NbestTable:
-    """Read any input of rescore-nbest as a table (FORMATS; manifest: NeMo's)."""
-    fmt = input_format(path, fmt)
-    if fmt == "interchange":
-        return read_nbest_table(path)
-    if fmt == "kaldi":
-        return kaldi_to_table(path, words_txt)
-    if fmt == "espnet":
-        return read_espnet(path)
-    if fmt == "icefall":
-        return read_icefall(path)
-    if fmt == "nemo":
-        if manifest is None:
-            raise RescoreError("the NeMo manifest of the decoded set (--manifest)", path=path)
-        return read_nemo(path, manifest)
-    raise ValueError(f"format must be one of {FORMATS}")

@@ -7,7 +7,7 @@ models' mix, as for a Kaldi dir) and its |h| words::
     total(h) = sum_c lambda_c * s_c(h)  +  w * l_nn(h)  +  wip * |h|
 
 lambda_c is ``--score-weight c=X``; a column without one has weight 1, except in a table whose
-columns are Kaldi's (``ac``, ``graph``, ``nolm``: rescore.io.ecosystems.kaldi_to_table), where
+columns are Kaldi's (``ac``, ``graph``, ``nolm``: rescore.nbest.tables.kaldi_to_table), where
 those default to Kaldi's interpolation: ``ac`` 1/inv_acwt, ``graph`` 1 - w, ``nolm`` w, so that
 
     total(h) = ac/inv_acwt + (1 - w) * graph + w * nolm + w * l_nn + wip * |h|
@@ -165,7 +165,7 @@ def write_scores(out: OutputSet, arrays, params: Params, table) -> Path:
 
 def rescore_table(job: InterchangeJob) -> Optional[dict]:
     """Run the job (module doc). Returns the report, or None without references."""
-    from rescore.io.ecosystems import load_table
+    from rescore.nbest.tables import load_table
     from rescore.jobs.nbest import split_share, write_rescored
 
     table = load_table(job.nbest_dir, job.fmt, job.manifest)

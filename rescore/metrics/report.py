@@ -234,9 +234,28 @@ def format_report(report: dict) -> str:
         f"1-best changed in {report['changed_utts']} utterances",
     ]
     if report.get("input_checks"):
-        from rescore.nbest.checks import format_input_checks
-
         lines += format_input_checks(report["input_checks"])
     if "comparison" in report:
         lines += ["", "first pass (rank 1 of the N-best) against rescored:", format_comparison(report["comparison"])]
     return "\n".join(lines)
+
+
+def format_input_checks(checks: Mapping, warnings: bool = True) -> List[str]:
+    """The lines of report.txt for the input checks of rescore-nbest (rescore.nbest.checks.InputChecks,
+    or its JSON), without its warnings if not warnings."""
+    lines = []
+    for v in checks.get("vocabulary") or []:
+        line = (f"vocabulary   {v['model']}: {v['vocab_size']} words; outside it {v['hyp_oov_rate']:.2f} % of "
+                f"the hypothesis tokens")
+        if v.get("ref_oov_rate") is not None:
+            line += f", {v['ref_oov_rate']:.2f} % of the reference tokens"
+        if v.get("words_txt_oov") is not None:
+            line += f", {v['words_txt_oov']} of the {v['words_txt_words']} words.txt words"
+        lines.append(line)
+    st = checks.get("symbol_table")
+    if st:
+        lines.append(f"symbol table {st['words_txt']}: first-pass WER {st['first_pass_wer']:.2f} %, "
+                     f"{st['token_overlap']:.1f} % of its tokens in the references")
+    for v in [*(checks.get("vocabulary") or []), *([st] if st else [])] if warnings else []:
+        lines += [f"warning      {w}" for w in v["warnings"]]
+    return lines

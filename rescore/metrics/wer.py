@@ -16,6 +16,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Uni
 import numpy as np
 
 from rescore.errors import RescoreError
+from rescore.metrics.spelling import reference_spelling_hint
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ def warn_suspect_inputs(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Se
     """Warn of a hypothesis file that is probably not one: a Kaldi data dir's ``text`` (the
     references given as HYP_TEXT, REF and HYP swapped), word ids where the references have
     words (a decode's 1-best without its int2sym.pl step), or words spelt in another letter case
-    or Unicode form (rescore.nbest.checks.reference_spelling_hint). Each can be right (any two texts
+    or Unicode form (rescore.metrics.spelling.reference_spelling_hint). Each can be right (any two texts
     can be compared; digits can be words; case can matter), so they are warned, not refused."""
     if hyp_path is not None:
         hp = Path(hyp_path)
@@ -93,8 +94,6 @@ def warn_suspect_inputs(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Se
             log.warning("HYP_TEXT %s is the 'text' of a Kaldi data dir (%s beside it): references given as the "
                         "hypothesis? rescore-wer takes REF_TEXT first; were the two swapped?", hyp_path,
                         ", ".join(beside))
-    from rescore.nbest.checks import reference_spelling_hint
-
     hyp_words = [w for ws in hyps.values() for w in ws]
     ref_words = [w for ws in refs.values() for w in ws]
     hint = reference_spelling_hint(ref_words, set(hyp_words))

@@ -72,8 +72,8 @@ def _check_dir(path: Path) -> None:
 class HfLM:
     """A loaded causal LM and its tokenizer, with the word -> pieces mapping (module docstring).
 
-    ``score_nbest`` is rescore.engine.score.score_nbest's contract: rescore.engine.score hands a model with
-    ``scores_nbest`` to it (rescore.engine.hf.score_hf)."""
+    ``scores_nbest``: a declared capability, that the engine (rescore.engine.score.score_nbest)
+    scores it with its own scorer (rescore.engine.hf.score_hf), not through LanguageModel."""
 
     scores_nbest = True
 
@@ -119,12 +119,6 @@ class HfLM:
             ids.extend(p)
             lens.append(len(p))
         return ids, lens
-
-    def score_nbest(self, conversations, weight, settings, device, stats=None, progress=True):
-        """rescore.engine.score.score_nbest for this model (rescore.engine.hf.score_hf)."""
-        from rescore.engine.hf import score_hf
-
-        return score_hf(self, conversations, weight, settings, device, stats, progress)
 
 
 def load_hf(spec: str, device: torch.device, context: int = DEFAULT_CONTEXT) -> HfLM:
