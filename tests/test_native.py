@@ -19,7 +19,7 @@ def test_kernels_are_built_in_ci():
     """The README's install compiles them; CI must not pass silently on the slower path."""
     if os.environ.get("CI") and native._kernels is None:
         pytest.fail("rescore.engine.kernels._kernels is missing: the install did not compile "
-                    "rescore/engine/kernels/_kernels.c")
+                    "rescore/engine/kernels/*.c")
     assert native.variant() in ("avx2", "generic", "off", "absent")
     assert native.describe().startswith("fused CPU kernels")
 
@@ -392,3 +392,30 @@ def test_levels_int8_equals_its_layer_steps_and_refuses_bad_indexes():
         a[bad[0]] = bad[1]
         with pytest.raises(ValueError, match="levels_int8"):
             native.levels_int8(*a)
+
+
+@needs_kernels
+def test_levels_fields_are_one_list_and_a_mismatch_fails_loudly(monkeypatch):
+    """levels_int8's fields are listed once (levels.c's LV_FIELD_LIST): Python fills them by the
+    names the kernels give, so a field on one side only fails before the kernel runs, and the
+    kernels refuse a field count other than theirs."""
+    names = native._kernels.levels_fields()
+    assert len(names) == len(set(names)) and names[:4] == ("levels", "level_start", "parent", "token")
+    values = dict.fromkeys(names, 0)
+    assert native.level_fields(values).tolist() == [0] * len(names)
+    with pytest.raises(RuntimeError, match="Python only \\['extra'\\]"):
+        native.level_fields({**values, "extra": 0})
+    with pytest.raises(RuntimeError, match="kernels only \\['end_c'\\]"):
+        native.level_fields({k: v for k, v in values.items() if k != "end_c"})
+    fields = torch.zeros(len(names) + 1, dtype=torch.int64)
+    for count in (len(names) - 1, len(names) + 1):
+        with pytest.raises(ValueError, match=f"{count} fields given, these kernels take {len(names)}"):
+            native._kernels.levels_int8(fields.data_ptr(), count)
+    # a Python side that lists a field the kernels do not have stops levels_int8 itself
+    monkeypatch.setattr(native._kernels, "levels_fields", lambda: names + ("new_field",), raising=False)
+    H = 8
+    layers = [native.Int8LSTMLayer(torch.randn(4 * H, H) * 0.3)]
+    one = torch.tensor([0])
+    with pytest.raises(RuntimeError, match="kernels only \\['new_field'\\]"):
+        native.levels_int8(torch.tensor([0, 1]), torch.tensor([-1]), one, layers, torch.randn(3, 4 * H),
+                           torch.zeros(1, 1, H), torch.zeros(1, 1, H), (one, one, one), 1, torch.randn(3, H), None)

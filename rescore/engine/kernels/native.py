@@ -1,14 +1,14 @@
 """Fused CPU kernels for scoring, where the install compiled them: the LSTM cell, the target
 rows of an unnormalised output layer, and the row-wise log-normaliser of an exact one.
 
-``rescore.engine.kernels._kernels`` (rescore/engine/kernels/_kernels.c, built by ``pip install``; optional: without a C
-compiler the install goes on without it) runs an LSTM cell step in one pass, with a vectorised
-exp (AVX2 where the CPU has it). PyTorch runs the same cell as about ten separate kernels, each
-a pass over memory; on the scoring engine's one-token rows the fused cell takes about a sixth
-off the engine's time (docs/benchmarks.md). ``rows_dot`` scores an output layer's target rows
-without PyTorch's gathered (E, H) copies of them and of the hidden states; ``logsumexp_rows``
-gives the engine each row's log Z without writing (rows, V) log-probabilities
-(rescore.models.base.targets_only).
+``rescore.engine.kernels._kernels`` (this folder's C files, one per kernel, built by ``pip
+install``; optional: without a C compiler the install goes on without it) runs an LSTM cell
+step in one pass, with a vectorised exp (AVX2 where the CPU has it). PyTorch runs the same cell
+as about ten separate kernels, each a pass over memory; on the scoring engine's one-token rows
+the fused cell takes about a sixth off the engine's time (docs/benchmarks.md). ``rows_dot``
+scores an output layer's target rows without PyTorch's gathered (E, H) copies of them and of
+the hidden states; ``logsumexp_rows`` gives the engine each row's log Z without writing (rows,
+V) log-probabilities (rescore.models.base.targets_only).
 
 With ``--precision int8`` and one torch thread two more kernels replace PyTorch's dynamic int8
 products (rescore.engine.kernels.quant) where they apply: ``lstm_int8`` runs a whole LSTM layer step
@@ -35,6 +35,9 @@ try:
     from rescore.engine.kernels import _kernels
 except ImportError:  # not compiled at install: the PyTorch path
     _kernels = None
+if _kernels is not None and not hasattr(_kernels, "levels_fields"):
+    raise ImportError("rescore.engine.kernels._kernels was built from older sources: rebuild it "
+                      "(pip install ., or python setup.py build_ext --inplace)")
 
 
 def available() -> bool:
@@ -153,7 +156,7 @@ def logsumexp_rows(x: Tensor) -> Tensor:
 
 
 # int8 LSTM layers (--precision int8): states quantised with a fixed scale, q = round(63 x) +
-# 64 (an LSTM's h lies in [-1, 1]; 7 bits), weights per gate row on 63 levels a side (_kernels.c
+# 64 (an LSTM's h lies in [-1, 1]; 7 bits), weights per gate row on 63 levels a side (kernels.h
 # says why).
 Q_ZERO, Q_SCALE = 64, 63.0
 W_MAX = 63
@@ -173,7 +176,7 @@ def int8_layers_usable(hidden: int) -> bool:
 
 def _int8_rows(weight: Tensor) -> Tuple[Tensor, Tensor, int]:
     """(q, scale, K) of a (N, K) float weight: q (N, K rounded up to 4) int8, each row on its
-    own scale max |w_n| / W_MAX (scale (N,); 63 levels a side, _kernels.c says why), the padded
+    own scale max |w_n| / W_MAX (scale (N,); 63 levels a side, kernels.h says why), the padded
     inputs' weights 0."""
     w = weight.detach().float()
     N, K = w.shape
@@ -254,10 +257,16 @@ def lstm_int8(x_q: Tensor, layer: Int8LSTMLayer, c_prev: Tensor, c_out: Tensor, 
                        h_out.data_ptr(), h_out.stride(0), q_ptr, q_stride)
 
 
-# levels_int8's fields, in _kernels.c's LV_* order
-_LV_FIELDS = ("levels", "level_start", "parent", "token", "L", "H", "layers", "table", "h0", "c0", "q0",
-              "h1", "c1", "q1", "x", "rows", "edges", "e_node", "e_target", "e_slot", "w_out", "b_out",
-              "logz", "logz_q", "logz_qscale", "logz_out", "lp", "ends", "end_nodes", "end_h", "end_c")
+def level_fields(values: dict) -> Tensor:
+    """levels_int8's fields as the kernels take them: ``values`` (name -> int64) in the order of
+    the one list of them, levels.c's LV_FIELD_LIST (``_kernels.levels_fields()``). A name on
+    one side only (this module and the compiled kernels out of step) is an error, not a guess."""
+    names = _kernels.levels_fields()
+    if set(names) != set(values):
+        raise RuntimeError("levels_int8: the compiled kernels' fields (levels.c) and this module's differ: "
+                           f"kernels only {sorted(set(names) - set(values))}, "
+                           f"Python only {sorted(set(values) - set(names))}; rebuild the kernels")
+    return torch.tensor([values[k] for k in names], dtype=torch.int64)
 
 
 def levels_int8(level_start: Tensor, parent: Tensor, token: Tensor, layers: List[Int8LSTMLayer], table: Tensor,
@@ -325,8 +334,8 @@ def levels_int8(level_start: Tensor, parent: Tensor, token: Tensor, layers: List
                   e_target=ptr(e_target), e_slot=ptr(e_slot), w_out=ptr(w_out), b_out=ptr(b_out), logz=ptr(lz),
                   logz_q=ptr(lz_q), logz_qscale=ptr(lz_s), logz_out=ptr(lz_out), lp=ptr(lp), ends=n_ends,
                   end_nodes=ptr(ends), end_h=ptr(end_h), end_c=ptr(end_c))
-    fields = torch.tensor([values[k] for k in _LV_FIELDS], dtype=torch.int64)
-    _kernels.levels_int8(fields.data_ptr())
+    fields = level_fields(values)
+    _kernels.levels_int8(fields.data_ptr(), len(fields))  # the count, checked against the kernels'
     return lp, end_h, end_c
 
 
