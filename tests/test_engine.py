@@ -15,6 +15,7 @@ from rescore.engine import score as E
 from rescore.engine.score import EngineStats, UttInput, score_nbest
 from rescore.jobs.nbest import parse_split, split_slice
 from rescore.errors import RescoreError
+from rescore.models.base import LanguageModel
 
 from engine_toys import ToyAttention, ToyLSTM, ToyPointer, ToyVocab
 
@@ -282,7 +283,7 @@ def test_fast_computes_each_distinct_prefix_once(schedule):
     assert trie < padded
 
 
-class OomOnBigBatches(torch.nn.Module):
+class OomOnBigBatches(LanguageModel):
     """Wraps a model and raises CUDA's out-of-memory error on more than `limit` token rows."""
 
     def __init__(self, model, limit):
@@ -572,14 +573,13 @@ def test_int8_fused_kernels_in_the_engine(monkeypatch):
 @pytest.mark.parametrize("precision,whole", [("fp32", False), ("int8", False), ("int8", True)])
 def test_level_steps_give_the_forward_calls_costs(monkeypatch, precision, whole):
     """An LSTM with a softmax head runs the trie levels through its level steps
-    (rescore.models.bodies.LSTMLevels: the states kept in arrays, with int8 the quantised h
+    (rescore.engine.lstm_steps.LSTMLevels: the states kept in arrays, with int8 the quantised h
     from the kernels), with the fused int8 kernels all levels of a batch in one call
     (native.levels_int8): the costs and the carried states of per-level Forward calls, exact
     and unnormalised, first-pass and rescored carry, with an OOV penalty."""
-    from rescore.engine.forward import LevelSteps
+    from rescore.engine.forward import Forward, LevelSteps
     from rescore.engine.kernels import native, quant
-    from rescore.models.bodies import LSTMLevels
-    from rescore.models.lm import NeuralLM
+    from rescore.engine.lstm_steps import LSTMLevels
 
     if precision == "int8" and (quant.engine() is None or not native.available()):
         pytest.skip("needs the compiled kernels and a quantised CPU engine")
@@ -606,7 +606,7 @@ def test_level_steps_give_the_forward_calls_costs(monkeypatch, precision, whole)
                           state_carry=carry, oov_penalty=2.5, progress=False)
                 got = score_nbest(model, convs, **kw)
                 with monkeypatch.context() as m:
-                    m.setattr(NeuralLM, "level_steps", lambda self, device: None)
+                    m.setattr(Forward, "level_steps", lambda self, starts: None)
                     ref = score_nbest(model, convs, **kw)
                 flat = lambda cs: [c for conv in cs for utt in conv for hyp in utt for c in hyp]  # noqa: E731
                 # (in int8 the first-pass carry's chain of rank-1 hypotheses runs through the

@@ -4,6 +4,7 @@ bf16 row padding of the forward calls."""
 import torch
 
 from rescore.engine.forest import LevelForest
+from rescore.engine.lstm_steps import step_ids
 from rescore.engine.types import Hyp
 from rescore.models import ModelConfig, build_model
 from rescore.vocab import Vocabulary
@@ -53,8 +54,8 @@ def test_bf16_step_is_close_to_fp32_and_keeps_states_in_fp32():
     state = {k: torch.randn_like(v) * 0.5 for k, v in state.items()}
     ids = torch.randint(0, 52, (5, 1))
     with torch.no_grad():
-        h32, s32 = model.body.step_ids(ids, model.embedding.weight, state)
-        h16, s16 = model.body.step_ids(ids, model.embedding.weight, state, torch.bfloat16)
+        h32, s32 = step_ids(model.body, ids, model.embedding.weight, state)
+        h16, s16 = step_ids(model.body, ids, model.embedding.weight, state, torch.bfloat16)
         out, _ = model.body(model.embedding(ids), state)
     assert torch.allclose(h32, out, atol=1e-5)  # the fp32 step is the LSTM
     assert h16.dtype == s16["c"].dtype == torch.float32

@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from rescore.engine.kernels import native
+from rescore.engine.kernels.quant import int8_products
+from rescore.engine.lstm_steps import step_ids
 from rescore.models.bodies import LSTMBody
 from rescore.models.config import ModelConfig
-from rescore.engine.kernels.quant import int8_products
 
 needs_kernels = pytest.mark.skipif(native._kernels is None,
                                    reason="rescore.engine.kernels._kernels was not compiled at install (no C compiler)")
@@ -80,7 +81,7 @@ def test_lstm_step_native_equals_pytorch_path(monkeypatch, precision):
     with torch.no_grad(), (int8_products() if low is torch.qint8 else torch.autocast("cpu", enabled=False)):
         for flag in ("1", "0"):
             monkeypatch.setenv("RESCORE_NATIVE", flag)
-            runs.append(body.step_ids(ids, emb, state, low))
+            runs.append(step_ids(body, ids, emb, state, low))
         if low is None:  # and nn.LSTM itself, the reference of the engine tests
             monkeypatch.setenv("RESCORE_NATIVE", "1")
             ref, ref_state = body(emb[ids], state)
@@ -116,17 +117,19 @@ def test_rows_dot_equals_gathered_rows():
 
 @needs_kernels
 def test_unnormalised_head_scores_equal_with_and_without_kernels(monkeypatch):
-    from rescore.models.heads import output_rows
+    from rescore.engine.lstm_steps import rows_scorer
+    from rescore.models.heads import OutputRows
 
     torch.manual_seed(4)
     decoder = torch.nn.Linear(16, 100)
     hidden = torch.randn(7, 5, 16)
     b, t, ids = torch.randint(0, 7, (60,)), torch.randint(0, 5, (60,)), torch.randint(0, 100, (60,))
     with torch.no_grad():
-        got = output_rows(decoder, hidden)(b, t, ids)
+        got = rows_scorer(OutputRows(decoder, hidden))(b, t, ids)
+        want = OutputRows(decoder, hidden)(b, t, ids)
         monkeypatch.setenv("RESCORE_NATIVE", "0")
-        want = output_rows(decoder, hidden)(b, t, ids)
-    assert torch.allclose(got, want, atol=1e-5)
+        off = rows_scorer(OutputRows(decoder, hidden))(b, t, ids)
+    assert torch.allclose(got, want, atol=1e-5) and torch.equal(off, want)
 
 
 @needs_kernels
@@ -150,8 +153,11 @@ def test_logsumexp_rows_equals_pytorch():
 
 @needs_kernels
 def test_softmax_head_reads_targets_only_inside_the_engine():
+    """The engine's paths (rescore.engine.lstm_steps.InferencePaths, handed to forward) read a
+    softmax head for its targets only: each row's log Z, no (B, T, V) log-probabilities, the
+    same values as the head's own forward."""
+    from rescore.engine.lstm_steps import InferencePaths
     from rescore.models import build_model
-    from rescore.models.base import targets_only
     from rescore.vocab import Vocabulary
 
     torch.manual_seed(5)
@@ -160,8 +166,7 @@ def test_softmax_head_reads_targets_only_inside_the_engine():
     ids = torch.randint(0, 42, (3, 4))
     with torch.no_grad():
         full, _ = model(ids, ids, model.initial_state(3))
-        with targets_only():
-            rows, _ = model(ids, ids, model.initial_state(3))
+        rows, _ = model(ids, ids, model.initial_state(3), inference=InferencePaths())
     assert full.log_vocab is not None and rows.log_vocab is None
     b, t = torch.randint(0, 3, (30,)), torch.randint(0, 4, (30,))
     tid = torch.randint(0, 42, (30,))
@@ -275,10 +280,10 @@ def test_lstm_step_int8_fused_layers(monkeypatch, one_thread):
     real = native.lstm_int8
     monkeypatch.setattr(native, "lstm_int8", lambda *a, **k: calls.append(1) or real(*a, **k))
     with torch.no_grad():
-        ref, ref_state = body.step_ids(ids, emb, state, None)
+        ref, ref_state = step_ids(body, ids, emb, state, None)
         with int8_products():
-            got, got_state = body.step_ids(ids, emb, state, torch.qint8)
-            part, part_state = body.step_ids(ids[3:11], emb, {k: v[3:11] for k, v in state.items()}, torch.qint8)
+            got, got_state = step_ids(body, ids, emb, state, torch.qint8)
+            part, part_state = step_ids(body, ids[3:11], emb, {k: v[3:11] for k, v in state.items()}, torch.qint8)
     assert len(calls) == 2 * 2  # both layers, both calls
     assert (got - ref).abs().max() < 0.02 and (got_state["c"] - ref_state["c"]).abs().max() < 0.05
     assert torch.equal(part, got[3:11]) and torch.equal(part_state["c"], got_state["c"][3:11])

@@ -311,6 +311,8 @@ def test_cli_normalize(tmp_path):
 def test_lstm_step_from_ids_equals_forward():
     """The one-token inference step (layer 0's input projection from a table) equals nn.LSTM,
     and the table follows the weights when they change."""
+    from rescore.engine.lstm_steps import step_ids
+
     model = real_model(dict(arch="lstm", head="softmax"))
     body = model.body
     ids = torch.tensor([[3], [5], [0]])
@@ -318,7 +320,7 @@ def test_lstm_step_from_ids_equals_forward():
     with torch.no_grad():
         for _ in range(2):
             ref, ref_st = body(model.embedding(ids), state)
-            got, got_st = body.step_ids(ids, model.embedding.weight, state)
+            got, got_st = step_ids(body, ids, model.embedding.weight, state)
             assert torch.allclose(ref, got, atol=1e-5)
             for k in ("h", "c"):
                 assert torch.allclose(ref_st[k], got_st[k], atol=1e-5)

@@ -18,7 +18,11 @@ from rescore.engine.forest import LevelForest
 from rescore.engine.types import Costs, EngineStats, Hyp
 from rescore.errors import RescoreError, check, check_device
 from rescore.nbest.interp import total_cost, word_posterior_mass
-from rescore.models.base import HeadOutput, LanguageModel, LMState, forget_inputs, targets_only
+from rescore.engine.lstm_steps import InferencePaths, LSTMLevels, linear_output
+from rescore.models.base import HeadOutput, LanguageModel, LMState, forget_inputs
+from rescore.models.bodies import LSTMBody
+from rescore.models.heads import SoftmaxHead
+from rescore.models.lm import NeuralLM
 from rescore.settings import NORMALIZE, EngineSettings
 
 log = logging.getLogger("rescore.engine")
@@ -70,7 +74,7 @@ def resolve_normalize(model: LanguageModel, normalize: str) -> str:
         raise RescoreError("normalize 'exact' (or auto) for a class-factored model trained "
                            "without --self-norm: its raw class and word scores are not "
                            "log-probabilities", got="none")
-    if normalize == "none" and not getattr(model, "supports_unnormalized", False):
+    if normalize == "none" and not model.supports_unnormalized:
         raise RescoreError("a model that can score without its normaliser (rescore.models) for "
                            "normalize 'none'", got=type(model).__name__)
     if normalize == "none" and not getattr(config, "self_norm", 0.0) > 0:
@@ -135,7 +139,7 @@ class Forward:
         self.max_tokens = max(1, max_tokens)
         self.stats = stats
         self.normalize = normalize
-        self.can_skip = getattr(model, "supports_unnormalized", False)
+        self.can_skip = model.supports_unnormalized
         # positions per call whose normalised output fits OUTPUT_BYTES on a CPU: a (rows, V)
         # softmax of 2,048 rows is 80 MB at V = 10k, which glibc maps afresh (and the kernel
         # zeroes page by page) on every call: seconds of system time on a dev set. A
@@ -151,6 +155,10 @@ class Forward:
         # shape kept, so rows are padded up to a few counts (padded_rows)
         self.pad_rows = device.type == "cpu" and precision == "bf16"
         self.int8 = contextlib.nullcontext
+        # the engine's paths through the model's parts (its kernels; the outputs read for their
+        # targets only), handed to a model that takes them (LanguageModel.takes_inference)
+        self.paths = InferencePaths(int8=precision == "int8")
+        self.inference = {"inference": self.paths} if model.takes_inference else {}
         if precision == "int8":
             from rescore.engine.kernels import quant
 
@@ -181,6 +189,7 @@ class Forward:
         """
         B, T = ids.shape
         kw = {} if (self.normalize and outputs) or not self.can_skip else {"normalize": False}
+        kw.update(self.inference)
         states: List[LMState] = []
         start = 0
         while start < B:
@@ -228,25 +237,30 @@ class Forward:
 
     @contextlib.contextmanager
     def modes(self):
-        """The precision's contexts for the model's calls, and the engine's targets-only reading."""
-        with autocast_for(self.device, self.precision), self.int8(), targets_only():
+        """The precision's contexts for the model's calls."""
+        with autocast_for(self.device, self.precision), self.int8():
             yield
 
     def level_steps(self, starts: LMState) -> Optional["LevelSteps"]:
-        """The model's one-token steps over trie levels from the start states ``starts``
-        (LevelSteps), or None where it has none (LanguageModel.level_steps): then the engine
-        calls this Forward per level. Call within ``modes()``."""
-        make = getattr(self.model, "level_steps", None)
-        if make is None or self.pad_rows or set(starts.tensors) != {"h", "c"}:
+        """One-token steps over trie levels from the start states ``starts`` (LevelSteps), for a
+        model the engine can run so itself (an LSTM body and a softmax head, rescore.models.lm.
+        NeuralLM, at inference on a CPU in fp32 or int8: rescore.engine.lstm_steps.LSTMLevels),
+        or None: then the engine calls this Forward per level. Call within ``modes()``."""
+        model = self.model
+        if (not isinstance(model, NeuralLM) or not isinstance(model.body, LSTMBody)
+                or not isinstance(model.head, SoftmaxHead) or self.pad_rows or set(starts.tensors) != {"h", "c"}
+                or model.training or torch.is_grad_enabled() or self.device.type != "cpu"):
             return None
-        steps = make(self.device)
-        return None if steps is None else LevelSteps(self, steps, starts)
+        low = self.paths.low_precision(self.device.type)
+        if low not in (None, torch.qint8):  # (bf16: the engine pads rows, padded_rows)
+            return None
+        return LevelSteps(self, LSTMLevels(model.body, model.embedding.weight, low), starts)
 
 
 class LevelSteps:
-    """A Forward's calls over the levels of prefix tries, through the model's level steps
-    (LanguageModel.level_steps, e.g. rescore.models.bodies.LSTMLevels): the same rows in the
-    same chunks as ``Forward.__call__`` on one-token rows, without a state object per call."""
+    """A Forward's calls over the levels of prefix tries, through level steps
+    (rescore.engine.lstm_steps.LSTMLevels): the same rows in the same chunks as
+    ``Forward.__call__`` on one-token rows, without a state object per call."""
 
     def __init__(self, forward: Forward, steps, starts: LMState):
         self.forward, self.steps = forward, steps
@@ -264,7 +278,8 @@ class LevelSteps:
         for start in range(0, B, n):
             stop = min(B, start + n)
             hidden = self.steps.step(start, stop, ids[start:stop], parents[start:stop])
-            reduce(fw.model.head_output(hidden, normalize), start, stop)
+            out, _ = fw.paths.head(fw.model.head, fw.model.drop(hidden), None, None, {}, normalize)
+            reduce(out, start, stop)
             fw.stats.calls += 1
             fw.stats.rows += stop - start
         self.steps.end()
@@ -283,7 +298,7 @@ class LevelSteps:
         fw = self.forward
         run = getattr(self.steps, "whole", None)
         normalize = (fw.normalize and outputs) or not fw.can_skip
-        output = fw.model.level_output(normalize) if run is not None else None
+        output = linear_output(fw.model.head, normalize, fw.paths.int8) if run is not None else None
         if output is None:
             return None
         node, target, _, slot = forest.edges()

@@ -152,7 +152,7 @@ def score_nbest(
     model to the extent its log Z is 0 (docs/benchmarks.md); every engine gives the same
     unnormalised costs.
     """
-    if getattr(model, "scores_nbest", False):  # a Hugging Face LM (rescore.models.hf): its own engine
+    if model.scores_nbest:  # a Hugging Face LM (rescore.models.hf): its own engine
         return score_hf(model, conversations, weight, *_settings(settings, changes), stats, progress)
     settings, device = _settings(settings, changes)
     ctx, run, encoded, fixed = _prepare(model, conversations, weight, settings, device,
@@ -188,7 +188,7 @@ def score_nbest_mixed(
     settings, device = _settings(settings, changes)
     if len(models) != len(mix) or not models:
         raise RescoreError(f"one share per model ({len(models)} models)", got=f"{len(mix)} shares")
-    if any(getattr(m, "scores_nbest", False) for m in models):
+    if any(m.scores_nbest for m in models):
         raise RescoreError("--mix-carry own with an hf: model among several", got="lockstep")
     penalties = (list(oov_penalties) if oov_penalties is not None
                  else [_penalty(settings.oov_penalty)] * len(models))
@@ -281,7 +281,7 @@ def _prepare(model, conversations, weight: float, settings: EngineSettings, devi
     """Set up one model's run: (context, run function, encoded hypotheses, fixed costs);
     ``run(ctx, encoded, fixed)`` is a generator (_lockstep). device: the settings' spec or a
     torch.device."""
-    if settings.schedule == "tree" and not getattr(model, "supports_tree", False):
+    if settings.schedule == "tree" and not model.supports_tree:
         raise RescoreError("a model with a tree forward for schedule 'tree' (a Transformer "
                            "with a softmax head)", got=type(model).__name__)
     if settings.history_min_posterior > 0 and not has_history(model.initial_state(1)):

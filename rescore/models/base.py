@@ -30,10 +30,8 @@ Conventions
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Protocol, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -115,25 +113,21 @@ class HeadOutput:
         return lp.view(target_ids.shape), log_z.view(target_ids.shape)
 
 
-_TARGETS_ONLY = contextvars.ContextVar("rescore_targets_only", default=False)
+class Inference(Protocol):
+    """What the scoring engine hands a model's forward (``inference=``) at inference, so that the
+    engine, not the model, chooses how each part runs (its kernels, precision and the outputs it
+    reads: the targets only): rescore.engine.lstm_steps.InferencePaths. A model that takes it
+    declares ``takes_inference``; without it (training, perplexity, a test) every part runs its
+    own forward in PyTorch."""
 
+    def body_step(self, body: nn.Module, ids: Tensor, embedding: Tensor,
+                  state: Dict[str, Tensor]) -> Optional[Tuple[Tensor, Dict[str, Tensor]]]:
+        """The body's one-token step ((B, 1) ids; (hidden (B, 1, H), new body state)), or None:
+        then the body's forward."""
 
-@contextlib.contextmanager
-def targets_only() -> Iterator[None]:
-    """Within it, whoever calls a model reads its HeadOutput through ``vocab_at`` / ``log_prob``
-    only (the scoring engine's edges), never ``log_vocab`` as a whole: a softmax head may then
-    give ``log_vocab`` None with a normalised ``vocab_score`` (the target's logit less the row's
-    log Z) and so spare writing the (B, T, V) log-probabilities."""
-    token = _TARGETS_ONLY.set(True)
-    try:
-        yield
-    finally:
-        _TARGETS_ONLY.reset(token)
-
-
-def targets_only_wanted() -> bool:
-    """Whether the caller is inside :func:`targets_only`."""
-    return _TARGETS_ONLY.get()
+    def head(self, head: nn.Module, hidden: Tensor, emb: Optional[Tensor], ident: Optional[Tensor],
+             state: Dict[str, Tensor], normalize: bool) -> Tuple["HeadOutput", Dict[str, Tensor]]:
+        """The head's output and new head state, read for its targets only."""
 
 
 def positions(ids: Tensor) -> Tuple[Tensor, Tensor]:
@@ -275,6 +269,8 @@ class LanguageModel(nn.Module):
 
     supports_tree = False  # ``forward_tree`` (all nodes of prefix trees in one call) works
     supports_unnormalized = False  # ``forward(..., normalize=False)`` works
+    takes_inference = False  # ``forward(..., inference=...)`` (and forward_tree's) works: Inference
+    scores_nbest = False  # scored by a scorer of its own, not through forward (rescore.models.hf.HfLM)
 
     def score(self, ids: Tensor, ident: Tensor, target_ids: Tensor, target_ident: Tensor,
               state: LMState) -> tuple[Tensor, LMState]:

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from rescore.models.base import EMPTY, HeadOutput
 from rescore.models.classes import ClassDecoder
-from rescore.models.heads import log_norm, output_rows, register_head
+from rescore.models.heads import OutputRows, log_norm, register_head
 from rescore.models.history import slide
 
 
@@ -119,7 +119,7 @@ class PsmmHead(_HistoryHead):
                               vocab_score=self._class_vocab(hidden, log_a[..., L])), new_state
         if not normalize:
             return HeadOutput(None, log_slot=log_a[..., :L], slot_ident=slot_ident,
-                              hidden=hidden, vocab_score=output_rows(
+                              hidden=hidden, vocab_score=OutputRows(
                                   self.decoder, hidden, log_a[..., L])), new_state
         logits = self.decoder(hidden)  # (B, T, V)
         log_p_vocab = torch.log_softmax(logits, dim=-1)
@@ -212,7 +212,7 @@ class PointerGeneratorHead(_HistoryHead):
             return HeadOutput(None, log_slot=log_slot, slot_ident=slot_ident, hidden=hidden,
                               aux_loss=aux, vocab_score=score), new_state
         if not normalize:
-            score = output_rows(self.decoder, hidden, F.logsigmoid(gen).squeeze(-1))
+            score = OutputRows(self.decoder, hidden, F.logsigmoid(gen).squeeze(-1))
             return HeadOutput(None, log_slot=log_slot, slot_ident=slot_ident, hidden=hidden,
                               aux_loss=aux, vocab_score=score), new_state
         logits = self.decoder(hidden)  # (B, T, V)

@@ -111,8 +111,12 @@ class NeuralCacheLM(LanguageModel):
     def supports_unnormalized(self) -> bool:
         return getattr(self.inner, "supports_unnormalized", False)
 
-    def forward(self, ids: Tensor, ident: Tensor, state: LMState,
-                normalize: bool = True) -> tuple[HeadOutput, LMState]:
+    @property
+    def takes_inference(self) -> bool:
+        return self.inner.takes_inference
+
+    def forward(self, ids: Tensor, ident: Tensor, state: LMState, normalize: bool = True,
+                inference=None) -> tuple[HeadOutput, LMState]:
         """ids, ident (B, T) int64 -> the cached mixture at each position and the next state.
         With ``normalize=False`` the wrapped model's part is unnormalised (its Z left out; for
         a self-normalised model Z ~ 1) and the cache's part stays exact."""
@@ -121,7 +125,8 @@ class NeuralCacheLM(LanguageModel):
         inner_state = LMState({k: v for k, v in state.tensors.items() if not k.startswith(PREFIX)},
                               {k: v for k, v in state.stores.items() if not k.startswith(PREFIX)})
         out, inner_next = self.inner(ids, ident, inner_state,
-                                     **({} if normalize else {"normalize": False}))
+                                     **({} if normalize else {"normalize": False}),
+                                     **({} if inference is None else {"inference": inference}))
         if out.hidden is None:
             raise ValueError("the wrapped model gives no HeadOutput.hidden; the cache needs it")
         hidden = out.hidden  # (B, T, H)

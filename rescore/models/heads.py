@@ -29,8 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rescore.engine.kernels import native, quant
-from rescore.models.base import EMPTY, HeadOutput, targets_only_wanted
+from rescore.models.base import EMPTY, HeadOutput
 from rescore.models.classes import ClassDecoder
 from rescore.models.history import slide
 
@@ -56,30 +55,30 @@ def log_norm(logits: Tensor, log_probs: Tensor) -> Tensor:
     return logits[..., 0].float() - log_probs[..., 0].float()
 
 
-def output_rows(decoder: nn.Linear, hidden: Tensor,
-                offset: Optional[Tensor] = None) -> Callable[[Tensor, Tensor, Tensor], Tensor]:
+class OutputRows:
     """``HeadOutput.vocab_score`` of unnormalised output: for (E,) rows b, positions t and ids,
     W[ids] . hidden[b, t] + bias[ids] (+ offset[b, t]) in float32, (E,). Only the E rows of the
-    output layer that are asked for are read: E x H multiply-adds, not (B x T) x V x H."""
+    output layer that are asked for are read: E x H multiply-adds, not (B x T) x V x H. (An
+    object, not a closure, so that the engine can score the same rows with its kernel:
+    rescore.engine.lstm_steps.rows_scorer.)"""
 
-    def score(b: Tensor, t: Tensor, ids: Tensor) -> Tensor:
-        if (native.usable(hidden, decoder.weight) and hidden.dim() == 3 and hidden.stride(-1) == 1
-                and (decoder.bias is None or decoder.bias.dtype == torch.float32)):
-            s = native.rows_dot(hidden, b, t, decoder.weight, decoder.bias, ids)  # no (E, H) copies
-            return s if offset is None else s + offset[b, t].float()
-        h = hidden[b, t].float()  # (E, H)
-        s = torch.einsum("eh,eh->e", h, decoder.weight[ids].float()) + decoder.bias[ids].float()
-        if offset is not None:
-            s = s + offset[b, t].float()
+    def __init__(self, decoder: nn.Linear, hidden: Tensor, offset: Optional[Tensor] = None):
+        self.decoder, self.hidden, self.offset = decoder, hidden, offset
+
+    def __call__(self, b: Tensor, t: Tensor, ids: Tensor) -> Tensor:
+        h = self.hidden[b, t].float()  # (E, H)
+        s = torch.einsum("eh,eh->e", h, self.decoder.weight[ids].float()) + self.decoder.bias[ids].float()
+        if self.offset is not None:
+            s = s + self.offset[b, t].float()
         return s  # (E,)
 
-    return score
 
 
 @register_head("softmax")
 class SoftmaxHead(nn.Module):
     """y_t = softmax(W h_t + b): no history, no state. With a class decoder
-    y_t(w) = softmax(U h_t + d)[c(w)] softmax_{c(w)}(W h_t + b)[w] (rescore.models.classes)."""
+    y_t(w) = softmax(U h_t + d)[c(w)] softmax_{c(w)}(W h_t + b)[w] (rescore.models.classes).
+    The engine reads it through its own kernels (rescore.engine.lstm_steps.softmax_output)."""
 
     supports_class_output = True
 
@@ -101,46 +100,10 @@ class SoftmaxHead(nn.Module):
                               log_norm=log_norm(cl, class_lp),  # the class softmax's log Z
                               target_norm=self.decoder.scorer_with_norm(hidden, class_lp)), {}
         if not normalize:
-            return HeadOutput(None, hidden=hidden, vocab_score=output_rows(self.decoder, hidden)), {}
-        if (quant.enabled() and targets_only_wanted() and not self.training and native.int8_fused_usable()
-                and native.usable(hidden, self.decoder.weight)):
-            # --precision int8 in the engine: each row's log Z by one fused int8 kernel (no
-            # (B, T, V) logits), the targets' logits in float32
-            log_z = native.logsumexp_int8(hidden, self._int8_output())
-            score = output_rows(self.decoder, hidden)
-            return HeadOutput(None, hidden=hidden, log_norm=log_z,
-                              vocab_score=lambda b, t, ids: score(b, t, ids) - log_z[b, t]), {}
-        if quant.enabled() and hidden.device.type == "cpu" and not self.training:  # --precision int8
-            logits = quant.linear(self, "decoder", self.decoder.weight, self.decoder.bias)(hidden)
-        else:
-            logits = self.decoder(hidden)  # (B, T, V)
-        if targets_only_wanted() and native.usable(logits) and logits.is_contiguous():
-            # the engine reads the targets only: each row's log Z, not (B, T, V) log-probabilities
-            log_z = native.logsumexp_rows(logits)  # (B, T)
-            return HeadOutput(None, hidden=hidden, log_norm=log_z,
-                              vocab_score=lambda b, t, ids: logits[b, t, ids] - log_z[b, t]), {}
+            return HeadOutput(None, hidden=hidden, vocab_score=OutputRows(self.decoder, hidden)), {}
+        logits = self.decoder(hidden)  # (B, T, V)
         log_vocab = F.log_softmax(logits, dim=-1)  # (B, T, V)
         return HeadOutput(log_vocab, hidden=hidden, log_norm=log_norm(logits, log_vocab)), {}
-
-    def linear_output(self, normalize: bool):
-        """(weight (V, H), bias (V,) or None, the int8 log-normaliser layer or None) where a
-        target's log P is ``h . weight[target] + bias[target]`` less, with the layer, the row's
-        ``native.logsumexp_int8``: unnormalised output, or exact under --precision int8 with the
-        fused kernels (as ``forward``); else None (a class-factored output; exact in float)."""
-        if isinstance(self.decoder, ClassDecoder) or self.training:
-            return None
-        w, b = self.decoder.weight, self.decoder.bias
-        if not normalize:
-            return w, b, None
-        if quant.enabled() and native.int8_fused_usable() and native.usable(w):
-            return w, b, self._int8_output()
-        return None
-
-    def _int8_output(self) -> native.Int8OutputLayer:
-        """The output layer packed for native.logsumexp_int8, kept while the weights stay."""
-        w, b = self.decoder.weight, self.decoder.bias
-        return quant.kept(self, "decoder-fused", lambda: native.Int8OutputLayer(w, b),
-                          *(t for t in (w, b) if t is not None))
 
 
 class JointLogSoftmax(torch.autograd.Function):
@@ -238,7 +201,7 @@ class PointerHead(nn.Module):
         p = p.masked_fill(empty, float("-inf"))
         if not normalize:  # exp(z) over V + L without the normaliser: the raw slot logits
             return HeadOutput(None, p.float(), slot_ident, hidden,
-                              vocab_score=output_rows(self.decoder, hidden)), new_state
+                              vocab_score=OutputRows(self.decoder, hidden)), new_state
         logits = self.decoder(hidden)  # (B, T, V)
         log_vocab, log_slot = JointLogSoftmax.apply(logits, p)  # (B,T,V), (B,T,L)
         out = HeadOutput(log_vocab, log_slot, slot_ident, hidden,

@@ -8,8 +8,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor, nn
 
-from rescore.engine.kernels import quant
-from rescore.models.base import HeadOutput, LanguageModel, LMState
+from rescore.models.base import HeadOutput, Inference, LanguageModel, LMState
 from rescore.models.bodies import BODIES
 from rescore.models.classes import ClassDecoder, frequency_classes
 from rescore.models.config import ModelConfig
@@ -91,46 +90,30 @@ class NeuralLM(LanguageModel):
         return LMState({**body, **head})
 
     supports_unnormalized = True  # every head takes normalize=False
+    takes_inference = True
 
-    def forward(self, ids: Tensor, ident: Tensor, state: LMState,
-                normalize: bool = True) -> Tuple[HeadOutput, LMState]:
+    def forward(self, ids: Tensor, ident: Tensor, state: LMState, normalize: bool = True,
+                inference: Optional[Inference] = None) -> Tuple[HeadOutput, LMState]:
+        """LanguageModel.forward; with ``inference`` (the engine's paths) a one-token call at
+        inference takes the engine's step of the body where it has one, and the head's output
+        is read through the engine's kernels."""
         emb = self.drop(self.embedding(ids))  # (B, T, H)
-        dev = ids.device.type
-        low = _low_precision(dev)
-        if (ids.shape[1] == 1 and not self.training and not torch.is_grad_enabled()
-                and hasattr(self.body, "step_ids") and (low is None or dev == "cpu")):
-            # one token per row at inference (the engine's trie levels): the body's fast step
-            with torch.autocast(dev, enabled=False):
-                hidden, body_state = self.body.step_ids(ids, self.embedding.weight, state.tensors, low)
+        step = None
+        if inference is not None and ids.shape[1] == 1 and not self.training and not torch.is_grad_enabled():
+            step = inference.body_step(self.body, ids, self.embedding.weight, state.tensors)
+        if step is not None:
+            hidden, body_state = step
         else:
             hidden, body_state = self.body(emb, state.tensors)  # (B, T, H)
         hidden = self.drop(hidden)
-        out, head_state = self.head(hidden, emb, ident, state.tensors, normalize=normalize)
+        out, head_state = self._head(hidden, emb, ident, state.tensors, normalize, inference)
         return out, LMState({**body_state, **head_state})
 
-    def level_steps(self, device: torch.device):
-        """One-token steps over trie levels at inference (the body's ``level_steps``; their
-        hidden states go to ``head_output``), or None: for a body that has them and a head
-        without history or state (SoftmaxHead), on a CPU, inside the precision's contexts as
-        ``forward``."""
-        if (self.training or torch.is_grad_enabled() or device.type != "cpu"
-                or not isinstance(self.head, SoftmaxHead) or not hasattr(self.body, "level_steps")):
-            return None
-        low = _low_precision(device.type)
-        if low not in (None, torch.qint8):  # (bf16: the engine pads rows, rescore.engine.forward)
-            return None
-        return self.body.level_steps(self.embedding.weight, low)
-
-    def level_output(self, normalize: bool = True):
-        """The head's output layer for the level steps' whole runs (SoftmaxHead.linear_output),
-        or None."""
-        linear = getattr(self.head, "linear_output", None)
-        return None if linear is None else linear(normalize)
-
-    def head_output(self, hidden: Tensor, normalize: bool = True) -> HeadOutput:
-        """The output of a head without history (SoftmaxHead) for hidden states (B, T, H)."""
-        out, _ = self.head(self.drop(hidden), None, None, {}, normalize=normalize)
-        return out
+    def _head(self, hidden: Tensor, emb: Optional[Tensor], ident: Optional[Tensor], state, normalize: bool,
+              inference: Optional[Inference]):
+        if inference is not None:
+            return inference.head(self.head, hidden, emb, ident, state, normalize)
+        return self.head(hidden, emb, ident, state, normalize=normalize)
 
     @property
     def supports_tree(self) -> bool:
@@ -138,7 +121,7 @@ class NeuralLM(LanguageModel):
         return hasattr(self.body, "forward_tree") and isinstance(self.head, SoftmaxHead)
 
     def forward_tree(self, ids: Tensor, ident: Tensor, depth: Tensor, ancestor: Tensor,
-                     state: LMState, normalize: bool = True) -> HeadOutput:
+                     state: LMState, normalize: bool = True, inference: Optional[Inference] = None) -> HeadOutput:
         """The head output at every node of prefix trees (``TransformerBody.forward_tree``):
         node i's output equals that of ``forward`` on the path from the root to node i."""
         if not self.supports_tree:
@@ -146,14 +129,6 @@ class NeuralLM(LanguageModel):
                              f"{self.config.head} head")
         emb = self.drop(self.embedding(ids))  # (B, N, H)
         hidden = self.drop(self.body.forward_tree(emb, depth, ancestor, state.tensors))
-        out, _ = self.head(hidden, emb, ident, state.tensors, normalize=normalize)
+        out, _ = self._head(hidden, emb, ident, state.tensors, normalize, inference)
         return out
 
-
-def _low_precision(dev: str) -> Optional[torch.dtype]:
-    """The products' dtype on device type ``dev`` here: autocast's, torch.qint8 inside
-    rescore.engine.kernels.quant.int8_products on a CPU (--precision int8), else None (the weights')."""
-    low = torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else None
-    if dev == "cpu" and quant.enabled():
-        low = torch.qint8
-    return low

@@ -8,7 +8,7 @@ as about ten separate kernels, each a pass over memory; on the scoring engine's 
 the fused cell takes about a sixth off the engine's time (docs/benchmarks.md). ``rows_dot``
 scores an output layer's target rows without PyTorch's gathered (E, H) copies of them and of
 the hidden states; ``logsumexp_rows`` gives the engine each row's log Z without writing (rows,
-V) log-probabilities (rescore.models.base.targets_only).
+V) log-probabilities (rescore.engine.lstm_steps.softmax_output).
 
 With ``--precision int8`` and one torch thread two more kernels replace PyTorch's dynamic int8
 products (rescore.engine.kernels.quant) where they apply: ``lstm_int8`` runs a whole LSTM layer step
@@ -95,7 +95,7 @@ def lstm_cell(pre: Tensor, c_prev: Tensor, c_out: Tensor, h_out: Tensor,
               h_copy: Optional[Tensor] = None) -> None:
     """One LSTM cell step, in place: ``c_out = f c_prev + i tanh(a)``, ``h_out = o tanh(c_out)``
     (and ``h_copy`` = ``h_out`` where given), from the (B, 4H) pre-activations ``pre`` (gate
-    order i, f, u, o, the cell input's rows doubled: u = 2a, as LSTMBody._step_weights makes
+    order i, f, u, o, the cell input's rows doubled: u = 2a, as rescore.engine.lstm_steps.step_weights makes
     them) plus, with ``table``, row ``ids[b]`` of the (V, 4H) ``table``. c_prev, c_out, h_out,
     h_copy: (B, H) float32 with contiguous rows (any row stride)."""
     B, H4 = pre.shape

@@ -1,6 +1,6 @@
 """int8 matrix products for scoring on a CPU (``--precision int8``).
 
-The one-token LSTM step (rescore.models.bodies.LSTMBody.step_ids) and the softmax output layer
+The one-token LSTM step (rescore.engine.lstm_steps.step_ids) and the softmax output layer
 spend most of a scoring run in fp32 matrix products, which already run near a core's fp32 rate.
 Dynamic int8 products (PyTorch's quantized ``linear_dynamic``: the weight quantised once per
 output row, symmetric, the input quantised per call from its range, int32 accumulation, the
@@ -22,7 +22,6 @@ fp32, and runs no slower (docs/benchmarks.md).
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import warnings
 from typing import Callable, Dict, Iterator, Optional, Tuple, TypeVar
 
@@ -33,7 +32,6 @@ from torch import Tensor
 # core: fbgemm and oneDNN ran the engine's products equally fast on AVX2, but oneDNN keeps a
 # kernel per row count it meets (+290 MiB of peak memory scoring half the dev set, fbgemm +30).
 ENGINES = ("fbgemm", "x86", "onednn")
-_ON = contextvars.ContextVar("rescore_int8_products", default=False)
 T = TypeVar("T")
 
 
@@ -47,24 +45,17 @@ def engine() -> Optional[str]:
 
 @contextlib.contextmanager
 def int8_products() -> Iterator[None]:
-    """Within it, the models' inference products that have an int8 form use it (on a CPU);
-    PyTorch's quantised engine is this module's choice meanwhile and restored after."""
+    """Within it, PyTorch's quantised engine is this module's choice (the int8 products of the
+    engine's --precision int8 paths, rescore.engine.lstm_steps), restored after."""
     name = engine()
     if name is None:
         raise RuntimeError("this PyTorch build has no quantised CPU engine for int8 products")
     before = torch.backends.quantized.engine
     torch.backends.quantized.engine = name
-    token = _ON.set(True)
     try:
         yield
     finally:
-        _ON.reset(token)
         torch.backends.quantized.engine = before
-
-
-def enabled() -> bool:
-    """Whether int8 products are asked for here (inside :func:`int8_products`)."""
-    return _ON.get()
 
 
 class Int8Linear:
