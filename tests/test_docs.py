@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT
-from test_help import SCRIPTS, option_names
+from tests.conftest import REPO_ROOT
+from tests.cli.test_help import SCRIPTS, option_names
 
 # What the repository must not say, anywhere outside tests/: in file names and in text.
 INTERNAL = [

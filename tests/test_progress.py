@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from test_train import write_corpus
+from tests.train.test_train import write_corpus
 
 REPO = Path(__file__).resolve().parents[1]
 

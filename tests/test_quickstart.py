@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, shared_data_path
-from test_recipes import KALDI_PROGS, inputs, kaldi_dir, kaldi_lstm, make_bin, system_bin, write_exe  # noqa: F401
+from tests.conftest import REPO_ROOT, shared_data_path
+from tests.test_recipes import KALDI_PROGS, inputs, kaldi_dir, kaldi_lstm, make_bin, system_bin, write_exe  # noqa: F401
 
 SECTION = "## On your own Kaldi system"
 # The variables the quickstart assigns; the test gives them its own values.

@@ -8,7 +8,7 @@ fault -- a read or gzip error, bytes that are not UTF-8, an empty line, a bad va
 again line by line, which stops at the first fault in file order and names its line: the bulk
 rules are those of the line reader (:func:`parse_float`, ``_parse_ints``), only applied to the
 whole file at once, so both readers accept the same files with the same values and a fault
-gets the same message either way (tests/test_fuzz_parsers.py holds them to it).
+gets the same message either way (tests/io/test_fuzz_parsers.py holds them to it).
 
 A reader given ``keep`` (a test on keys) reads every key but parses only the values of the keys
 it keeps (``rescore-nbest --split``; rescore.io.kaldi's module doc): the keys are split off all
