@@ -4,7 +4,6 @@ downloaded. The prefix-sharing engine must give the naive per-hypothesis forward
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import random
@@ -12,7 +11,7 @@ import random
 import pytest
 import torch
 
-from tests.conftest import NBEST_SMALL, REPO_ROOT, SHARED_DATA, shared_data_path
+from tests.conftest import NBEST_SMALL, SHARED_DATA, shared_data_path
 
 transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
 tokenizers = pytest.importorskip("tokenizers", reason="the hf extra (tokenizers) is not installed")
@@ -21,9 +20,7 @@ from rescore.engine.score import UttInput, score_nbest  # noqa: E402
 from rescore.errors import RescoreError  # noqa: E402
 from rescore.models.hf import HfLM, load_hf  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("bench_hf", REPO_ROOT / "tools" / "bench_hf.py")
-bench_hf = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench_hf)
+from tools.bench import bench_hf  # noqa: E402
 
 EOT = "<|endoftext|>"
 FALLBACK_TEXT = ["it is closely related to the american lobster", "the cat sat on the mat",

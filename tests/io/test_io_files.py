@@ -100,7 +100,7 @@ def test_tools_write_json_through_the_one_writer():
     from pathlib import Path
 
     bad = []
-    for p in sorted((Path(__file__).resolve().parents[2] / "tools").glob("*.py")):
+    for p in sorted((Path(__file__).resolve().parents[2] / "tools").rglob("*.py")):
         for node in ast.walk(ast.parse(p.read_text(), str(p))):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue

@@ -237,7 +237,7 @@ def test_comparison_json_has_no_nan_or_infinity(tmp_path):
 
 
 def test_a_difference_does_not_depend_on_the_other_systems_compared():
-    """Every system is drawn on the same samples, so a table of many systems (tools/ablation.py)
+    """Every system is drawn on the same samples, so a table of many systems (tools/experiments/ablation.py)
     gives each difference the CI of a two-system comparison, per bucket too."""
     refs, a, b = _two_systems(n=80)
     perfect = {u: list(r) for u, r in refs.items()}

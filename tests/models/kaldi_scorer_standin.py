@@ -1,6 +1,6 @@
 """A stand-in for Kaldi's ``steps/pytorchnn/compute_sentence_scores.py`` with an LSTM, for the
 tests that run without a Kaldi checkout: its options, its input and output formats and its
-arithmetic, written from their description (rescore/models/kaldi_lm.py, tools/compare_pytorchnn.py),
+arithmetic, written from their description (rescore/models/kaldi_lm.py, tools/kaldi/compare_pytorchnn.py),
 not from its code.
 
 * the vocabulary: the first field of each line, numbered by first occurrence;

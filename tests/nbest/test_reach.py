@@ -1,21 +1,18 @@
-"""rescore.nbest.reach and tools/rare_reach.py: per rare-word bucket, rank 1, the oracle and what the
+"""rescore.nbest.reach and tools/experiments/rare_reach.py: per rare-word bucket, rank 1, the oracle and what the
 N-best can reach, on a generated N-best dir whose every figure is worked out by hand below, and
 on the real dev set against independent computations."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections import Counter
 
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import REPO_ROOT, shared_data_path
+from tests.conftest import shared_data_path
 
-spec = importlib.util.spec_from_file_location("rare_reach", REPO_ROOT / "tools" / "rare_reach.py")
-rare_reach = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(rare_reach)
+from tools.experiments import rare_reach  # noqa: E402
 
 # LM training counts: gnu 2, yak 1, zebra 1, quokka never; cat, mat, on, sat, the 10 each.
 TRAIN = "gnu gnu yak zebra\n" + "cat mat on sat the\n" * 10

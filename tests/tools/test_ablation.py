@@ -1,18 +1,15 @@
-"""tools/ablation.py: cross-validated tuning per system, the table, its CIs, bad input."""
+"""tools/experiments/ablation.py: cross-validated tuning per system, the table, its CIs, bad input."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import NBEST_SMALL, REPO_ROOT
+from tests.conftest import NBEST_SMALL
 
-spec = importlib.util.spec_from_file_location("ablation", REPO_ROOT / "tools" / "ablation.py")
-ablation = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(ablation)
+from tools.experiments import ablation  # noqa: E402
 
 GRID = ["--weights", "0,0.5,1", "--inv-acwts", "8,10,12", "--wips", "0,0.5"]
 

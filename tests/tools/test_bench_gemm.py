@@ -1,4 +1,4 @@
-"""tools/bench_gemm.py --int8: one tiny run times every path of the engine's int8 work."""
+"""tools/bench/bench_gemm.py --int8: one tiny run times every path of the engine's int8 work."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from rescore.engine.kernels import native, quant
                     reason="needs the compiled kernels (rescore.engine.kernels._kernels) and a quantised CPU engine")
 def test_int8_kernels_bench_runs_every_path(tmp_path):
     out = tmp_path / "gemm.json"
-    subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "bench_gemm.py"), "--int8", "--rows", "9",
+    subprocess.run([sys.executable, "-m", "tools.bench.bench_gemm", "--int8", "--rows", "9",
                     "--hidden", "16", "--vocab", "70", "--repeat", "1", "--json", str(out)],
                    check=True, cwd=REPO_ROOT, env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
                    capture_output=True)

@@ -1,4 +1,4 @@
-"""tools/bench_kaldi_real.py: the export of our LSTM into Kaldi's format, the utterances where
+"""tools/kaldi/bench_kaldi_real.py: the export of our LSTM into Kaldi's format, the utterances where
 Kaldi's carried state is ours, and the whole benchmark on the small N-best fixture.
 
 Kaldi's scorer is tests/models/kaldi_scorer_standin.py (its arithmetic, written from its description);
@@ -17,15 +17,13 @@ import pytest
 import torch
 
 import tests.models.kaldi_scorer_standin as standin
-from tests.conftest import NBEST_SMALL, REPO_ROOT
+from tests.conftest import NBEST_SMALL
 from rescore.engine.score import UttInput, score_nbest
 from rescore.models.kaldi_lm import import_kaldi_lm
 from rescore.models import ModelConfig, build_model, load_checkpoint, save_checkpoint
 from rescore.vocab import EOS, UNK, Vocabulary
 
-spec = importlib.util.spec_from_file_location("bench_kaldi_real", REPO_ROOT / "tools" / "bench_kaldi_real.py")
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+from tools.kaldi import bench_kaldi_real as bench  # noqa: E402
 
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog"]
 H, L = 8, 2

@@ -1,10 +1,9 @@
-"""tools/bench_scaling.py: the truncated N-best dirs it scores (the first U utterances in carry
+"""tools/bench/bench_scaling.py: the truncated N-best dirs it scores (the first U utterances in carry
 order, the first N hypotheses of each) read back as exactly those entries; its parsing of the
 engine's log line; its plan shares a point between sweeps; one tiny end-to-end run."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -14,9 +13,7 @@ import pytest
 from tests.conftest import REPO_ROOT
 from rescore.nbest.sets import load_nbest_dir
 
-_spec = importlib.util.spec_from_file_location("bench_scaling", REPO_ROOT / "tools" / "bench_scaling.py")
-bench_scaling = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench_scaling)
+from tools.bench import bench_scaling  # noqa: E402
 
 
 @pytest.mark.parametrize("n_utts, n_hyps", [(1, 1), (2, 2), (4, 3), (5, 100)])
@@ -74,7 +71,7 @@ def test_plan_runs_a_point_shared_by_two_sweeps_once():
 @pytest.mark.slow
 def test_a_tiny_run_writes_the_table_the_json_and_the_plot(nbest_small, tmp_path):
     out = tmp_path / "out"
-    cmd = [sys.executable, str(REPO_ROOT / "tools" / "bench_scaling.py"), "--out-dir", str(out),
+    cmd = [sys.executable, "-m", "tools.bench.bench_scaling", "--out-dir", str(out),
            "--nbest-dir", str(nbest_small), "--data-dir", str(nbest_small / "data"),
            "--vocab-text", str(nbest_small / "data" / "text"), "--models", "10k", "--carries", "rescored",
            "--ns", "1,3", "--utts", "1,5", "--n-fixed", "3", "--repeat", "1"]

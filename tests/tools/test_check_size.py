@@ -1,10 +1,10 @@
-"""tools/check_size.py: functions over 80 lines and files over 600 lines are named, exit 1."""
+"""tools/bench/check_size.py: functions over 80 lines and files over 600 lines are named, exit 1."""
 
 import subprocess
 import sys
 from pathlib import Path
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "check_size.py"
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "bench" / "check_size.py"
 
 
 def run(*args):

@@ -1,19 +1,16 @@
-"""tools/rare_boost.py: the rare class from the training text, the boosted costs, and the mix
+"""tools/experiments/rare_boost.py: the rare class from the training text, the boosted costs, and the mix
 identity that lets the tuner set the boost."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from tests.conftest import NBEST_SMALL, REPO_ROOT
+from tests.conftest import NBEST_SMALL
 
-spec = importlib.util.spec_from_file_location("rare_boost", REPO_ROOT / "tools" / "rare_boost.py")
-rare_boost = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(rare_boost)
+from tools.experiments import rare_boost  # noqa: E402
 
 
 def test_threshold_is_the_count_that_covers_the_share():

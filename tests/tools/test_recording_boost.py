@@ -1,20 +1,17 @@
-"""tools/recording_boost.py: a word's support from the other utterances of its recording, and
+"""tools/experiments/recording_boost.py: a word's support from the other utterances of its recording, and
 the boosted costs it writes."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from tests.conftest import NBEST_SMALL, REPO_ROOT
+from tests.conftest import NBEST_SMALL
 
-spec = importlib.util.spec_from_file_location("recording_boost", REPO_ROOT / "tools" / "recording_boost.py")
-recording_boost = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(recording_boost)
+from tools.experiments import recording_boost  # noqa: E402
 
 
 def test_evidence_counts_the_other_utterances_only():

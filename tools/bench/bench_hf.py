@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""Benchmark rescoring with a Hugging Face causal LM (rescore-nbest --model hf:DIR): the way
+Hugging Face users rescore N-best lists (``padded``: each hypothesis, after its carried context,
+one sequence; an utterance's hypotheses batched with right padding) against rescore's prefix
+sharing (``fast``: one token trie per utterance under a tree attention mask, the context once).
+
+Runs are interleaved (fast, padded, fast, padded, ...) so load changes hit both alike; the
+median of --repeat runs is reported, in wall and CPU seconds, as subword tokens scored per second
+(every hypothesis' pieces and its end of sentence) and the ratio fast / padded. The two engines'
+per-hypothesis costs are compared (they agree to float rounding).
+
+    PYTHONPATH=. python -m tools.bench.bench_hf --convs 6 --utts 5                     # random GPT-2
+    PYTHONPATH=. python -m tools.bench.bench_hf --model hf:/path/to/gpt2 --convs 60 --utts 100
+
+Without --model a randomly initialised GPT-2 (--layers, --dim, --heads) with a byte-level BPE
+of --vocab tokens trained on the first lines of --text is saved to a temporary directory: speed
+does not depend on the weights. Needs the hf extra (transformers, tokenizers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tools.common import SHARED_DATA  # noqa: E402
+DATA = SHARED_DATA
+EOT = "<|endoftext|>"
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nbest-dir", default=str(DATA / "tts-wikitext2-dev" / "nbest"))
+    p.add_argument("--data-dir", default=str(DATA / "tts-wikitext2-dev" / "data"))
+    p.add_argument("--model", help="hf:DIR; without it a random GPT-2 of the options below")
+    p.add_argument("--layers", type=int, default=4, help="random model: layers")
+    p.add_argument("--dim", type=int, default=256, help="random model: hidden size")
+    p.add_argument("--heads", type=int, default=4, help="random model: attention heads")
+    p.add_argument("--vocab", type=int, default=2000, help="random model: BPE vocabulary size")
+    p.add_argument("--positions", type=int, default=1024, help="random model: positions")
+    p.add_argument("--text", default=str(DATA / "wikitext2-asr" / "train.txt"),
+                   help="random model: the BPE is trained on the first --text-lines lines of it")
+    p.add_argument("--text-lines", type=int, default=5000)
+    p.add_argument("--convs", type=int, default=6, help="first N conversations of the set (0: all)")
+    p.add_argument("--utts", type=int, default=5, help="first M utterances of each (0: all)")
+    p.add_argument("--hf-context", type=int, default=512, help="tokens of carried context")
+    p.add_argument("--state-carry", default="rescored", help="none, first-pass or rescored")
+    p.add_argument("--engines", default="fast,padded", help="comma list of fast, padded, naive")
+    p.add_argument("--repeat", type=int, default=3, help="runs per engine (median reported)")
+    p.add_argument("--max-tokens", type=int, default=2048)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--weight", type=float, default=0.5)
+    p.add_argument("--inv-acwt", type=float, default=9.5)
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    p.add_argument("--json", help="write the summary here")
+    return p.parse_args(argv)
+
+
+def save_random_gpt2(out_dir, lines, vocab=500, layers=2, dim=32, heads=2, positions=256, seed=0, scale=1.0):
+    """A GPT-2 of random weights (times ``scale``) and a byte-level BPE of ``vocab`` tokens trained
+    on ``lines``, saved in out_dir as save_pretrained writes them; returns out_dir."""
+    import tokenizers
+    import torch
+    import transformers
+
+    bpe = tokenizers.ByteLevelBPETokenizer()
+    bpe.train_from_iterator(lines, vocab_size=vocab, min_frequency=2, special_tokens=[EOT], show_progress=False)
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token=EOT, eos_token=EOT,
+                                               unk_token=EOT)
+    torch.manual_seed(seed)
+    cfg = transformers.GPT2Config(vocab_size=len(tok), n_positions=positions, n_embd=dim, n_layer=layers,
+                                  n_head=heads, bos_token_id=tok.eos_token_id, eos_token_id=tok.eos_token_id)
+    model = transformers.GPT2LMHeadModel(cfg)
+    if scale != 1.0:
+        with torch.no_grad():
+            for p in model.parameters():
+                p.mul_(scale)
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    return out_dir
+
+
+def read_lines(path, n):
+    with open(path, encoding="utf-8") as f:
+        return [line.strip() for line in itertools.islice(f, n) if line.strip()]
+
+
+def load_conversations(args):
+    """The engine's conversations of the first --convs x --utts of the N-best set."""
+    from rescore.nbest.combine import fixed_cost
+    from rescore.engine.score import UttInput
+    from rescore.nbest.sets import load_nbest_dir
+
+    nbest = load_nbest_dir(args.nbest_dir, args.data_dir)
+    convs = nbest.conversations[:args.convs or None]
+    return [[UttInput([h.words for h in u.hyps], [fixed_cost(h, args.weight, args.inv_acwt, 0.0) for h in u.hyps])
+             for u in c.utterances[:args.utts or None]] for c in convs]
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from rescore.engine.score import EngineStats, score_nbest
+    from rescore.models.hf import load_hf
+
+    spec = args.model
+    if spec is None:
+        spec = "hf:" + str(save_random_gpt2(Path(tempfile.mkdtemp(prefix="bench_hf.")) / "gpt2",
+                                            read_lines(args.text, args.text_lines), args.vocab, args.layers,
+                                            args.dim, args.heads, args.positions))
+    lm = load_hf(spec, torch.device(args.device), args.hf_context)
+    convs = load_conversations(args)
+    n_hyps = sum(len(u.hyps) for c in convs for u in c)
+    tokens = sum(len(lm.encode(h)[0]) + 1 for c in convs for u in c for h in u.hyps)
+    engines = args.engines.split(",")
+    runs = {e: [] for e in engines}
+    costs = {}
+    for r in range(args.repeat):
+        for e in engines:  # interleaved
+            if e == "naive" and r > 0:
+                continue
+            stats = EngineStats()
+            t0, c0 = time.perf_counter(), time.process_time()
+            costs[e] = score_nbest(lm, convs, weight=args.weight, state_carry=args.state_carry,
+                                   device=args.device, max_tokens=args.max_tokens, engine=e, stats=stats,
+                                   progress=False)
+            runs[e].append({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                            "rows": stats.rows, "calls": stats.calls})
+            print(f"run {r + 1} {e}: {runs[e][-1]['wall_s']:.1f} s", file=sys.stderr)
+    ref = costs[engines[-1]]
+
+    def max_diff(x):
+        return max(abs(sum(a) - sum(b)) for cx, cr in zip(x, ref) for ux, ur in zip(cx, cr)
+                   for a, b in zip(ux, ur))
+    summary = {"model": args.model or f"random GPT-2 {args.layers}x{args.dim}, {args.heads} heads, "
+               f"BPE {len(lm.tokenizer)}", "convs": len(convs), "utts": sum(len(c) for c in convs),
+               "hyps": n_hyps, "tokens": tokens, "hf_context": args.hf_context, "state_carry": args.state_carry,
+               "threads": args.threads, "load_avg_1min": os.getloadavg()[0], "engines": {}}
+    for e in engines:
+        wall = statistics.median(x["wall_s"] for x in runs[e])
+        cpu = statistics.median(x["cpu_s"] for x in runs[e])
+        summary["engines"][e] = {"wall_s": wall, "cpu_s": cpu, "runs": [x["wall_s"] for x in runs[e]],
+                                 "tokens_per_s": tokens / wall, "tokens_per_cpu_s": tokens / cpu,
+                                 "rows": runs[e][0]["rows"], "calls": runs[e][0]["calls"],
+                                 "max_diff_hyp_vs_" + engines[-1]: max_diff(costs[e])}
+    base = summary["engines"].get("padded")
+    print(f"model {summary['model']}; {summary['convs']} conversations, {summary['utts']} utterances, "
+          f"{n_hyps} hypotheses, {tokens} tokens; carry {args.state_carry}, context {args.hf_context}; "
+          f"{args.threads} threads; load {summary['load_avg_1min']:.1f}")
+    print(f"{'engine':7} {'wall s':>7} {'cpu s':>7} {'tok/s':>7} {'tok/cpu-s':>9} {'rows':>9} {'calls':>6} "
+          f"{'x wall':>6} {'x cpu':>6} {'max|d|hyp':>9}")
+    for e, s in summary["engines"].items():
+        s["speedup_vs_padded"] = base["wall_s"] / s["wall_s"] if base else None
+        s["cpu_speedup_vs_padded"] = base["cpu_s"] / s["cpu_s"] if base else None
+        print(f"{e:7} {s['wall_s']:7.1f} {s['cpu_s']:7.1f} {s['tokens_per_s']:7.0f} {s['tokens_per_cpu_s']:9.0f} "
+              f"{s['rows']:9d} {s['calls']:6d} {s['speedup_vs_padded'] or 0:6.2f} "
+              f"{s['cpu_speedup_vs_padded'] or 0:6.2f} {s['max_diff_hyp_vs_' + engines[-1]]:9.1e}")
+    if args.json:
+        from rescore.io.files import write_json
+
+        write_json(args.json, summary)
+
+
+if __name__ == "__main__":
+    main()
