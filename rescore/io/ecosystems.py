@@ -15,6 +15,10 @@ small example of each, in the recognizer's own layout):
   1-best into ``<dir>``). ``text`` is ``utt words``; ``score`` is ``utt <hyp.score>``, the beam
   search's weighted total log-probability as ``str()`` of a tensor (``tensor(-3.1416)``, with
   ``, device='cuda:0'`` when decoded on a GPU) or of a float. Column ``pass1`` = -score.
+  Without a tokenizer (``token_type`` none, or bpe without a model) ``asr_inference.py`` writes no
+  ``text``, only ``token``: ``espnet_tokens`` joins the tokens as ESPnet's tokenizer would
+  (:func:`espnet_tokens2text`). A multi-speaker decode (``--enh_s2t_task true``) writes
+  ``<n>best_recog_spk<k>/`` folders instead: ``speaker`` = k reads speaker k's.
   ESPnet writes no per-scorer scores; where a patched ``asr_inference.py`` also writes
   ``score_<name>`` files of the same form (``hyp.scores``: ``score_decoder``, ``score_ctc``,
   ``score_lm``, ...; docs/ecosystems.md), each becomes column ``<name>`` = -score.
@@ -27,16 +31,28 @@ small example of each, in the recognizer's own layout):
   ``k2`` ``Nbest`` object of an n-best decoding method (docs/ecosystems.md has the lines): a
   JSON-lines file, one object per cut: ``{"cut_id": ..., "hyps": ["w w ...", ...], "am_scores":
   [...], "lm_scores": [...], "ref": "w w ..."}`` (``ref`` optional; ``hyps`` also as lists of
-  words). Every ``<name>_scores`` list (one log-probability per hypothesis, as
-  ``Nbest.compute_am_scores()``/``compute_lm_scores()`` give per path) becomes column
-  ``<name>`` = -score; ranks follow the list order (k2 does not sort the paths).
-* **NeMo** (:func:`read_nemo`): ``scripts/asr_language_modeling/ngram_lm/eval_beamsearch_ngram*.py``
-  with ``preds_output_folder`` writes ``preds_out_size<B>_alpha<a>_beta<b>.tsv``: per utterance
-  of the manifest, in manifest order, B lines ``text<TAB>score`` (score: the beam search's
-  log-probability with alpha x LM + beta x length; no utterance id). The manifest (JSON lines,
-  ``audio_filepath`` and ``text``) gives the ids (the audio file's name without extension) and
-  the references. Column ``pass1`` = -score. Every utterance must have B candidates (the file
-  cannot be split otherwise).
+  words), as :func:`rescore.io.icefall.write_nbest` writes it. Every ``<name>_scores`` list
+  (one log-probability per hypothesis, as ``Nbest.compute_am_scores()``/``compute_lm_scores()``
+  give per path) becomes column ``<name>`` = -score. The first pass is their sum; a cut whose
+  first hypothesis is not the best by it (k2's ``Nbest`` keeps the paths in the order of a hash
+  of their words, not of their scores) is put in that order, with a warning.
+* **NeMo** (:func:`read_nemo`): with ``preds_output_folder``, NeMo's
+  ``scripts/asr_language_modeling/ngram_lm/eval_beamsearch_ngram_ctc.py`` writes
+  ``preds_out_width{W}_alpha{a}_beta{b}.tsv`` and ``eval_beamsearch_ngram_transducer.py``
+  ``preds_out_{strategy}_bw{W}[_ma.._mg..[_ba..[_hat_ilmw..]]].tsv``: per utterance of the
+  manifest, in manifest order, its beam candidates as lines ``text<TAB>score`` (score: the beam
+  search's total, e.g. pyctcdecode's combined score with alpha x LM + beta x words; ``str()`` of
+  a float or of a tensor; no utterance id). W is the beam width (``--nemo-beam`` for a renamed
+  file). An utterance may have fewer than W candidates (pyctcdecode prunes by
+  ``beam_prune_logp`` and merges beams of the same text): the manifest gives the utterances,
+  the file their candidates. With W x utterances lines every utterance has W; with fewer, the
+  file is split where a score rises above the one before it (each utterance's candidates come
+  best first), and refused where that does not give one block per utterance of at most W lines.
+  The manifest (JSON lines, ``audio_filepath``, ``text``, optional ``offset``) gives the ids:
+  the audio file's name without extension, and where one audio file is cut into segments (it
+  occurs more than once) ``<name>-<offset in 1/100 s, 7 digits>`` for every line. References
+  are the manifest's ``text``, optionally normalised as the script normalises predictions and
+  references (``text_processing``: :func:`nemo_text_processing`). Column ``pass1`` = -score.
 """
 
 from __future__ import annotations
@@ -44,8 +60,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from rescore.errors import RescoreError
 from rescore.io.interchange import Hypothesis, NbestTable, Utterance, parse_score
@@ -57,7 +74,10 @@ FORMATS = ("kaldi", "interchange", "espnet", "icefall", "nemo")
 KALDI_COLUMNS = {"ac": "acwt", "graph": "lmwt.withlm", "nolm": "lmwt.nolm"}  # column -> archive
 FIRST_PASS = "pass1"  # the column of ESPnet's and NeMo's beam-search total (as a cost)
 
-_NEMO_NAME = re.compile(r"preds_out_size(\d+)_alpha([^_]+)_beta(.+)\.tsv\Z")
+# NeMo's names of the predictions file: the CTC script's and the transducer script's
+_NEMO_CTC_NAME = re.compile(r"preds_out_width(\d+)_alpha(.+)_beta(.+)\.tsv\Z")
+_NEMO_RNNT_NAME = re.compile(r"preds_out_(greedy_batch|beam|tsd|alsd|maes)_bw(\d+)(_.*)?\.tsv\Z")
+NEMO_TEXT_PROCESSING = ("lowercase", "rm_punctuation", "separate_punctuation")  # NeMo's order
 
 
 def _number(text: str) -> Optional[float]:
@@ -109,12 +129,14 @@ def table_to_kaldi(table: NbestTable, out_dir: PathLike, words_txt: Optional[Pat
 # ESPnet
 
 
-def _espnet_dirs(decode_dir: Path) -> List[Tuple[str, Dict[int, Path]]]:
-    """[(job name, {n: <n>best_recog dir})] in job order."""
-    def nbest_dirs(d: Path) -> Dict[int, Path]:
+def _espnet_dirs(decode_dir: Path, speaker: Optional[int] = None) -> List[Tuple[str, Dict[int, Path]]]:
+    """[(job name, {n: <n>best_recog dir})] in job order; speaker k: the <n>best_recog_spk<k> dirs."""
+    suffix = "" if speaker is None else f"_spk{speaker}"
+
+    def nbest_dirs(d: Path, suffix: str = suffix) -> Dict[int, Path]:
         out = {}
-        for p in d.glob("*best_recog"):
-            m = re.fullmatch(r"(\d+)best_recog", p.name)
+        for p in d.glob(f"*best_recog{suffix}"):
+            m = re.fullmatch(rf"(\d+)best_recog{suffix}", p.name)
             if m and p.is_dir() and int(m.group(1)) >= 1:
                 out[int(m.group(1))] = p
         return out
@@ -126,9 +148,47 @@ def _espnet_dirs(decode_dir: Path) -> List[Tuple[str, Dict[int, Path]]]:
     if not found and nbest_dirs(decode_dir):
         found = [(str(decode_dir), nbest_dirs(decode_dir))]
     if not found:
-        raise RescoreError("an ESPnet decode dir: <n>best_recog/ folders (asr_inference.py --nbest N) in it or "
-                           "in its logdir/output.*/", path=decode_dir, got="none")
+        spk = sorted({p.name.rpartition("_spk")[2] for d in (decode_dir, *jobs) for p in d.glob("*best_recog_spk*")})
+        if speaker is None and spk:
+            raise RescoreError(f"a single-speaker decode dir; this one is multi-speaker (<n>best_recog_spk<k>/, "
+                               f"speakers {', '.join(spk)}): choose one with --speaker", path=decode_dir)
+        raise RescoreError(f"an ESPnet decode dir: <n>best_recog{suffix}/ folders (asr_inference.py --nbest N) in it "
+                           "or in its logdir/output.*/", path=decode_dir, got="none")
     return found
+
+
+ESPNET_TOKEN_TYPES = ("bpe", "char", "word")
+
+
+def espnet_tokens2text(tokens: Sequence[str], token_type: str) -> str:
+    """The text ESPnet's tokenizer makes of tokens (``tokens2text`` of espnet2/text/):
+    bpe: sentencepiece's DecodePieces (the pieces joined, '▁' a space, no leading space);
+    char: CharTokenizer (``<space>`` a space, the rest joined); word: WordTokenizer (a space
+    between)."""
+    if token_type == "bpe":
+        return "".join(tokens).replace("\u2581", " ").lstrip(" ")
+    if token_type == "char":
+        return "".join(" " if t == "<space>" else t for t in tokens)
+    if token_type == "word":
+        return " ".join(tokens)
+    raise ValueError(f"token_type must be one of {ESPNET_TOKEN_TYPES}")
+
+
+def _espnet_words(d: Path, tokens: Optional[str]):
+    """(keys, words, lines) of an <n>best_recog folder: its 'text', or its 'token' joined."""
+    from rescore.io.kaldi import read_text_table
+
+    if tokens is None:
+        if not (d / "text").is_file():
+            hint = (" (ESPnet writes only 'token' without a tokenizer: --espnet-tokens bpe|char|word joins them)"
+                    if (d / "token").is_file() else "")
+            raise RescoreError("a file 'text'" + hint, path=d, got="none")
+        t = read_text_table(d / "text", "tokens")
+        return t.keys, t.values, t.lines
+    if not (d / "token").is_file():
+        raise RescoreError("a file 'token' (--espnet-tokens)", path=d, got="none")
+    t = read_text_table(d / "token", "tokens")
+    return t.keys, [espnet_tokens2text(v, tokens).split() for v in t.values], t.lines
 
 
 def _espnet_scores(path: Path) -> Dict[str, Tuple[float, int]]:
@@ -153,47 +213,47 @@ def _espnet_score_files(d: Path) -> List[str]:
     return ["score", *sorted(p.name for p in d.glob("score_*") if p.is_file())]
 
 
-def read_espnet(decode_dir: PathLike) -> NbestTable:
+def read_espnet(decode_dir: PathLike, tokens: Optional[str] = None, speaker: Optional[int] = None) -> NbestTable:
     """An ESPnet decode dir's N-best (module doc) as a table with column pass1 (= -score), and
-    a column <name> (= -score) for each optional per-scorer file ``score_<name>``."""
+    a column <name> (= -score) for each optional per-scorer file ``score_<name>``. tokens:
+    bpe|char|word, the words from ``token`` (espnet_tokens2text) instead of ``text``; speaker:
+    k of a multi-speaker decode."""
     from rescore.io.interchange import check_columns
-    from rescore.io.kaldi import read_text_table
 
     decode_dir = Path(decode_dir)
-    if decode_dir.is_file() or (not any(decode_dir.glob("*best_recog")) and (decode_dir / "data.json").is_file()
+    if decode_dir.is_file() or (not any(decode_dir.glob("*best_recog*")) and (decode_dir / "data.json").is_file()
                                 and not (decode_dir / "logdir").is_dir()):
         return read_espnet1(decode_dir if decode_dir.is_file() else decode_dir / "data.json")
     utts: Dict[str, Utterance] = {}
     files: Optional[List[str]] = None
-    for job, dirs in _espnet_dirs(decode_dir):
+    for job, dirs in _espnet_dirs(decode_dir, speaker):
         if 1 not in dirs:
             raise RescoreError("a 1best_recog folder", path=job, got=f"only {min(dirs)}best_recog and on")
         for n in sorted(dirs):
             d = dirs[n]
-            if not (d / "text").is_file():
-                raise RescoreError("a file 'text'", path=d, got="none")
+            keys, values, lines = _espnet_words(d, tokens)
             found = _espnet_score_files(d)
             if files is None:
                 files, first = found, d
                 check_columns([f[len("score_"):] for f in files[1:]], path=d, line=None)
             if found != files:
                 raise RescoreError(f"the score files of {first} ({', '.join(files)})", path=d, got=", ".join(found))
-            text = read_text_table(d / "text", "tokens")
             scores = [_espnet_scores(d / f) for f in files]
-            for key, words, line in zip(text.keys, text.values, text.lines):
+            source = d / ("text" if tokens is None else "token")
+            for key, words, line in zip(keys, values, lines):
                 for f, sc in zip(files, scores):
                     if key not in sc:
-                        raise RescoreError(f"a score for '{key}' (as in {d / 'text'})", path=d / f, got="none")
+                        raise RescoreError(f"a score for '{key}' (as in {source})", path=d / f, got="none")
                 u = utts.setdefault(key, Utterance(key, [])) if n == 1 else utts.get(key)
                 if u is None or len(u.hyps) != n - 1:
                     raise RescoreError(f"hypotheses 1..{n - 1} of '{key}' before this one (in the lower "
-                                       f"<n>best_recog folders of {job})", path=d / "text", line=line, got=key)
+                                       f"<n>best_recog folders of {job})", path=source, line=line, got=key)
                 u.hyps.append(Hypothesis(n, list(words), tuple(-sc[key][0] for sc in scores), (None,) * len(files),
                                          line))
             for f, sc in zip(files, scores):
-                extra = set(sc) - set(text.keys)
+                extra = set(sc) - set(keys)
                 if extra:
-                    raise RescoreError(f"only utterances of {d / 'text'}", path=d / f, got=sorted(extra)[0])
+                    raise RescoreError(f"only utterances of {source}", path=d / f, got=sorted(extra)[0])
     log.info("%s: %d utterances, %d hypotheses (ESPnet)", decode_dir, len(utts),
              sum(len(u.hyps) for u in utts.values()))
     columns = (FIRST_PASS, *(f[len("score_"):] for f in (files or ["score"])[1:]))
@@ -278,7 +338,7 @@ def read_icefall(path: PathLike) -> NbestTable:
     """An icefall N-best dump (module doc) as a table: a column per ``<name>_scores`` (negated)."""
     path = Path(path)
     columns: Optional[Tuple[str, ...]] = None
-    utts, refs, seen = [], {}, {}
+    utts, refs, seen, reordered = [], {}, {}, []
     for line, obj in _json_lines(path):
         if not isinstance(obj, dict) or not isinstance(obj.get("cut_id"), str) or not isinstance(obj.get("hyps"), list):
             raise RescoreError("an object with 'cut_id' (a string) and 'hyps' (a list)", path=path, line=line)
@@ -303,16 +363,28 @@ def read_icefall(path: PathLike) -> NbestTable:
                 isinstance(x, (int, float)) and not isinstance(x, bool) and parse_score(repr(float(x))) is not None
                 for x in v)
             if not ok:
+                inf = isinstance(v, list) and any(x is None for x in v)
                 raise RescoreError(f"'{c}_scores': {n} finite numbers (one per hypothesis)", path=path, line=line,
-                                   got=str(v)[:60])
+                                   got=str(v)[:60] + (" (-Infinity: a path that G does not accept; "
+                                                      "rescore.io.icefall.write_nbest drops or clamps those)"
+                                                      if inf else ""))
             cols.append([-float(x) for x in v])
         hyps = [Hypothesis(k + 1, _words(h, path, line, "a hypothesis"), tuple(col[k] for col in cols),
                            (None,) * len(cols), line) for k, h in enumerate(obj["hyps"])]
+        first_pass = [sum(h.scores) for h in hyps]
+        if first_pass[0] > min(first_pass):
+            order = sorted(range(n), key=first_pass.__getitem__)  # stable: ties keep the dump's order
+            hyps = [replace(hyps[k], rank=r + 1) for r, k in enumerate(order)]
+            reordered.append(cut)
         utts.append(Utterance(cut, hyps))
         if "ref" in obj:
             refs[cut] = _words(obj["ref"], path, line, "'ref'")
     if columns is None:
         raise RescoreError("at least one cut", path=path, got="an empty file")
+    if reordered:
+        log.warning("%s: %d of %d cuts (first: %s) did not list the best path by the first pass (the sum of %s) "
+                    "first, as k2's Nbest keeps paths in the order of a hash of their words; ranked them by it",
+                    path, len(reordered), len(utts), reordered[0], " + ".join(f"{c}_scores" for c in columns))
     if refs and len(refs) != len(utts):
         raise RescoreError("a 'ref' in every object or in none", path=path, got=f"{len(refs)} of {len(utts)}")
     return NbestTable(str(path), columns, utts, refs or None)
@@ -322,58 +394,123 @@ def read_icefall(path: PathLike) -> NbestTable:
 # NeMo
 
 
-def _nemo_manifest(manifest: Path) -> List[Tuple[str, List[str]]]:
-    """[(utterance id, reference words)] in manifest order."""
-    out, seen = [], {}
+def nemo_text_processing(text: str, steps: Sequence[str] = (), marks: str = ".,?") -> str:
+    """NeMo's ``apply_text_processing`` (eval_beamsearch_ngram_ctc.py, with
+    ``PunctuationCapitalization`` of transcribe_utils.py) on one text: ``steps`` among
+    NEMO_TEXT_PROCESSING (``text_processing.do_lowercase``, ``rm_punctuation``,
+    ``separate_punctuation``), applied in NeMo's order; ``marks``: ``punctuation_marks``."""
+    bad = [x for x in steps if x not in NEMO_TEXT_PROCESSING]
+    if bad:
+        raise ValueError(f"text processing steps are {NEMO_TEXT_PROCESSING}, got {bad}")
+    punct = re.compile(f"([{''.join(marks)}])") if marks else None
+    extra_space = re.compile(r"\s{2,}")
+    if "lowercase" in steps:
+        text = text.lower()
+    if "rm_punctuation" in steps and punct is not None:
+        text = extra_space.sub(" ", punct.sub(" ", text)).strip()
+    if "separate_punctuation" in steps and punct is not None:
+        text = extra_space.sub(" ", punct.sub(r" \1 ", text)).strip()
+    return text
+
+
+def nemo_manifest(manifest: PathLike) -> List[Tuple[str, dict, int]]:
+    """[(utterance id, entry, line)] of a NeMo manifest in its order (module doc: the ids)."""
+    manifest = Path(manifest)
+    entries = []
     for line, obj in _json_lines(manifest):
         if not isinstance(obj, dict) or not isinstance(obj.get("audio_filepath"), str):
             raise RescoreError("a manifest object with 'audio_filepath'", path=manifest, line=line)
-        utt = Path(obj["audio_filepath"]).stem
+        off = obj.get("offset", 0) or 0
+        if not isinstance(off, (int, float)) or isinstance(off, bool) or not off >= 0:
+            raise RescoreError("'offset': a number of seconds >= 0", path=manifest, line=line, got=str(off))
+        entries.append((Path(obj["audio_filepath"]).stem, obj, line))
+    stems = [stem for stem, _, _ in entries]
+    segmented = len(set(stems)) < len(stems)
+    out, seen = [], {}
+    for stem, obj, line in entries:
+        utt = f"{stem}-{round(100 * (obj.get('offset', 0) or 0)):07d}" if segmented else stem
         if not utt or any(c.isspace() for c in utt) or utt in seen:
-            raise RescoreError("audio file names (the utterance ids) without whitespace, each once" +
-                               (f" (also at line {seen[utt]})" if utt in seen else ""), path=manifest, line=line,
-                               got=obj["audio_filepath"])
+            what = ("audio file names (the utterance ids) without whitespace, each once, or segments of one "
+                    "file at different offsets")
+            raise RescoreError(what + (f" (also at line {seen[utt]})" if utt in seen else ""), path=manifest,
+                               line=line, got=obj["audio_filepath"])
         seen[utt] = line
-        text = obj.get("text")
-        out.append((utt, text.split() if isinstance(text, str) else None))
+        out.append((utt, obj, line))
     return out
 
 
-def read_nemo(preds_tsv: PathLike, manifest: PathLike, beam_size: Optional[int] = None) -> NbestTable:
-    """NeMo's beam-search candidates (module doc) as a table with column pass1 (= -score);
-    beam_size: B, by default from the file name ``preds_out_size<B>_alpha<a>_beta<b>.tsv``."""
-    preds_tsv, manifest = Path(preds_tsv), Path(manifest)
-    m = _NEMO_NAME.match(preds_tsv.name)
-    if beam_size is None:
-        if m is None:
-            raise RescoreError("NeMo's file name preds_out_size<B>_alpha<a>_beta<b>.tsv (B: the candidates per "
-                               "utterance)", path=preds_tsv, got=preds_tsv.name)
-        beam_size = int(m.group(1))
+def nemo_beam_width(preds_tsv: PathLike) -> Optional[int]:
+    """W of a NeMo predictions file's name (module doc), None for another name; 1 for the
+    transducer script's greedy_batch."""
+    name = Path(preds_tsv).name
+    m = _NEMO_CTC_NAME.match(name)
     if m is not None:
-        log.info("%s: beam size %s, alpha %s, beta %s (NeMo)", preds_tsv, *m.groups())
-    ids = _nemo_manifest(manifest)
+        return int(m.group(1))
+    m = _NEMO_RNNT_NAME.match(name)
+    if m is not None:
+        return 1 if m.group(1) == "greedy_batch" else int(m.group(2))
+    return None
+
+
+def _nemo_blocks(scores: List[float], num_utts: int, width: Optional[int], path: Path, manifest: Path) -> List[int]:
+    """The number of candidates of each utterance (module doc)."""
+    total = len(scores)
+    if width is not None and width < 1:
+        raise RescoreError("a beam width >= 1", path=path, got=str(width))
+    if width is not None and total == width * num_utts:
+        return [width] * num_utts
+    if total == num_utts:
+        return [1] * num_utts
+    most = f"at most {width * num_utts} (" if width is not None else "("
+    if total < num_utts or (width is not None and total > width * num_utts):
+        raise RescoreError(f"1 to {width or 'W'} candidates for each of the {num_utts} utterances of {manifest} "
+                           f"({num_utts} to {most}beam width {width or 'W'}) lines)", path=path,
+                           got=f"{total} lines")
+    cuts = [i for i in range(1, total) if scores[i] > scores[i - 1]]
+    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, total])]
+    if len(sizes) == num_utts and (width is None or max(sizes) <= width):
+        return sizes
+    raise RescoreError(
+        f"lines that split into the {num_utts} utterances of {manifest}: NeMo writes no utterance ids, so with "
+        f"fewer than {width or 'W'} (the beam width) candidates for some utterances an utterance can only start where "
+        f"a score rises above the one before it; that gives {len(sizes)} blocks"
+        + (f" (the largest {max(sizes)} lines)" if width is not None and max(sizes) > width else ""),
+        path=path, got=f"{total} lines")
+
+
+def read_nemo(preds_tsv: PathLike, manifest: PathLike, beam_size: Optional[int] = None,
+              text_processing: Sequence[str] = (), punctuation_marks: str = ".,?") -> NbestTable:
+    """NeMo's beam-search candidates (module doc) as a table with column pass1 (= -score);
+    beam_size: W, by default from the file name (nemo_beam_width); text_processing: NeMo's
+    normalisation of the references (nemo_text_processing)."""
+    preds_tsv, manifest = Path(preds_tsv), Path(manifest)
+    if beam_size is None:
+        beam_size = nemo_beam_width(preds_tsv)
+    log.info("%s: beam width %s (NeMo)", preds_tsv, beam_size if beam_size is not None else "unknown")
+    ids = nemo_manifest(manifest)
     try:
         lines = preds_tsv.read_text(encoding="utf-8").split("\n")
     except (OSError, UnicodeDecodeError) as e:
         raise RescoreError("a readable UTF-8 file", path=preds_tsv, got=str(e)) from None
     if lines and lines[-1] == "":
         lines.pop()
-    if beam_size < 1 or len(lines) != beam_size * len(ids):
-        raise RescoreError(f"{beam_size} candidates for each of the {len(ids)} utterances of {manifest} "
-                           f"({beam_size * len(ids)} lines)", path=preds_tsv, got=f"{len(lines)} lines")
-    utts = []
-    for i, (utt, _) in enumerate(ids):
-        hyps = []
-        for k in range(beam_size):
-            lineno = i * beam_size + k + 1
-            text, sep, score = lines[lineno - 1].rpartition("\t")
-            x = _number(score) if sep else None
-            if x is None:
-                raise RescoreError("'text<TAB>score' with a finite score", path=preds_tsv, line=lineno,
-                                   got=lines[lineno - 1][:60])
-            hyps.append(Hypothesis(k + 1, text.split(), (-x,), (None,), lineno))
-        utts.append(Utterance(utt, hyps))
-    refs = {u: r for u, r in ids if r is not None}
+    parsed = []
+    for lineno, line in enumerate(lines, 1):
+        text, sep, score = line.rpartition("\t")
+        x = _number(score) if sep else None
+        if x is None:
+            raise RescoreError("'text<TAB>score' with a finite score", path=preds_tsv, line=lineno, got=line[:60])
+        parsed.append((text.split(), x, lineno))
+    sizes = _nemo_blocks([x for _, x, _ in parsed], len(ids), beam_size, preds_tsv, manifest)
+    utts, k = [], 0
+    for (utt, _, _), n in zip(ids, sizes):
+        utts.append(Utterance(utt, [Hypothesis(r + 1, w, (-x,), (None,), ln)
+                                    for r, (w, x, ln) in enumerate(parsed[k:k + n])]))
+        k += n
+    if len(set(sizes)) > 1:
+        log.info("%s: %d to %d candidates per utterance", preds_tsv, min(sizes), max(sizes))
+    refs = {u: nemo_text_processing(e["text"], text_processing, punctuation_marks).split()
+            for u, e, _ in ids if isinstance(e.get("text"), str)}
     return NbestTable(str(preds_tsv), (FIRST_PASS,), utts, refs if len(refs) == len(ids) else None)
 
 
@@ -385,3 +522,15 @@ def input_format(path: PathLike, fmt: str = "auto") -> str:
     if fmt != "auto":
         return fmt
     return "interchange" if Path(path).is_file() else "kaldi"
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How to read another recognizer's output (the readers' own options; docs/ecosystems.md)."""
+
+    nemo_beam: Optional[int] = None  # W where the file name does not give it
+    nemo_text_processing: Tuple[str, ...] = ()  # NeMo's normalisation of the references
+    nemo_punctuation_marks: str = ".,?"
+    espnet_tokens: Optional[str] = None  # bpe | char | word: join ESPnet's 'token' without a 'text'
+    speaker: Optional[int] = None  # ESPnet multi-speaker: read speaker k's <n>best_recog_spk<k>
+

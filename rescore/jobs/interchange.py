@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from rescore.errors import OptionError, RescoreError, check
 from rescore.nbest.interp import Params
-from rescore.io.ecosystems import FORMATS, KALDI_COLUMNS
+from rescore.io.ecosystems import FORMATS, KALDI_COLUMNS, ReadOptions
 from rescore.io.outdir import MANIFEST_NAME, OutputSet
 from rescore.jobs.nbest import NBEST_OUTPUTS, NbestJob
 
@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 
 ADDED = ("nn", "total")  # the columns scores.tsv adds
 OUTPUTS = (*NBEST_OUTPUTS, "scores.tsv")
+# --write-format's files of an earlier run (icefall's depend on the input's name: not listed)
+KNOWN_FORMAT_FILES = ("score", "1best_recog/text", "1best_recog/score", "preds_rescored.tsv",
+                      "manifest_rescored.json")
 
 
 def parse_score_weights(specs: Sequence[str], option: str = "--score-weight") -> Dict[str, float]:
@@ -109,6 +112,8 @@ class InterchangeJob(NbestJob):
     fmt: str = "interchange"
     score_weights: Mapping[str, float] = field(default_factory=dict)
     manifest: Optional[str] = None  # NeMo's
+    read_options: ReadOptions = ReadOptions()
+    write_format: Optional[str] = None  # rescore.io.results.WRITE_FORMATS: the result in that format too
 
     def __post_init__(self):
         others = [f for f in FORMATS if f != "kaldi"]
@@ -118,7 +123,18 @@ class InterchangeJob(NbestJob):
         if self.fmt == "nemo" and self.manifest is None:
             raise OptionError("--manifest (NeMo's manifest of the decoded set) with --format nemo",
                               option="--manifest")
+        check(self.write_format != "nemo" or self.fmt == "nemo", "--format nemo (NeMo's files follow its manifest)",
+              "--write-format", self.write_format)
         super().__post_init__()
+
+    def written_format_names(self) -> List[str]:
+        """The files of --write-format (rescore.io.results); ESPnet's 'text' is OUT_DIR/text."""
+        from rescore.io.results import icefall_test_set, names_for
+
+        if self.write_format is None:
+            return []
+        names = names_for(self.write_format, icefall_test_set(self.nbest_dir))
+        return [n for n in names if n != "text"]
 
     def inputs(self) -> List[Path]:
         p = Path(self.nbest_dir)
@@ -130,7 +146,7 @@ class InterchangeJob(NbestJob):
         return files + [Path(m) for m in (self.manifest,) if m is not None] + super().inputs()
 
     def outputs(self, with_refs: bool = True) -> List[str]:
-        names = ["text", "scores.tsv"]
+        names = ["text", "scores.tsv", *self.written_format_names()]
         if self.models or len(self.nn_costs) > 1:
             names.append("lmwt.nn")
         if len(self.models) > 1:
@@ -143,16 +159,19 @@ class InterchangeJob(NbestJob):
 
     def settings(self) -> dict:
         return dict(super().settings(), format=self.fmt, manifest=self.manifest,
-                    score_weights=dict(self.score_weights))
+                    score_weights=dict(self.score_weights), read_options=asdict(self.read_options),
+                    write_format=self.write_format)
 
     def output_set(self, with_refs: bool = True) -> OutputSet:
-        return OutputSet(self.out_dir, self.outputs(with_refs), self.inputs(), known=OUTPUTS,
+        return OutputSet(self.out_dir, self.outputs(with_refs), self.inputs(), known=[*OUTPUTS, *KNOWN_FORMAT_FILES],
                          settings=self.settings(), split=self.split)
 
 
-def write_scores(out: OutputSet, arrays, params: Params, table) -> Path:
+def write_scores(out: OutputSet, arrays, params: Params, table, job: Optional[InterchangeJob] = None,
+                 refs=None) -> Path:
     """OUT_DIR/scores.tsv: the input's table (the utterances of the set, e.g. a --split job's)
-    with the NN LM cost and the total of each hypothesis (arrays: rescore.nbest.combine.CostArrays)."""
+    with the NN LM cost and the total of each hypothesis (arrays: rescore.nbest.combine.CostArrays);
+    with the job's --write-format, that format's files too (rescore.io.results)."""
     from rescore.io.interchange import with_columns, write_nbest_table
 
     ranks = [tuple(k.rsplit("-", 1)) for k in arrays.keys]
@@ -160,6 +179,16 @@ def write_scores(out: OutputSet, arrays, params: Params, table) -> Path:
     kept = replace(table, utterances=[u for u in table.utterances if (u.id, 1) in added])
     path = out.path("scores.tsv")
     write_nbest_table(path, with_columns(kept, ADDED, added, str(path)))
+    if job is not None and job.write_format is not None:
+        from rescore.io.files import atomic_output
+        from rescore.io.results import files_for
+
+        costs = {k: v[1] for k, v in added.items()}
+        files = files_for(job.write_format, kept, costs, manifest=job.manifest, refs=refs)
+        for name in job.written_format_names():
+            with atomic_output(out.path(name), "w") as f:
+                f.write(files[name])
+        log.info("wrote %s (%s)", ", ".join(job.written_format_names()), job.write_format)
     return path
 
 
@@ -168,7 +197,7 @@ def rescore_table(job: InterchangeJob) -> Optional[dict]:
     from rescore.nbest.tables import load_table
     from rescore.jobs.nbest import split_share, write_rescored
 
-    table = load_table(job.nbest_dir, job.fmt, job.manifest)
+    table = load_table(job.nbest_dir, job.fmt, job.manifest, options=job.read_options)
     for c in ADDED:
         if c in table.columns:
             raise RescoreError(f"no score column '{c}' (rescore-nbest adds {' and '.join(ADDED)} to scores.tsv)",
@@ -180,10 +209,14 @@ def rescore_table(job: InterchangeJob) -> Optional[dict]:
              f" + {job.params.weight:g} * nn" if job.num_models else "")
     nbest = to_nbest_set(table, weights, is_kaldi_default(table.columns, job.score_weights), job.data_dir,
                          job.allow_missing)
+    if job.write_format == "icefall" and nbest.refs is None:
+        raise OptionError("references (the dump's 'ref', or --data-dir with a 'text') for icefall's recogs and errs "
+                          "files", option="--write-format", got="icefall")
     if job.split is not None:
         k, n = job.split
         nbest = nbest.subset(split_share([c.id for c in nbest.conversations], k, n, job.scoring.conv_batch))
     job = replace(job, extra_report=dict(job.extra_report, input=job.nbest_dir, format=job.fmt,
                                          score_weights=weights))
     with job.output_set(nbest.refs is not None) as out:
-        return write_rescored(out, job, nbest, lambda out, arrays: write_scores(out, arrays, job.params, table))
+        return write_rescored(out, job, nbest, lambda out, arrays: write_scores(out, arrays, job.params, table, job,
+                                                                                nbest.refs))

@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Dict, Optional, Tuple
 
 from rescore.errors import RescoreError
-from rescore.io.ecosystems import (FORMATS, KALDI_COLUMNS, PathLike, input_format, read_espnet, read_icefall,
-                                   read_nemo)
+from rescore.io.ecosystems import (FORMATS, KALDI_COLUMNS, PathLike, ReadOptions, input_format, read_espnet,
+                                   read_icefall, read_nemo)
 from rescore.io.interchange import Hypothesis, NbestTable, Utterance, parse_score, read_nbest_table
 from rescore.io.kaldi import read_text_table
 from rescore.nbest.sets import find_archive, load_nbest_dir
@@ -48,19 +48,21 @@ def kaldi_to_table(nbest_dir: PathLike, words_txt: Optional[PathLike] = None) ->
 
 
 def load_table(path: PathLike, fmt: str = "auto", manifest: Optional[PathLike] = None,
-               words_txt: Optional[PathLike] = None) -> NbestTable:
-    """Read any input of rescore-nbest as a table (FORMATS; manifest: NeMo's)."""
+               words_txt: Optional[PathLike] = None, options: ReadOptions = ReadOptions()) -> NbestTable:
+    """Read any input of rescore-nbest as a table (FORMATS; manifest: NeMo's; options: the
+    readers' own, rescore.io.ecosystems.ReadOptions)."""
     fmt = input_format(path, fmt)
     if fmt == "interchange":
         return read_nbest_table(path)
     if fmt == "kaldi":
         return kaldi_to_table(path, words_txt)
     if fmt == "espnet":
-        return read_espnet(path)
+        return read_espnet(path, tokens=options.espnet_tokens, speaker=options.speaker)
     if fmt == "icefall":
         return read_icefall(path)
     if fmt == "nemo":
         if manifest is None:
             raise RescoreError("the NeMo manifest of the decoded set (--manifest)", path=path)
-        return read_nemo(path, manifest)
+        return read_nemo(path, manifest, options.nemo_beam, options.nemo_text_processing,
+                         options.nemo_punctuation_marks)
     raise ValueError(f"format must be one of {FORMATS}")
