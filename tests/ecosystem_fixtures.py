@@ -90,6 +90,7 @@ def make_espnet(d: Path) -> None:
     job = {"mix-1": [[r("HELLO THERE", -2.0), r("HELLO THEIR", -2.5)], [r("GOOD DAY", -1.5), r("GOOD DAYS", -3.0)]],
            "mix-2": [[r("YES", -0.5)], [r("NO", -0.75), r("KNOW", -1.0)]]}
     ew.espnet_decode(d / "decode_enh_nbest2" / "test", [job], nbest=2, enh_s2t_task=True)
+    ew.espnet_decode(d / "decode_multi_nbest2" / "test", [job], nbest=2, num_spk=2)
     (d / "data" / "test_clean").mkdir(parents=True, exist_ok=True)
     (d / "data" / "test_clean" / "text").write_text("utt-a THE CAT SAT\nutt-b A DOG\nutt-c HELLO\n")
 

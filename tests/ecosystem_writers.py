@@ -133,27 +133,58 @@ def espnet_write(writer: DatadirWriter, key: str, results, nbest: int, enh_s2t_t
                 ibest_writer["text"][key] = text
 
 
-def asr_sh_merge(logdir: Path, out_dir: Path, nj: int) -> None:
-    """asr.sh's merge of the jobs' 1-best (stage 12): ``for f in token token_int score text; do
-    if [ -f "${_logdir}/output.1/1best_recog/${f}" ]; then for i in $(seq "${_nj}"); do cat
-    "${_logdir}/output.${i}/1best_recog/${f}"; done | sort -k1 >"${_dir}/${f}"; fi; done`` (in
-    the C locale)."""
-    for f in ("token", "token_int", "score", "text"):
-        if (logdir / "output.1" / "1best_recog" / f).is_file():
-            lines = []
-            for i in range(1, nj + 1):
-                lines += (logdir / f"output.{i}" / "1best_recog" / f).read_text(encoding="utf-8").splitlines(True)
-            (out_dir / f).write_text("".join(sorted(lines)), encoding="utf-8")
+def espnet_write_multi_asr(writer: DatadirWriter, key: str, results, nbest: int) -> None:
+    """Multi-speaker ASR (``num_inf`` > 1): per speaker i, files ``token_spk{i}``,
+    ``token_int_spk{i}``, ``score_spk{i}``, ``text_spk{i}`` in ``{n}best_recog``. NOT reproduced
+    from asr_inference.py (that revision is not at hand): the names are those asr.sh at
+    f48416ba0743fec8ca65fd0041ca2c750b09d346 merges and scores (``${f}${suffix}``, suffix
+    ``_spk{i}``), the writing that of the single-speaker code above."""
+    for spk, ret in enumerate(results, 1):
+        for n, (text, token, token_int, hyp) in zip(range(1, nbest + 1), ret):
+            ibest_writer = writer[f"{n}best_recog"]
+            ibest_writer[f"token_spk{spk}"][key] = " ".join(token)
+            ibest_writer[f"token_int_spk{spk}"][key] = " ".join(map(str, token_int))
+            ibest_writer[f"score_spk{spk}"][key] = str(hyp.score)
+            if text is not None:
+                ibest_writer[f"text_spk{spk}"][key] = text
 
 
-def espnet_decode(decode_dir: Path, jobs, nbest: int, enh_s2t_task: bool = False) -> None:
-    """A decode dir as asr.sh leaves it: jobs = [{key: results}] (one per job, in order)."""
+def asr_sh_merge(logdir: Path, out_dir: Path, nj: int, ref_text_files=("text",)) -> None:
+    """egs2/TEMPLATE/asr1/asr.sh at f48416ba0743fec8ca65fd0041ca2c750b09d346, stage 12, "4.
+    Concatenates the output files from each jobs" (``sort -k1`` in the C locale)::
+
+        for ref_txt in ${ref_text_files[@]}; do
+            suffix=$(echo ${ref_txt} | sed 's/text//')
+            for f in token token_int score text; do
+                if [ -f "${_logdir}/output.1/1best_recog/${f}${suffix}" ]; then
+                    for i in $(seq "${_nj}"); do
+                        cat "${_logdir}/output.${i}/1best_recog/${f}${suffix}"
+                    done | sort -k1 >"${_dir}/${f}${suffix}"
+    """
+    for ref_txt in ref_text_files:
+        suffix = ref_txt.replace("text", "", 1)
+        for f in ("token", "token_int", "score", "text"):
+            if (logdir / "output.1" / "1best_recog" / f"{f}{suffix}").is_file():
+                lines = []
+                for i in range(1, nj + 1):
+                    lines += (logdir / f"output.{i}" / "1best_recog" / f"{f}{suffix}").read_text(
+                        encoding="utf-8").splitlines(True)
+                (out_dir / f"{f}{suffix}").write_text("".join(sorted(lines)), encoding="utf-8")
+
+
+def espnet_decode(decode_dir: Path, jobs, nbest: int, enh_s2t_task: bool = False, num_spk: int = 0) -> None:
+    """A decode dir as asr.sh leaves it: jobs = [{key: results}] (one per job, in order);
+    num_spk: multi-speaker ASR's speakers (espnet_write_multi_asr)."""
     for j, job in enumerate(jobs, 1):
         with DatadirWriter(decode_dir / "logdir" / f"output.{j}") as writer:
             for key, results in job.items():
-                espnet_write(writer, key, results, nbest, enh_s2t_task)
+                if num_spk:
+                    espnet_write_multi_asr(writer, key, results, nbest)
+                else:
+                    espnet_write(writer, key, results, nbest, enh_s2t_task)
     if not enh_s2t_task:
-        asr_sh_merge(decode_dir / "logdir", decode_dir, len(jobs))
+        refs = [f"text_spk{i}" for i in range(1, num_spk + 1)] if num_spk else ["text"]
+        asr_sh_merge(decode_dir / "logdir", decode_dir, len(jobs), refs)
 
 
 def espnet_result(words: str, score, token_type: str = "word", with_text: bool = True):

@@ -17,8 +17,9 @@ small example of each, in the recognizer's own layout):
   ``, device='cuda:0'`` when decoded on a GPU) or of a float. Column ``pass1`` = -score.
   Without a tokenizer (``token_type`` none, or bpe without a model) ``asr_inference.py`` writes no
   ``text``, only ``token``: ``espnet_tokens`` joins the tokens as ESPnet's tokenizer would
-  (:func:`espnet_tokens2text`). A multi-speaker decode (``--enh_s2t_task true``) writes
-  ``<n>best_recog_spk<k>/`` folders instead: ``speaker`` = k reads speaker k's.
+  (:func:`espnet_tokens2text`). A multi-speaker decode writes ``<n>best_recog_spk<k>/`` folders
+  (``--enh_s2t_task true``) or ``text_spk<k>``/``score_spk<k>`` files in ``<n>best_recog/``
+  (multi-speaker ASR, as ``asr.sh`` merges and scores them): ``speaker`` = k reads speaker k's.
   ESPnet writes no per-scorer scores; where a patched ``asr_inference.py`` also writes
   ``score_<name>`` files of the same form (``hyp.scores``: ``score_decoder``, ``score_ctc``,
   ``score_lm``, ...; docs/ecosystems.md), each becomes column ``<name>`` = -score.
@@ -129,11 +130,11 @@ def table_to_kaldi(table: NbestTable, out_dir: PathLike, words_txt: Optional[Pat
 # ESPnet
 
 
-def _espnet_dirs(decode_dir: Path, speaker: Optional[int] = None) -> List[Tuple[str, Dict[int, Path]]]:
-    """[(job name, {n: <n>best_recog dir})] in job order; speaker k: the <n>best_recog_spk<k> dirs."""
-    suffix = "" if speaker is None else f"_spk{speaker}"
-
-    def nbest_dirs(d: Path, suffix: str = suffix) -> Dict[int, Path]:
+def _espnet_dirs(decode_dir: Path, speaker: Optional[int] = None) -> Tuple[List[Tuple[str, Dict[int, Path]]], str]:
+    """([(job name, {n: <n>best_recog dir})] in job order, the suffix of the file names). Speaker
+    k: the <n>best_recog_spk<k> dirs (enh_s2t_task), else the files text_spk<k>, score_spk<k>
+    of the <n>best_recog dirs (multi-speaker ASR, as asr.sh merges and scores them)."""
+    def nbest_dirs(d: Path, suffix: str) -> Dict[int, Path]:
         out = {}
         for p in d.glob(f"*best_recog{suffix}"):
             m = re.fullmatch(rf"(\d+)best_recog{suffix}", p.name)
@@ -143,18 +144,29 @@ def _espnet_dirs(decode_dir: Path, speaker: Optional[int] = None) -> List[Tuple[
 
     jobs = sorted((p for p in (decode_dir / "logdir").glob("output.*") if p.is_dir() and p.suffix[1:].isdigit()),
                   key=lambda p: int(p.suffix[1:]))
-    found = [(str(j), nbest_dirs(j)) for j in jobs]
-    found = [(j, d) for j, d in found if d]
-    if not found and nbest_dirs(decode_dir):
-        found = [(str(decode_dir), nbest_dirs(decode_dir))]
+
+    def find(suffix: str):
+        found = [(str(j), nbest_dirs(j, suffix)) for j in jobs]
+        found = [(j, d) for j, d in found if d]
+        if not found and nbest_dirs(decode_dir, suffix):
+            found = [(str(decode_dir), nbest_dirs(decode_dir, suffix))]
+        return found
+
+    spk = f"_spk{speaker}" if speaker is not None else ""
+    found, file_suffix = find(spk), ""
+    if not found and speaker is not None:
+        found, file_suffix = find(""), spk
+        if found and not any((d / f"score{spk}").is_file() for _, dirs in found for d in dirs.values()):
+            raise RescoreError(f"speaker {speaker}'s output: <n>best_recog_spk{speaker}/ folders or "
+                               f"<n>best_recog/score_spk{speaker} files", path=decode_dir, got="none")
     if not found:
-        spk = sorted({p.name.rpartition("_spk")[2] for d in (decode_dir, *jobs) for p in d.glob("*best_recog_spk*")})
-        if speaker is None and spk:
+        spks = sorted({p.name.rpartition("_spk")[2] for d in (decode_dir, *jobs) for p in d.glob("*best_recog_spk*")})
+        if speaker is None and spks:
             raise RescoreError(f"a single-speaker decode dir; this one is multi-speaker (<n>best_recog_spk<k>/, "
-                               f"speakers {', '.join(spk)}): choose one with --speaker", path=decode_dir)
-        raise RescoreError(f"an ESPnet decode dir: <n>best_recog{suffix}/ folders (asr_inference.py --nbest N) in it "
+                               f"speakers {', '.join(spks)}): choose one with --speaker", path=decode_dir)
+        raise RescoreError(f"an ESPnet decode dir: <n>best_recog{spk}/ folders (asr_inference.py --nbest N) in it "
                            "or in its logdir/output.*/", path=decode_dir, got="none")
-    return found
+    return found, file_suffix
 
 
 ESPNET_TOKEN_TYPES = ("bpe", "char", "word")
@@ -174,21 +186,27 @@ def espnet_tokens2text(tokens: Sequence[str], token_type: str) -> str:
     raise ValueError(f"token_type must be one of {ESPNET_TOKEN_TYPES}")
 
 
-def _espnet_words(d: Path, tokens: Optional[str]):
-    """(keys, words, lines) of an <n>best_recog folder: its 'text', or its 'token' joined."""
+def _espnet_words(d: Path, tokens: Optional[str], sfx: str = ""):
+    """(keys, words, lines, path) of an <n>best_recog folder: its 'text', or its 'token' joined
+    (sfx: the files' suffix, _spk<k>)."""
     from rescore.io.kaldi import read_text_table
 
     if tokens is None:
-        if not (d / "text").is_file():
+        p = d / f"text{sfx}"
+        if not p.is_file():
+            spks = sorted(q.name[len("text_spk"):] for q in d.glob("text_spk*"))
             hint = (" (ESPnet writes only 'token' without a tokenizer: --espnet-tokens bpe|char|word joins them)"
-                    if (d / "token").is_file() else "")
-            raise RescoreError("a file 'text'" + hint, path=d, got="none")
-        t = read_text_table(d / "text", "tokens")
-        return t.keys, t.values, t.lines
-    if not (d / "token").is_file():
-        raise RescoreError("a file 'token' (--espnet-tokens)", path=d, got="none")
-    t = read_text_table(d / "token", "tokens")
-    return t.keys, [espnet_tokens2text(v, tokens).split() for v in t.values], t.lines
+                    if (d / f"token{sfx}").is_file() else
+                    f" (this is a multi-speaker decode, speakers {', '.join(spks)}: choose one with --speaker)"
+                    if spks and not sfx else "")
+            raise RescoreError(f"a file 'text{sfx}'" + hint, path=d, got="none")
+        t = read_text_table(p, "tokens")
+        return t.keys, t.values, t.lines, p
+    p = d / f"token{sfx}"
+    if not p.is_file():
+        raise RescoreError(f"a file 'token{sfx}' (--espnet-tokens)", path=d, got="none")
+    t = read_text_table(p, "tokens")
+    return t.keys, [espnet_tokens2text(v, tokens).split() for v in t.values], t.lines, p
 
 
 def _espnet_scores(path: Path) -> Dict[str, Tuple[float, int]]:
@@ -206,11 +224,15 @@ def _espnet_scores(path: Path) -> Dict[str, Tuple[float, int]]:
     return out
 
 
-def _espnet_score_files(d: Path) -> List[str]:
-    """``score`` and the optional per-scorer ``score_<name>`` files of an <n>best_recog folder."""
-    if not (d / "score").is_file():
-        raise RescoreError("a file 'score'", path=d, got="none")
-    return ["score", *sorted(p.name for p in d.glob("score_*") if p.is_file())]
+def _espnet_score_files(d: Path, sfx: str = "") -> List[str]:
+    """``score`` and the optional per-scorer ``score_<name>`` files of an <n>best_recog folder
+    (sfx: a speaker's ``score_spk<k>`` alone)."""
+    if not (d / f"score{sfx}").is_file():
+        raise RescoreError(f"a file 'score{sfx}'", path=d, got="none")
+    if sfx:
+        return [f"score{sfx}"]
+    return ["score", *sorted(p.name for p in d.glob("score_*") if p.is_file() and not re.fullmatch(r"score_spk\d+",
+                                                                                                      p.name))]
 
 
 def read_espnet(decode_dir: PathLike, tokens: Optional[str] = None, speaker: Optional[int] = None) -> NbestTable:
@@ -226,20 +248,20 @@ def read_espnet(decode_dir: PathLike, tokens: Optional[str] = None, speaker: Opt
         return read_espnet1(decode_dir if decode_dir.is_file() else decode_dir / "data.json")
     utts: Dict[str, Utterance] = {}
     files: Optional[List[str]] = None
-    for job, dirs in _espnet_dirs(decode_dir, speaker):
+    found_dirs, sfx = _espnet_dirs(decode_dir, speaker)
+    for job, dirs in found_dirs:
         if 1 not in dirs:
             raise RescoreError("a 1best_recog folder", path=job, got=f"only {min(dirs)}best_recog and on")
         for n in sorted(dirs):
             d = dirs[n]
-            keys, values, lines = _espnet_words(d, tokens)
-            found = _espnet_score_files(d)
+            keys, values, lines, source = _espnet_words(d, tokens, sfx)
+            found = _espnet_score_files(d, sfx)
             if files is None:
                 files, first = found, d
                 check_columns([f[len("score_"):] for f in files[1:]], path=d, line=None)
             if found != files:
                 raise RescoreError(f"the score files of {first} ({', '.join(files)})", path=d, got=", ".join(found))
             scores = [_espnet_scores(d / f) for f in files]
-            source = d / ("text" if tokens is None else "token")
             for key, words, line in zip(keys, values, lines):
                 for f, sc in zip(files, scores):
                     if key not in sc:

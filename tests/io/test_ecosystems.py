@@ -345,6 +345,11 @@ def test_espnet_token_only_and_multi_speaker_decodes(tmp_path):
         read_espnet(enh)
     assert {u: [w for _, w, _ in h] for u, h in _hyps(read_espnet(enh, speaker=2)).items()} == {
         "mix-1": ["GOOD DAY", "GOOD DAYS"], "mix-2": ["NO", "KNOW"]}
+    multi = FIX / "espnet" / "decode_multi_nbest2" / "test"  # text_spk<k>, score_spk<k> in <n>best_recog
+    with pytest.raises(RescoreError, match=r"multi-speaker decode, speakers 1, 2: choose one with --speaker"):
+        read_espnet(multi)
+    assert _hyps(read_espnet(multi, speaker=2)) == _hyps(read_espnet(enh, speaker=2))
+    assert (multi / "text_spk1").read_text() == "mix-1 HELLO THERE\nmix-2 YES\n"  # asr.sh's merge
     r = CliRunner().invoke(rescore_nbest, [str(enh), str(tmp_path / "s1"), "--format", "espnet", "--speaker", "1"])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "s1" / "text").read_text() == "mix-1 HELLO THERE\nmix-2 YES\n"
