@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -470,3 +471,39 @@ def test_converter_writes_each_ecosystems_format(tmp_path):
     assert (tmp_path / "i" / "errs-test-clean-rescored.txt").read_text().startswith("%WER = 0.00\n")
     r = CliRunner().invoke(convert, [str(ESPNET), str(tmp_path / "x"), "--from", "espnet", "--to", "icefall"])
     assert r.exit_code == 1 and "expected references for icefall's recogs/errs files" in r.output
+
+
+def test_pyctcdecode_and_hf_beams_as_an_interchange_file(tmp_path, tiny_lm):
+    pytest.importorskip("pyctcdecode")
+    import ecosystem_fixtures as ef
+    from pyctcdecode import build_ctcdecoder
+
+    from rescore.io.pyctcdecode import write_beams
+
+    logits = ef.nemo_logits()
+    decoder = build_ctcdecoder(ef.LABELS)
+    beams = [decoder.decode_beams(x, beam_width=3) for x in logits]
+    ids = ["u0", "u1", "u2"]
+    t = write_beams(tmp_path / "n.tsv", ids, beams)
+    back = read_nbest_table(tmp_path / "n.tsv")
+    assert back.columns == ("ac", "lm") and [len(u.hyps) for u in back.utterances] == [3, 1, 1]
+    assert _hyps(back) == _hyps(t)
+    nemo = read_nemo(NEMO, MANIFEST)  # NeMo's file of the same beams: the same ranking and totals
+    for u, v in zip(back.utterances, nemo.utterances):
+        assert [(h.words, pytest.approx(sum(h.scores))) for h in u.hyps] == [(h.words, h.scores[0]) for h in v.hyps]
+    r = CliRunner().invoke(rescore_nbest, [str(tmp_path / "n.tsv"), str(tmp_path / "o"), "--model", str(tiny_lm),
+                                           "--device", "cpu", "--weight", "0.5"])
+    assert r.exit_code == 0, r.output
+    assert read_nbest_table(tmp_path / "o" / "scores.tsv").num_hyps == 5
+    transformers = pytest.importorskip("transformers")
+    import json as js
+
+    (tmp_path / "vocab.json").write_text(js.dumps({"<pad>": 0, "|": 1, **{c: i for i, c in enumerate(ef.LABELS)
+                                                                          if i > 1}}))
+    tok = transformers.Wav2Vec2CTCTokenizer(str(tmp_path / "vocab.json"), pad_token="<pad>", unk_token="<pad>",
+                                            word_delimiter_token="|", bos_token=None, eos_token=None)
+    proc = transformers.Wav2Vec2ProcessorWithLM(feature_extractor=transformers.Wav2Vec2FeatureExtractor(),
+                                                tokenizer=tok, decoder=decoder)
+    out = proc.batch_decode(np.stack([logits[0], logits[0]]), n_best=3, num_processes=1)
+    hf = write_beams(tmp_path / "hf.tsv", ["a", "b"], out)
+    assert [_hyps(hf)[k] for k in ("a", "b")] == [_hyps(t)["u0"]] * 2
