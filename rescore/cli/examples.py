@@ -38,7 +38,8 @@ rescore-lattice cover --acoustic-scale 0.1 lat.1.txt cover/nbest1.1.gz""",
 rescore-lattice apply --acoustic-scale 0.1 --weight 0.8 lat.1.txt cover/archives.1 rescored.1.txt""",
     "rescore-convert-nbest": """\
 rescore-convert-nbest exp/tri4/decode_dev_nbest exp/tri4/decode_dev_nbest.tsv
-rescore-convert-nbest --from espnet exp/asr/decode_asr_nbest10/test_clean nbest.tsv""",
+rescore-convert-nbest --from espnet exp/asr/decode_asr_nbest10/test_clean nbest.tsv
+rescore-convert-nbest exp/rescored/scores.tsv exp/asr/decode_rescored/test_clean --to espnet""",
     "rescore-import-kaldi-lm": """\
 rescore-import-kaldi-lm exp/pytorch_lstm/model.pt data/pytorchnn/words.txt exp/lm/kaldi_lstm \\
     --model-type LSTM --embedding-dim 650 --hidden-dim 650 --nlayers 2""",

@@ -507,3 +507,19 @@ def test_pyctcdecode_and_hf_beams_as_an_interchange_file(tmp_path, tiny_lm):
     out = proc.batch_decode(np.stack([logits[0], logits[0]]), n_best=3, num_processes=1)
     hf = write_beams(tmp_path / "hf.tsv", ["a", "b"], out)
     assert [_hyps(hf)[k] for k in ("a", "b")] == [_hyps(t)["u0"]] * 2
+
+
+def test_format_options_that_do_not_fit_the_input_are_refused(tmp_path):
+    from conftest import FIXTURES
+
+    run = CliRunner().invoke
+    r = run(rescore_nbest, [str(FIXTURES / "nbest-small"), str(tmp_path / "k"), "--write-format", "espnet"])
+    assert r.exit_code == 2 and "--write-format are for inputs other than a Kaldi dir" in r.output
+    r = run(rescore_nbest, [str(ESPNET), str(tmp_path / "e"), "--format", "espnet", "--write-format", "nemo"])
+    assert r.exit_code == 2 and "--write-format" in r.output and "--format nemo" in r.output
+    r = run(rescore_nbest, [str(NEMO), str(tmp_path / "n"), "--format", "nemo", "--manifest", str(MANIFEST),
+                            "--nemo-text-processing", "lowercase,upper"])
+    assert r.exit_code == 2 and "'upper'" in r.output
+    r = run(rescore_nbest, [str(ESPNET), str(tmp_path / "i"), "--format", "espnet", "--write-format", "icefall"])
+    assert r.exit_code == 2 and "references" in r.output
+    assert not any(p.exists() for p in (tmp_path / "k", tmp_path / "e", tmp_path / "n", tmp_path / "i"))
