@@ -24,7 +24,8 @@ and rescore.jobs.nbest.write_rescored runs on it, writing ``scores.tsv`` where a
 one), and ``total``), ``lmwt.nn`` with ``--model`` (per-token costs, keys ``<utt>-<rank>``,
 reusable with ``--nn-costs``; each model's own in lmwt.nn.k with several), and
 ``report.json``/``report.txt`` with references (a data dir's ``text``, or the input's own: a NeMo
-manifest, an icefall dump's ``ref``). The recognizer's words (``--oov-penalty auto``, the
+manifest, an icefall dump's ``ref``); with ``--write-format espnet|nemo|icefall`` also the
+result in that recognizer's own files (rescore.io.results). The recognizer's words (``--oov-penalty auto``, the
 vocabulary check) are those of ``--words-txt``, or of a words.txt beside the input as for a Kaldi
 dir.
 """
