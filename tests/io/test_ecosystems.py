@@ -523,3 +523,13 @@ def test_format_options_that_do_not_fit_the_input_are_refused(tmp_path):
     r = run(rescore_nbest, [str(ESPNET), str(tmp_path / "i"), "--format", "espnet", "--write-format", "icefall"])
     assert r.exit_code == 2 and "references" in r.output
     assert not any(p.exists() for p in (tmp_path / "k", tmp_path / "e", tmp_path / "n", tmp_path / "i"))
+
+
+def test_the_decode_script_helpers_import_no_toolkit():
+    import subprocess
+    import sys
+
+    code = ("import sys, rescore.io.icefall, rescore.io.pyctcdecode; "
+            "print([m for m in ('k2', 'torch', 'icefall', 'pyctcdecode', 'transformers') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
+    assert out.stdout.strip() == "[]"
