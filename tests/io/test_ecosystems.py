@@ -1,7 +1,7 @@
 """ESPnet, icefall and NeMo N-best output (tests/fixtures/ecosystems, made by the writers of
-tests/ecosystem_writers.py: each project's own code, reproduced line by line, and pyctcdecode's
+tests/io/ecosystem_writers.py: each project's own code, reproduced line by line, and pyctcdecode's
 real beam search) read into the interchange format, rescored, and written back in each one's
-own format, read again by that project's own parsing (reproduced in tests/ecosystem_writers.py)."""
+own format, read again by that project's own parsing (reproduced in tests/io/ecosystem_writers.py)."""
 
 from __future__ import annotations
 
@@ -218,7 +218,7 @@ def test_nemo_and_icefall_report_wer_from_their_own_references(tmp_path):
 
 def test_the_fixtures_are_what_the_writers_make(tmp_path):
     pytest.importorskip("pyctcdecode")
-    import ecosystem_fixtures
+    from tests.io import ecosystem_fixtures
 
     ecosystem_fixtures.make_all(tmp_path)
     made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
@@ -253,7 +253,7 @@ def _best_by_total(out_dir):
 
 
 def test_nemo_pyctcdecode_output_rescored_and_written_back(tmp_path, tiny_lm):
-    import ecosystem_writers as ew
+    from tests.io import ecosystem_writers as ew
 
     t = read_nemo(NEMO, MANIFEST)  # W = 3 from NeMo's name; pyctcdecode kept 3, 1 and 1 candidates
     assert [len(u.hyps) for u in t.utterances] == [3, 1, 1]
@@ -289,7 +289,7 @@ def test_nemo_pyctcdecode_output_rescored_and_written_back(tmp_path, tiny_lm):
 
 
 def test_nemo_file_names_and_beam_width(tmp_path):
-    import ecosystem_writers as ew
+    from tests.io import ecosystem_writers as ew
     from rescore.io.ecosystems import nemo_beam_width
 
     assert nemo_beam_width(ew.nemo_ctc_preds_name(128, 1.0, 0.0)) == 128
@@ -378,8 +378,8 @@ def test_espnet_rescored_and_written_back_for_asr_sh_scoring(tmp_path, tiny_lm):
 
 
 def test_icefall_k2_order_is_ranked_by_the_first_pass(tmp_path, caplog):
-    import ecosystem_fixtures as ef
-    import ecosystem_writers as ew
+    from tests.io import ecosystem_fixtures as ef
+    from tests.io import ecosystem_writers as ew
     from rescore.io.icefall import write_nbest
 
     paths = ef.icefall_k2_order()
@@ -421,7 +421,7 @@ def test_icefall_k2_order_is_ranked_by_the_first_pass(tmp_path, caplog):
 
 
 def test_icefall_rescored_and_written_back_as_its_recogs_and_errs(tmp_path, tiny_lm):
-    import ecosystem_writers as ew
+    from tests.io import ecosystem_writers as ew
 
     pytest.importorskip("kaldialign")
     out = tmp_path / "o"
@@ -475,7 +475,7 @@ def test_converter_writes_each_ecosystems_format(tmp_path):
 
 def test_pyctcdecode_and_hf_beams_as_an_interchange_file(tmp_path, tiny_lm):
     pytest.importorskip("pyctcdecode")
-    import ecosystem_fixtures as ef
+    from tests.io import ecosystem_fixtures as ef
     from pyctcdecode import build_ctcdecoder
 
     from rescore.io.pyctcdecode import write_beams
@@ -510,7 +510,7 @@ def test_pyctcdecode_and_hf_beams_as_an_interchange_file(tmp_path, tiny_lm):
 
 
 def test_format_options_that_do_not_fit_the_input_are_refused(tmp_path):
-    from conftest import FIXTURES
+    from tests.conftest import FIXTURES
 
     run = CliRunner().invoke
     r = run(rescore_nbest, [str(FIXTURES / "nbest-small"), str(tmp_path / "k"), "--write-format", "espnet"])

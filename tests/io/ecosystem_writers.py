@@ -1,7 +1,7 @@
 """The writers of ESPnet, NeMo, icefall and k2, reproduced line by line from named upstream
 revisions (tests/fixtures/ecosystems/README.md names them), to make test inputs in exactly the
 layout those projects write; and pyctcdecode's real beam search (NeMo's CTC decoder). Run as a
-script it rewrites tests/fixtures/ecosystems/ (``python tests/ecosystem_writers.py``).
+script it rewrites tests/fixtures/ecosystems/ (``python -m tests.io.ecosystem_writers`` from the repository root).
 
 Only the writing is reproduced; the models are stand-ins (a score per hypothesis, tiny logits).
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import warnings
 from pathlib import Path
 from typing import List, Sequence, Union
@@ -447,7 +446,6 @@ def icefall_read_recogs(path) -> dict:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from ecosystem_fixtures import make_all  # noqa: E402
+    from tests.io.ecosystem_fixtures import make_all
 
-    make_all(Path(os.environ.get("FIXTURES", Path(__file__).resolve().parent / "fixtures" / "ecosystems")))
+    make_all(Path(os.environ.get("FIXTURES", Path(__file__).resolve().parents[1] / "fixtures" / "ecosystems")))
