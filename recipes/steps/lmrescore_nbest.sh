@@ -113,7 +113,8 @@ if [ "$one_process" = auto ]; then  # one process where the jobs would run on th
 fi
 
 # The programs the stages call; path.sh puts Kaldi's on PATH, rescore-nbest comes from
-# 'pip install rescore' (activate that environment in path.sh).
+# rescore's environment (installed from its repository or its wheel, docs/getting-started.md;
+# activate it in path.sh).
 if [ "$oldlm" == "$oldlang/G.carpa" ]; then
   remove_bins="lattice-lmrescore-const-arpa"
 else

@@ -37,7 +37,7 @@ _MODEL = click.option(
          "each is scored on its own (its own vocabulary, body and OOV penalty) into "
          "OUT_DIR/lmwt.nn.1 ... lmwt.nn.K, and lmwt.nn holds the mixed costs. "
          "hf:DIR: a Hugging Face causal LM (save_pretrained's directory, local files "
-         "only; pip install 'rescore[hf]'), its subword costs summed per word.")
+         "only; the hf extra: pip install -e '.[hf]'), its subword costs summed per word.")
 _SPLIT = click.option(
     "--split", "split_spec", metavar="K/N",
     help="Score only job K of N (contiguous runs of --conv-batch blocks of "

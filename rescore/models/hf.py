@@ -4,7 +4,8 @@ DIR is a local directory as ``save_pretrained`` writes it: a ``config.json``, th
 (``model.safetensors``, or a ``pytorch_model.bin`` read with ``weights_only``) and the tokenizer
 files (``tokenizer.json`` and ``tokenizer_config.json``, or a slow tokenizer's files). Loading
 never touches the network (``local_files_only``) and never runs code shipped with a model
-(no ``trust_remote_code``). Needs the ``hf`` extra: ``pip install 'rescore[hf]'``.
+(no ``trust_remote_code``). Needs the ``hf`` extra: ``pip install -e '.[hf]'`` in rescore's
+repository, or the built wheel with ``[hf]`` (rescore is not on PyPI).
 
 Words and subword pieces: the tokenizer is applied to each word on its own, with the leading
 space of GPT-2 style byte-level BPE: the pieces of word ``w`` are ``tokenizer(" " + w)`` (no
@@ -49,7 +50,8 @@ def _transformers():
     try:
         import transformers
     except ImportError:
-        raise RescoreError("the transformers package for an hf: model (pip install 'rescore[hf]')",
+        raise RescoreError("the transformers package for an hf: model "
+                           "(the hf extra: pip install -e '.[hf]' in rescore's repository)",
                            got="transformers not installed") from None
     return transformers
 

@@ -4,7 +4,8 @@
 # The environment of the SWBD and WSJ recipes, sourced by their path.sh (Kaldi's egs/*/s5/path.sh)
 # in the recipe's directory:
 #   KALDI_ROOT    your Kaldi checkout (default ~/kaldi), with the finished Kaldi system in egs/;
-#   RESCORE_VENV  the Python environment rescore is installed in (pip install rescore); empty
+#   RESCORE_VENV  the Python environment rescore is installed in (from its repository or its
+#                 wheel: docs/getting-started.md); empty
 #                 when rescore-nbest and rescore-train-lm are on PATH already.
 # On the first run it links steps/ and utils/ to $KALDI_ROOT/egs/wsj/s5's, as Kaldi recipes do.
 export KALDI_ROOT=${KALDI_ROOT:-$HOME/kaldi}
