@@ -1,0 +1,148 @@
+"""One set of numbers: docs/results.json holds every headline figure (value, unit, command,
+machine, day, same-run baseline); the README's results tables and docs/benchmarks.md's summary are
+generated from it (tools/results.py), and no page quotes a headline figure the file lacks.
+
+A headline figure is, concretely:
+  - every number in a generated region (checked by regenerating the region: it must be unchanged);
+  - in README.md and every docs/*.md page but benchmarks.md, outside fenced code blocks: every
+    speed ratio written as a decimal number followed by "x" (21.8x, 3.46x) and every WER written
+    as a number with two decimals and a percent sign (15.48 %);
+  - in docs/benchmarks.md, whose tables are the measurements behind the file: every such ratio or
+    WER set in bold (**...**), the page's way of marking its headline figures.
+A quoted figure is in the file when it equals a number in it, or that number rounded to the
+quoted decimals (9.45 quoted as 9.5x)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+
+import pytest
+
+from conftest import REPO_ROOT
+
+RESULTS = REPO_ROOT / "docs" / "results.json"
+RATIO = re.compile(r"(?<![\w.])(\d+\.\d+)x(?![\w])")
+WER = re.compile(r"(?<![\w.])(\d{1,2}\.\d{2}) ?%")
+BOLD = re.compile(r"\*\*(.+?)\*\*")
+FENCE = re.compile(r"^```.*?^```", re.M | re.S)
+REGION = re.compile(r"<!-- results:[\w-]+ begin.*?<!-- results:[\w-]+ end -->", re.S)
+
+
+def load_tool():
+    spec = importlib.util.spec_from_file_location("results_tool", REPO_ROOT / "tools" / "results.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def numbers(obj) -> set:
+    """Every number anywhere in a JSON value."""
+    if isinstance(obj, bool):
+        return set()
+    if isinstance(obj, (int, float)):
+        return {float(obj)}
+    if isinstance(obj, dict):
+        return set().union(*(numbers(v) for v in obj.values())) if obj else set()
+    if isinstance(obj, list):
+        return set().union(*(numbers(v) for v in obj)) if obj else set()
+    return set()
+
+
+def in_file(quoted: str, known: set) -> bool:
+    q = float(quoted)
+    decimals = len(quoted.split(".")[1]) if "." in quoted else 0
+    return any(abs(k - q) < 1e-9 or abs(round(k, decimals) - q) < 1e-9 for k in known)
+
+
+def headline_figures(text: str, page: str) -> list:
+    """(line number, figure) of every headline ratio or WER the page quotes outside generated
+    regions and code blocks."""
+    blank = lambda m: "\n" * m.group(0).count("\n")  # keep line numbers
+    text = REGION.sub(blank, FENCE.sub(blank, text))
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        spans = [m.group(1) for m in BOLD.finditer(line)] if page == "docs/benchmarks.md" else [line]
+        for span in spans:
+            found += [(n, m.group(1) + "x") for m in RATIO.finditer(span)]
+            found += [(n, m.group(1) + " %") for m in WER.finditer(span)]
+    return found
+
+
+def unknown_figures(text: str, page: str, known: set) -> list:
+    return [f"{page}:{n}: {fig}" for n, fig in headline_figures(text, page)
+            if not in_file(fig.rstrip("x %"), known)]
+
+
+def pages() -> list:
+    return ["README.md"] + sorted(f"docs/{p.name}" for p in (REPO_ROOT / "docs").glob("*.md"))
+
+
+def test_every_figure_says_what_how_where_when_and_against_what():
+    results = json.loads(RESULTS.read_text())
+    faults = []
+    for f in results["figures"]:
+        for key in ("id", "what", "value", "unit", "command", "machine", "date", "section"):
+            if f.get(key) in (None, ""):
+                faults.append(f"{f.get('id')}: no {key}")
+        if f.get("machine") not in results["machines"]:
+            faults.append(f"{f.get('id')}: machine {f.get('machine')!r} is not described under 'machines'")
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(f.get("date"))):
+            faults.append(f"{f.get('id')}: date {f.get('date')!r} is not YYYY-MM-DD")
+        b = f.get("baseline")
+        if f.get("id") != "heldout-first-pass" and not (b and b.get("what") and b.get("value") is not None):
+            faults.append(f"{f.get('id')}: no baseline of the same run (what, value)")
+    ids = [f["id"] for f in results["figures"]]
+    assert len(ids) == len(set(ids)), "figure ids repeat"
+    assert not faults, "\n".join(faults)
+
+
+def test_every_figure_links_to_a_section_of_the_benchmarks_page():
+    from test_docs import anchors
+
+    have = anchors((REPO_ROOT / "docs" / "benchmarks.md").read_text())
+    missing = [f"{f['id']}: #{f['section']}" for f in json.loads(RESULTS.read_text())["figures"]
+               if f["section"] not in have]
+    assert not missing, "no such heading in docs/benchmarks.md: " + ", ".join(missing)
+
+
+def test_generated_regions_are_up_to_date():
+    tool = load_tool()
+    results = tool.load(RESULTS)
+    for page in sorted({p for p, _ in tool.REGIONS}):
+        text = (REPO_ROOT / page).read_text()
+        assert not tool.missing_regions(text, page), f"{page}: generated region markers missing"
+        assert tool.render(text, page, results) == text, \
+            f"{page}: a generated table differs from docs/results.json (run python tools/results.py)"
+
+
+def test_no_page_quotes_a_headline_figure_missing_from_the_results_file():
+    known = numbers(json.loads(RESULTS.read_text()))
+    faults = []
+    for page in pages():
+        faults += unknown_figures((REPO_ROOT / page).read_text(), page, known)
+    assert not faults, ("headline figures not in docs/results.json (add the measurement there, with its "
+                        "command and baseline, or quote one that is):\n" + "\n".join(faults))
+
+
+@pytest.mark.parametrize("text, page, expected", [
+    ("rescore is **21.8x** faster; 15.48 % WER", "README.md", ["21.8x", "15.48 %"]),
+    ("```\n9.9x inside code\n```\nout 3.46x", "docs/kaldi.md", ["3.46x"]),
+    ("a table | 12.34 | 1.5x in benchmarks, not bold", "docs/benchmarks.md", []),
+    ("bold in benchmarks: **3.88x less CPU**, **15.59 %**", "docs/benchmarks.md", ["3.88x", "15.59 %"]),
+    ("a 2x256 LSTM, 0x10, v1.2x, -21.7 % relative", "README.md", []),
+])
+def test_what_counts_as_a_headline_figure(text, page, expected):
+    assert [fig for _, fig in headline_figures(text, page)] == expected
+
+
+def test_an_edited_readme_figure_is_caught():
+    known = numbers(json.loads(RESULTS.read_text()))
+    text = (REPO_ROOT / "README.md").read_text()
+    assert not unknown_figures(text, "README.md", known)
+    edited = text.replace("21.8x", "23.8x", 1) + "\nIt scores 5.7x faster at 14.99 % WER.\n"
+    assert unknown_figures(edited, "README.md", known) == [
+        f"README.md:{len(edited.splitlines())}: 5.7x", f"README.md:{len(edited.splitlines())}: 14.99 %"]
+    tool = load_tool()
+    assert tool.render(edited, "README.md", tool.load(RESULTS)) != edited  # the edited table is rewritten
