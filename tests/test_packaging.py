@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from conftest import REPO_ROOT
-from test_recipes import shellcheck_binary
+from tests.conftest import REPO_ROOT
+from tests.test_recipes import shellcheck_binary
 
 
 def readme_test_line() -> str:

@@ -1,6 +1,6 @@
 """One set of numbers: docs/results.json holds every headline figure (value, unit, command,
 machine, day, same-run baseline); the README's results tables and docs/benchmarks.md's summary are
-generated from it (tools/results.py), and no page quotes a headline figure the file lacks.
+generated from it (python -m tools.results), and no page quotes a headline figure the file lacks.
 
 A headline figure is, concretely:
   - every number in a generated region (checked by regenerating the region: it must be unchanged);
@@ -14,13 +14,12 @@ quoted decimals (9.45 quoted as 9.5x)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 
 import pytest
 
-from conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT
 
 RESULTS = REPO_ROOT / "docs" / "results.json"
 RATIO = re.compile(r"(?<![\w.])(\d+\.\d+)x(?![\w])")
@@ -31,10 +30,9 @@ REGION = re.compile(r"<!-- results:[\w-]+ begin.*?<!-- results:[\w-]+ end -->", 
 
 
 def load_tool():
-    spec = importlib.util.spec_from_file_location("results_tool", REPO_ROOT / "tools" / "results.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from tools import results
+
+    return results
 
 
 def numbers(obj) -> set:
@@ -99,7 +97,7 @@ def test_every_figure_says_what_how_where_when_and_against_what():
 
 
 def test_every_figure_links_to_a_section_of_the_benchmarks_page():
-    from test_docs import anchors
+    from tests.test_docs import anchors
 
     have = anchors((REPO_ROOT / "docs" / "benchmarks.md").read_text())
     missing = [f"{f['id']}: #{f['section']}" for f in json.loads(RESULTS.read_text())["figures"]

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 import rescore
-from conftest import REPO_ROOT
-from test_help import SCRIPTS
+from tests.conftest import REPO_ROOT
+from tests.cli.test_help import SCRIPTS
 
 
 def test_setup_cfg_reads_the_version_from_the_package():

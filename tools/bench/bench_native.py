@@ -7,7 +7,7 @@ from ``os.wait4``), medians.
 The model is a random 2x256 LSTM over the most frequent words of --vocab-text, self-normalised so
 that ``--normalize none`` is allowed (the work depends on the shapes only, not on the weights).
 
-    python tools/bench_native.py --split 1/10 --rounds 3 --json native.json
+    python -m tools.bench.bench_native --split 1/10 --rounds 3 --json native.json
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from tools.common import SHARED_DATA as DATA
+
 CONFIGS = {
     "exact-fp32": ["--normalize", "exact", "--precision", "fp32"],
     "none-fp32": ["--normalize", "none", "--precision", "fp32"],
@@ -92,7 +93,7 @@ def measure(args, configs, work: Path, argv) -> None:
             for n in (True, False):
                 runs[c, n].append(run(args, model, work / f"{c}-{n}-{r}", c, n))
         load.append(os.getloadavg()[0])
-    result = {"command": " ".join(["python", "tools/bench_native.py", *(argv or sys.argv[1:])]),
+    result = {"command": " ".join(["python", "-m", "tools.bench.bench_native", *(argv or sys.argv[1:])]),
               "machine": platform.processor() or platform.machine(), "date": time.strftime("%Y-%m-%d"),
               "load_1min": [round(x, 2) for x in load], "split": args.split, "runs": {}}
     print(f"{'configuration':<12} {'fused CPU-s':>12} {'PyTorch CPU-s':>14} {'PyTorch / fused':>16}")
