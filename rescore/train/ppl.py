@@ -238,3 +238,30 @@ def plot_report(report: Dict[str, Any], path: PathLike, title: Optional[str] = N
                        diff_ylabel="cross-entropy difference (nats)",
                        diff_title=f"{names[0]} - {names[1]} (< 0: {names[0]} better)" if cmp_ else "",
                        diff_color="grey")
+
+
+def tune_cache_report(checkpoint: PathLike, text: PathLike, *, windows, thetas, lambdas, batch_size: int = 10,
+                      bptt: int = 100, device: str = "cpu") -> Dict[str, Any]:
+    """The neural cache's (window, theta, lambda) by perplexity on ``text`` (a validation text):
+    one pass of the model, then every grid point from its kept outputs
+    (rescore.models.cache.tune_cache; each equal to rescore-ppl --cache-*). Returns
+    {"checkpoint", "text", "grid": [{"window", "theta", "lambda", "cross_entropy", "ppl"}...],
+    "best": the grid point of least cross-entropy}."""
+    from rescore.models import load_checkpoint
+    from rescore.models.cache import tune_cache
+    from rescore.train.data import load_streams
+
+    model = load_checkpoint(checkpoint, device)
+    streams = load_streams(text, model.vocab, batch_size, pad=True)
+    grid = tune_cache(model, streams, bptt, windows, thetas, lambdas, device)
+    best = min(grid, key=lambda p: p["cross_entropy"])
+    return {"checkpoint": str(checkpoint), "text": str(text), "grid": grid, "best": best}
+
+
+def format_cache_grid(report: Dict[str, Any]) -> str:
+    """One line per grid point of tune_cache_report, then the best."""
+    lines = [f"window {p['window']:5d} theta {p['theta']:.3f} lambda {p['lambda']:.3f} ppl {p['ppl']:.2f}"
+             for p in report["grid"]]
+    b = report["best"]
+    lines.append(f"best: window {b['window']} theta {b['theta']:g} lambda {b['lambda']:g} ppl {b['ppl']:.2f}")
+    return "\n".join(lines)
