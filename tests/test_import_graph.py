@@ -3,7 +3,8 @@ functions alike): no circles, and each layer imports only the layers below it.
 
 Layers, bottom up: the top-level modules (errors, progress, bulk, vocab, settings), io/,
 metrics/, models/ (nn.Modules and checkpoints), then nbest/, engine/, train/, jobs/, asr/, cli/.
-models/ imports nothing from engine/, jobs/ or cli/; io/ and metrics/ nothing above them.
+models/ imports nothing from engine/, jobs/ or cli/; io/ and metrics/ nothing above them. An
+import inside a function is only there to keep a command's start-up light.
 """
 
 from __future__ import annotations
@@ -166,3 +167,21 @@ def test_base_modules_are_torch_free_at_import():
         names = [a.name for n in top if isinstance(n, ast.Import) for a in n.names] + \
                 [n.module or "" for n in top if isinstance(n, ast.ImportFrom)]
         assert not any(x == "torch" or x.startswith("torch.") for x in names), name
+
+
+def test_no_imports_inside_functions_where_torch_is_imported_anyway():
+    """An import inside a function is there to keep a command's start-up light; in a module that
+    imports torch at its top it spares nothing, and would only hide the module's dependencies."""
+    found = []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        if not any((isinstance(n, ast.Import) and any(a.name.split(".")[0] == "torch" for a in n.names))
+                   or (isinstance(n, ast.ImportFrom) and (n.module or "").split(".")[0] == "torch") for n in top):
+            continue
+        for f in ast.walk(tree):
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for s in ast.walk(f):
+                    if isinstance(s, ast.ImportFrom) and (s.module or "").startswith("rescore"):
+                        found.append(f"{name}:{s.lineno}: from {s.module} import ...")
+    assert found == [], "\n".join(found)

@@ -24,18 +24,24 @@ rescore-wer data/test/text first-pass=first_pass/text rescored=rescored/text \\
 rescore-train-lm --train lm_train.txt --valid lm_valid.txt --out-dir exp/lm/lstm \\
     --hidden 256 --layers 2 --output class --classes 174 --max-minutes 80""",
     "rescore-ppl": """\
-rescore-ppl exp/lm/lstm/model.pt lm_test.txt --train-text lm_train.txt --plot ce.png""",
+rescore-ppl exp/lm/lstm/model.pt lm_test.txt --train-text lm_train.txt --plot ce.png
+rescore-ppl exp/lm/lstm/model.pt lm_valid.txt --tune-cache --cache-windows 100,500 --cache-thetas 0.1,0.3,0.6""",
     "rescore-make-nbest": """\
 rescore-make-nbest data/dev exp/ps/nbest_dev --nbest 100 --nj 2""",
     "rescore-tts-data": """\
 rescore-tts-data sentences.txt data/tts_dev --voices rms,slt --nj 2""",
     "rescore-lattice": """\
 rescore-lattice cover --acoustic-scale 0.1 lat.1.txt cover/nbest1.1.gz
-rescore-lattice apply --acoustic-scale 0.1 --weight 0.8 lat.1.txt cover/archives.1 rescored.1.txt""",
+rescore-lattice apply --acoustic-scale 0.1 --weight 0.8 lat.1.txt cover/archives.1 rescored.1.txt
+rescore-lattice tune --nbest-dir exp/decode_dev/nbest --data-dir data/dev --words-txt data/lang/words.txt \\
+    0.5=exp/lat_w0.5 0.8=exp/lat_w0.8""",
     "rescore-lattice cover": """\
 rescore-lattice cover --acoustic-scale 0.1 lat.1.txt cover/nbest1.1.gz""",
     "rescore-lattice apply": """\
 rescore-lattice apply --acoustic-scale 0.1 --weight 0.8 lat.1.txt cover/archives.1 rescored.1.txt""",
+    "rescore-lattice tune": """\
+rescore-lattice tune --nbest-dir exp/decode_dev/nbest --data-dir data/dev --words-txt data/lang/words.txt \\
+    --report tune.json 0.5=exp/lat_w0.5 0.8=exp/lat_w0.8""",
     "rescore-convert-nbest": """\
 rescore-convert-nbest exp/tri4/decode_dev_nbest exp/tri4/decode_dev_nbest.tsv
 rescore-convert-nbest --from espnet exp/asr/decode_asr_nbest10/test_clean nbest.tsv

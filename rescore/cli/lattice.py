@@ -5,6 +5,8 @@ between the Kaldi binaries of recipes/steps/lmrescore_lattice.sh.
     (old-LM removal, nbest-to-linear, rescore-nbest: the N-best step, stages 2 to 5)
     rescore-lattice apply LATS ARCHIVES OUT --weight W
                                           arc NN costs from the scored paths -> lattices
+    rescore-lattice tune --nbest-dir D --data-dir D --words-txt W W1=DIR1 W2=DIR2 ...
+                                          the weight, inv-acwt and penalty by WER on rescored lattices
 
 Lattices are Kaldi text archives of CompactLattices (``lattice-copy ark:in ark,t:-``), gzipped or
 not; '-' reads stdin or writes stdout. Output files are written whole or not at all; the archives
@@ -98,6 +100,51 @@ def apply(lats, archives, lats_out, acoustic_scale, lm_scale, weight, verbose):
                                                       weight, lm_scale, stats, source=words_path))
     log.info("%d lattices rescored (%d arcs, %d paths; %d word arcs without an NN cost)", n,
              stats.arcs, stats.paths, stats.uncovered)
+
+
+@main.command(context_settings=_CTX)
+@click.argument("dirs", nargs=-1, required=True, metavar="W=DIR...")
+@click.option("--nbest-dir", type=click.Path(file_okay=False, exists=True), required=True,
+              help="An N-best dir of the same utterances: their conversations (the split-half's halves, as "
+                   "rescore-tune --split-half's).")
+@click.option("--data-dir", type=click.Path(file_okay=False, exists=True), required=True,
+              help="The data dir: references (text) and conversations (segments, utt2spk).")
+@click.option("--words-txt", type=click.Path(dir_okay=False, exists=True), required=True,
+              help="The lattices' words.txt.")
+@click.option("--inv-acwts", default="6:16:0.5", help="Grid of inv_acwt (LMWT): 'a,b,c' or 'start:stop:step'.")
+@click.option("--wips", default="-1:3:0.5", help="Grid of word insertion penalties, as --inv-acwts.")
+@click.option("--report", type=click.Path(dir_okay=False), default=None, help="Write the result as JSON.")
+@verbose_option
+def tune(dirs, nbest_dir, data_dir, words_txt, inv_acwts, wips, report, verbose):
+    """Tune the NN LM weight, inv-acwt and word insertion penalty on rescored lattices: each
+    W=DIR is the decode dir (lat.*.gz, read with Kaldi's lattice-copy on PATH) that
+    recipes/steps/lmrescore_lattice.sh --stage 4 --weight W wrote. Prints the best setting by
+    WER over every utterance, and split-half: tuned on the first half of the conversations, the
+    WER of the second."""
+    setup_logging(verbose)
+    from rescore.cli.common import errors_to_exit, parse_grid
+    from rescore.io.files import write_json
+    from rescore.io.outputs import check_output_file
+    from rescore.jobs.lattice_tune import format_tuned, tune_lattices
+
+    with errors_to_exit():
+        by_weight = {}
+        for spec in dirs:
+            w, sep, d = spec.partition("=")
+            try:
+                weight = float(w)
+            except ValueError:
+                weight = None
+            if not sep or weight is None or not d:
+                raise click.BadParameter(f"{spec!r}: expected W=DIR (a weight, '=', a decode dir)",
+                                         param_hint="W=DIR")
+            by_weight[weight] = d
+        check_output_file(report, "--report", [nbest_dir, data_dir, words_txt, *by_weight.values()])
+        out = tune_lattices(nbest_dir, data_dir, words_txt, by_weight, parse_grid(inv_acwts, "--inv-acwts"),
+                            parse_grid(wips, "--wips"))
+        click.echo(format_tuned(out))
+        if report:
+            write_json(report, out)
 
 
 attach(main, "rescore-lattice")  # the example at the end of --help (rescore/cli/examples.py)

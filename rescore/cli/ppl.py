@@ -34,12 +34,24 @@ from rescore.cli.examples import attach
 @click.option("--cache-theta", type=float, default=0.3, help="Neural cache flatness theta.")
 @click.option("--cache-lambda", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.1,
               help="Neural cache interpolation weight lambda.")
+@click.option("--tune-cache", is_flag=True,
+              help="Tune the neural cache on TEXT (a validation text, never the test text): the perplexity of "
+                   "every point of --cache-windows x --cache-thetas x --cache-lambdas from one pass of the "
+                   "model, and the best; --report writes them as JSON.")
+@click.option("--cache-windows", default="100", show_default=True, help="--tune-cache: windows, 'a,b,c'.")
+@click.option("--cache-thetas", default="0.1,0.3,0.6", show_default=True, help="--tune-cache: thetas, 'a,b,c'.")
+@click.option("--cache-lambdas", default="0.05,0.1,0.2", show_default=True,
+              help="--tune-cache: lambdas in [0, 1), 'a,b,c'.")
 @verbose_option
 def main(ckpt, text, train_text, compare, report, plot, name, compare_name, title, n_buckets, batch_size, bptt, device,
-         cache_window, cache_theta, cache_lambda, verbose):
+         cache_window, cache_theta, cache_lambda, tune_cache, cache_windows, cache_thetas, cache_lambdas, verbose):
     """Perplexity of CKPT on TEXT (one sentence per line; every word and each sentence end is
-    predicted, OOV words as <unk>); with --train-text, cross-entropy per rare-word bucket."""
+    predicted, OOV words as <unk>); with --train-text, cross-entropy per rare-word bucket; with
+    --tune-cache, the neural cache's settings by perplexity on TEXT."""
     setup_logging(verbose)
+    if tune_cache:
+        _tune_cache(ckpt, text, report, batch_size, bptt, device, cache_windows, cache_thetas, cache_lambdas)
+        return
     import torch
 
     from rescore.io.outputs import check_output_file
@@ -66,6 +78,39 @@ def main(ckpt, text, train_text, compare, report, plot, name, compare_name, titl
             write_json(report, rep)
         if plot:
             plot_report(rep, plot, title)
+
+
+def _values(spec: str, option: str, kind, low=None, high=None) -> list:
+    """'a,b,c' -> the values, each of ``kind`` and in [low, high)."""
+    try:
+        values = [kind(x) for x in spec.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{spec!r}: expected comma-separated numbers", param_hint=option) from None
+    if any((low is not None and v < low) or (high is not None and v >= high) for v in values):
+        raise click.BadParameter(f"{spec!r}: each value in [{low}, {high})", param_hint=option)
+    return values
+
+
+def _tune_cache(ckpt, text, report, batch_size, bptt, device, windows, thetas, lambdas) -> None:
+    """rescore-ppl --tune-cache: one pass of the model over TEXT, then every grid point from the
+    kept outputs (rescore.models.cache.tune_cache; equal to scoring with --cache-*)."""
+    grid = dict(windows=_values(windows, "--cache-windows", int, 1),
+                thetas=_values(thetas, "--cache-thetas", float, 1e-12),
+                lambdas=_values(lambdas, "--cache-lambdas", float, 0.0, 1.0))
+    import torch
+
+    from rescore.io.files import write_json
+    from rescore.io.outputs import check_output_file
+    from rescore.train.ppl import format_cache_grid, tune_cache_report
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    with errors_to_exit():
+        check_output_file(report, "--report", (ckpt, text))
+        rep = tune_cache_report(ckpt, text, batch_size=batch_size, bptt=bptt, device=device, **grid)
+        click.echo(format_cache_grid(rep))
+        if report:
+            write_json(report, rep)
 
 
 attach(main, "rescore-ppl")  # the example at the end of --help (rescore/cli/examples.py)

@@ -24,6 +24,11 @@ from rescore.models.bodies import LSTMBody
 from rescore.models.heads import SoftmaxHead
 from rescore.models.lm import NeuralLM
 from rescore.settings import NORMALIZE, EngineSettings
+import ctypes
+import platform
+from rescore.progress import progress
+from rescore.engine.kernels import quant
+from rescore.engine.kernels import native
 
 log = logging.getLogger("rescore.engine")
 
@@ -107,9 +112,6 @@ def keep_freed_memory() -> None:
     if _MALLOC_TUNED:
         return
     _MALLOC_TUNED = True
-    import ctypes
-    import platform
-
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return
     try:
@@ -160,8 +162,6 @@ class Forward:
         self.paths = InferencePaths(int8=precision == "int8")
         self.inference = {"inference": self.paths} if model.takes_inference else {}
         if precision == "int8":
-            from rescore.engine.kernels import quant
-
             if device.type != "cpu":
                 raise RescoreError("--precision int8 on a CPU (--device cpu); on CUDA use bf16 or auto",
                                    got=f"device {device}")
@@ -169,8 +169,6 @@ class Forward:
                 raise RescoreError("a PyTorch build with a quantised CPU engine for --precision int8",
                                    got=f"torch {torch.__version__}: none of {', '.join(quant.ENGINES)}")
             self.int8 = quant.int8_products
-            from rescore.engine.kernels import native
-
             log.info("int8 products: %s", "fused kernels (one torch thread)" if native.int8_fused_usable()
                      else f"PyTorch's dynamic int8 products ({torch.get_num_threads()} torch threads; "
                           "the fused kernels run with one thread and the compiled kernels)")
@@ -443,7 +441,5 @@ def word_posteriors(hyps: List[Hyp], costs: List[Costs], fixed: List[float], wei
 
 
 def progress_bar(ctx: RunContext, total: int, desc: str):
-    from rescore.progress import progress  # a bar on a terminal, log lines in a log
-
     return progress(total=total, desc=desc, unit="hyp", enabled=ctx.progress)
 

@@ -34,6 +34,7 @@ from rescore.engine.types import EngineStats
 from rescore.errors import OptionError, RescoreError
 from rescore.nbest.interp import total_cost
 from rescore.settings import OOV_AUTO, EngineSettings
+from rescore.progress import progress as progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,6 @@ def score_hf(lm, conversations, weight: float, settings: EngineSettings, device,
         raise OptionError("a model with a word history (a pointer head, or --cache-window > 0)",
                           "--history-min-posterior", got="a Hugging Face causal LM")
     engine, state_carry, conv_batch = settings.engine, settings.state_carry, settings.conv_batch
-    from rescore.progress import progress as progress_bar
-
     dev = device if isinstance(device, torch.device) else resolve_device(device)
     lm.to(dev)
     stats = stats if stats is not None else EngineStats()

@@ -28,6 +28,7 @@ from rescore.models.base import HeadOutput
 from rescore.models.bodies import LSTMBody
 from rescore.models.classes import ClassDecoder
 from rescore.models.heads import OutputRows, SoftmaxHead, log_norm
+from rescore.engine.kernels.quant import Int8Linear
 
 
 class InferencePaths:
@@ -199,8 +200,6 @@ def step_weights(body: LSTMBody, embedding: Tensor, low: Optional[torch.dtype] =
             if fused_int8:  # rescore.engine.kernels.native.lstm_int8's packed layers
                 upper = [native.Int8LSTMLayer(w_hh0)] + [native.Int8LSTMLayer(w, b) for w, b in ws]
             elif low is torch.qint8:
-                from rescore.engine.kernels.quant import Int8Linear
-
                 upper = [Int8Linear(w_hh0)] + [(Int8Linear(w, b), b) for w, b in ws]
             else:
                 upper = [w_hh0.to(low or dt)] + [(w.to(low or dt).contiguous(), b) for w, b in ws]

@@ -26,6 +26,8 @@ from rescore.models.lm import NeuralLM
 # The baseline heads (PSMM, pointer-generator) register themselves in HEADS when their module is
 # imported; import them here.
 from rescore.models import baselines  # noqa: E402,F401  (psmm, pointer-generator)
+from rescore.io.files import atomic_output
+from rescore.vocab import Vocabulary
 
 FORMAT = "rescore-lm"
 VERSION = 1
@@ -51,8 +53,6 @@ def save_checkpoint(model: LanguageModel, path: Union[str, Path], **extra: Any) 
                "vocab": list(model.vocab.words),
                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}}
     payload.update(extra)
-    from rescore.io.files import atomic_output  # the one atomic write (mode 0666 & ~umask)
-
     with atomic_output(path, "wb") as f:
         torch.save(payload, f)
 
@@ -100,8 +100,6 @@ def _read_checkpoint(path: Path, device) -> Dict[str, Any]:
 
 def model_from_checkpoint(ckpt: Dict[str, Any], path=None, device="cpu") -> NeuralLM:
     """Rebuild the model of a checkpoint dict (from ``read_checkpoint``)."""
-    from rescore.vocab import Vocabulary
-
     if not isinstance(ckpt["config"], dict) or not isinstance(ckpt["vocab"], (list, tuple)) \
             or not all(isinstance(w, str) for w in ckpt["vocab"]) \
             or not isinstance(ckpt["state_dict"], dict):

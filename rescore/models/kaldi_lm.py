@@ -48,6 +48,9 @@ import torch
 from rescore.errors import RescoreError, check
 from rescore.io.lines import iter_lines
 from rescore.vocab import EOS, UNK, Vocabulary
+from rescore.models import ModelConfig
+from rescore.models import build_model, save_checkpoint
+from rescore.models.bodies import interleaved_sinusoidal
 
 log = logging.getLogger(__name__)
 
@@ -175,8 +178,6 @@ def check_state_dict(sd: Dict[str, torch.Tensor], expected: Dict[str, Tuple[int,
 def rescore_config(model_type: str, vocab_size: int, emsize: int, nhid: int, nlayers: int,
                    nhead: int, context: int):
     """The ModelConfig of our model that computes what Kaldi's does."""
-    from rescore.models import ModelConfig
-
     if model_type == "Transformer":
         if nhid % emsize:
             raise RescoreError("a Transformer feed-forward size (--hidden-dim) that is a "
@@ -210,9 +211,6 @@ def import_kaldi_lm(model_path: PathLike, vocab_path: PathLike, out_path: PathLi
     """Write a rescore checkpoint at ``out_path`` for the Kaldi model at ``model_path`` (options
     as Kaldi's scripts give them: --model-type, --embedding-dim = emsize, --hidden-dim = nhid,
     --nlayers, --nhead). Returns the imported NeuralLM (eval mode)."""
-    from rescore.models import build_model, save_checkpoint
-    from rescore.models.bodies import interleaved_sinusoidal
-
     model_path, vocab_path, out_path = Path(model_path), Path(vocab_path), Path(out_path)
     _check_options(model_type, embedding_dim, hidden_dim, nlayers, nhead, context)
     _check_replaceable(out_path)

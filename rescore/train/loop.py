@@ -48,6 +48,7 @@ from rescore.progress import progress
 from rescore.train.options import TrainOptions, check_config, check_out_dir, check_resume, plain_options
 from rescore.train.state import TrainState, file_digest, get_rng, set_rng
 from rescore.vocab import Vocabulary
+from rescore.vocab import read_sentences
 
 log = logging.getLogger(__name__)
 
@@ -470,8 +471,6 @@ def recorded_if_stopped(run: TrainRun, stop: StopSignal) -> Iterator[None]:
 def train_counts(path, vocab: Vocabulary) -> torch.Tensor:
     """(V,) float64 count of each vocabulary id as a training target (OOV words as ``<unk>``,
     one ``<eos>`` per sentence): what ``--output class`` bins its classes by."""
-    from rescore.vocab import read_sentences
-
     sentences = read_sentences(path)
     ids = [i for sent in sentences for i in vocab.encode(sent)[0]]
     counts = torch.bincount(torch.tensor(ids, dtype=torch.long), minlength=len(vocab)).double()

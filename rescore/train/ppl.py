@@ -28,6 +28,15 @@ from rescore.progress import progress as progress_bar
 from rescore.train.data import Streams, encode_corpus, make_streams
 from rescore.errors import OptionError, RescoreError
 from rescore.vocab import EOS, read_sentences
+from rescore.models import load_checkpoint
+from rescore.models.cache import with_cache
+from rescore.nbest.checks import text_vocabulary_warning
+from rescore.metrics import rare_word_buckets
+from rescore.metrics import bucket_cross_entropy
+from rescore.metrics import bucket_ce_difference
+from rescore.metrics import bucket_ticks, plot_bucket_series
+from rescore.models.cache import tune_cache
+from rescore.train.data import load_streams
 
 log = logging.getLogger(__name__)
 
@@ -104,10 +113,6 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
      "compare": {"checkpoint", "ppl", "cross_entropy", "buckets", "difference": [{"bucket",
                  "tokens", "ce_diff"}...] (ce(checkpoint) - ce(compare); < 0: checkpoint better)}}
     """
-    from rescore.models import load_checkpoint
-    from rescore.models.cache import with_cache
-    from rescore.nbest.checks import text_vocabulary_warning
-
     check_options(batch_size=batch_size, bptt=bptt, n_buckets=n_buckets, device=device,
                   cache_window=cache_window, cache_theta=cache_theta, cache_lambda=cache_lambda)
     sentences = read_sentences(text)
@@ -117,8 +122,6 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
     targets = target_words(sentences)
     buckets = None
     if train_text is not None:
-        from rescore.metrics import rare_word_buckets
-
         counts: Counter = Counter()
         for s in read_sentences(train_text):
             counts.update(s)
@@ -136,8 +139,6 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
         res: Dict[str, Any] = {"checkpoint": str(path), "name": name, "ppl": math.exp(ce),
                                "cross_entropy": ce, "buckets": None}
         if buckets is not None:
-            from rescore.metrics import bucket_cross_entropy
-
             words = [(w, c) for w, c in zip(targets, costs) if w != EOS]
             res["buckets"] = bucket_cross_entropy([w for w, _ in words], [c for _, c in words], buckets)
             for row, rng in zip(res["buckets"], buckets.ranges):
@@ -155,8 +156,6 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
             main["name"] += f" ({Path(checkpoint).parent.name or checkpoint})"
             other["name"] += f" ({Path(compare).parent.name or compare})"
         if buckets is not None:
-            from rescore.metrics import bucket_ce_difference
-
             other["difference"] = bucket_ce_difference(main["buckets"], other["buckets"])
         report["compare"] = other
     return report
@@ -219,8 +218,6 @@ def format_report(report: Dict[str, Any]) -> str:
 def plot_report(report: Dict[str, Any], path: PathLike, title: Optional[str] = None) -> None:
     """Chart of the per-bucket cross-entropy: grouped bars of each model (legend: the model
     names), and with --compare their difference per bucket below. The title names the text."""
-    from rescore.metrics import bucket_ticks, plot_bucket_series
-
     if not report.get("buckets"):
         raise RescoreError("--train-text for a per-bucket plot")
     cmp_ = report.get("compare")
@@ -238,3 +235,26 @@ def plot_report(report: Dict[str, Any], path: PathLike, title: Optional[str] = N
                        diff_ylabel="cross-entropy difference (nats)",
                        diff_title=f"{names[0]} - {names[1]} (< 0: {names[0]} better)" if cmp_ else "",
                        diff_color="grey")
+
+
+def tune_cache_report(checkpoint: PathLike, text: PathLike, *, windows, thetas, lambdas, batch_size: int = 10,
+                      bptt: int = 100, device: str = "cpu") -> Dict[str, Any]:
+    """The neural cache's (window, theta, lambda) by perplexity on ``text`` (a validation text):
+    one pass of the model, then every grid point from its kept outputs
+    (rescore.models.cache.tune_cache; each equal to rescore-ppl --cache-*). Returns
+    {"checkpoint", "text", "grid": [{"window", "theta", "lambda", "cross_entropy", "ppl"}...],
+    "best": the grid point of least cross-entropy}."""
+    model = load_checkpoint(checkpoint, device)
+    streams = load_streams(text, model.vocab, batch_size, pad=True)
+    grid = tune_cache(model, streams, bptt, windows, thetas, lambdas, device)
+    best = min(grid, key=lambda p: p["cross_entropy"])
+    return {"checkpoint": str(checkpoint), "text": str(text), "grid": grid, "best": best}
+
+
+def format_cache_grid(report: Dict[str, Any]) -> str:
+    """One line per grid point of tune_cache_report, then the best."""
+    lines = [f"window {p['window']:5d} theta {p['theta']:.3f} lambda {p['lambda']:.3f} ppl {p['ppl']:.2f}"
+             for p in report["grid"]]
+    b = report["best"]
+    lines.append(f"best: window {b['window']} theta {b['theta']:g} lambda {b['lambda']:g} ppl {b['ppl']:.2f}")
+    return "\n".join(lines)

@@ -198,3 +198,36 @@ def test_nbest_command_with_cache_equals_naive_scoring(tmp_path):
     for k in expect:
         assert max(abs(a - b) for a, b in zip(costs[1][k], expect[k])) < 1e-4
     assert any(abs(sum(costs[0][k]) - sum(costs[1][k])) > 1e-3 for k in expect)
+
+
+def test_ppl_command_tunes_the_cache(tmp_path):
+    """rescore-ppl --tune-cache: every grid point's perplexity on the text (tune_cache's, one pass
+    of the model), the best one last, the JSON report; a value out of range is an option error."""
+    import json
+
+    from click.testing import CliRunner
+
+    from rescore.cli.ppl import main
+    from rescore.models import save_checkpoint
+    from rescore.models.cache import tune_cache
+    from rescore.train.data import load_streams
+
+    model = tiny("softmax")
+    ckpt = tmp_path / "m.pt"
+    save_checkpoint(model, ckpt)
+    words = model.vocab.words[2:12]
+    text = tmp_path / "valid.txt"
+    text.write_text("".join(" ".join(words[i:i + 5]) + "\n" for i in range(6)))
+    r = CliRunner().invoke(main, [str(ckpt), str(text), "--device", "cpu", "--tune-cache", "--cache-windows", "3,30",
+                                  "--cache-thetas", "0.2,1", "--cache-lambdas", "0,0.4", "--bptt", "8",
+                                  "--batch-size", "2", "--report", str(tmp_path / "grid.json")])
+    assert r.exit_code == 0, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 9 and lines[-1].startswith("best: window")
+    rep = json.loads((tmp_path / "grid.json").read_text())
+    want = tune_cache(model.eval(), load_streams(text, model.vocab, 2, pad=True), 8, [3, 30], [0.2, 1.0],
+                      [0.0, 0.4], progress=False)
+    assert [p["cross_entropy"] for p in rep["grid"]] == pytest.approx([p["cross_entropy"] for p in want])
+    assert rep["best"] == min(rep["grid"], key=lambda p: p["cross_entropy"])
+    bad = CliRunner().invoke(main, [str(ckpt), str(text), "--tune-cache", "--cache-lambdas", "1.5"])
+    assert bad.exit_code == 2 and "--cache-lambdas" in bad.output

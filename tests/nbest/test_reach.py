@@ -120,7 +120,7 @@ def test_tool_prints_the_table_and_writes_the_json(tmp_path):
 
 def test_tool_help_and_bad_input(tmp_path):
     r = CliRunner().invoke(rare_reach.main, ["--help"])
-    assert r.exit_code == 0 and "e.g.:" in r.output and "rare_reach.py" in r.output
+    assert r.exit_code == 0 and "e.g.:" in r.output and "tools.experiments.rare_reach" in r.output
     nb, data, train = write_nbest_dir(tmp_path, REFS, NBESTS)
     with (data / "text").open("a") as f:
         f.write("u5 zebra\n")  # a reference without an N-best

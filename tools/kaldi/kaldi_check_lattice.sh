@@ -172,7 +172,7 @@ EOF
 # compare: not a check but the measurement of docs/benchmarks.md: the lattice step
 # (beam 5 and beam 1000) against the N-best step at N=20 and N=100 with MODEL, each timed; the
 # WER tuned on the whole set and split-half over the same grid (rescore-tune for the N-best
-# runs; tools/experiments/tune_lattice.py for the lattice runs, whose NN weight needs a rerun of stage 4 per
+# runs; rescore-lattice tune for the lattice runs, whose NN weight needs a rerun of stage 4 per
 # weight: the weight is in the lattices' costs).
 grid_weights=${WEIGHTS:-0:1:0.1}
 grid_inv_acwts=${INV_ACWTS:-6:16:0.5}
@@ -207,7 +207,7 @@ tune_lattice() {
   done
   # $specs is a list of arguments: it must split.
   # shellcheck disable=SC2086
-  PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" "$rescore_py" -m tools.experiments.tune_lattice --nbest-dir "$dev/nbest" --data-dir data/dev \
+  "$(dirname "$rescore_py")/rescore-lattice" tune --nbest-dir "$dev/nbest" --data-dir data/dev \
     --words-txt data/lang/words.txt --inv-acwts "$grid_inv_acwts" --wips="$grid_wips" \
     --report "exp/$run.tune.json" $specs 2>/dev/null | sed "s/^/  $run: /"
 }

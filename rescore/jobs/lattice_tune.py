@@ -1,0 +1,100 @@
+"""rescore-lattice tune: the NN LM weight, inv-acwt and word insertion penalty tuned on rescored
+lattices the way rescore-tune tunes them on N-best lists, with the WER tuned on the whole set and
+split-half (tuned on the first half of the conversations, reported on the second:
+rescore.nbest.combine.split_half).
+
+The weight is not a lattice-time choice (it is in the graph costs), so each weight is its own
+rescored decode dir (recipes/steps/lmrescore_lattice.sh --stage 4 --weight W into DIR_W). The
+1-best of every (inv-acwt, wip) comes from rescore.nbest.lattice.best_paths (what
+lattice-add-penalty | lattice-best-path give), the errors from rescore.metrics.word_errors. A
+DIR_W holds lat.*.gz, read with Kaldi's lattice-copy (on PATH).
+"""
+
+from __future__ import annotations
+
+import glob
+import io
+import logging
+import subprocess
+from typing import Dict, Mapping, Sequence, Tuple
+
+from rescore.errors import RescoreError
+from rescore.io.kaldi import invert_symbol_table, read_symbol_table
+from rescore.metrics import word_errors
+from rescore.nbest.combine import split_half
+from rescore.nbest.lattice import Lattice, best_paths, iter_lattices
+from rescore.nbest.sets import load_nbest_dir
+
+log = logging.getLogger("rescore-lattice")
+
+
+def read_lattice_dir(d: str) -> Dict[str, Lattice]:
+    """The lattices of a decode dir's lat.*.gz (Kaldi's binary archives, through lattice-copy)."""
+    lats = {}
+    for path in sorted(glob.glob(f"{d}/lat.*.gz")):
+        try:
+            r = subprocess.run(["lattice-copy", f"ark:gunzip -c {path}|", "ark,t:-"], capture_output=True)
+        except FileNotFoundError:
+            raise RescoreError("Kaldi's lattice-copy on PATH (to read lat.*.gz)", path=path) from None
+        if r.returncode != 0:
+            raise RescoreError("lattices lattice-copy can read", path=path,
+                               got=r.stderr.decode(errors="replace").strip()[-300:])
+        for lat in iter_lattices(io.StringIO(r.stdout.decode()), path):
+            lats[lat.key] = lat
+    if not lats:
+        raise RescoreError("a decode dir with lattices (lat.*.gz)", path=d, got="none")
+    return lats
+
+
+def tune_lattices(nbest_dir: str, data_dir: str, words_txt: str, dirs: Mapping[float, str],
+                  inv_acwts: Sequence[float], wips: Sequence[float]) -> dict:
+    """The best (weight, inv_acwt, wip) by WER over every utterance, and split-half: tuned on the
+    first half of the conversations, the WER on the second. ``dirs``: weight -> rescored decode
+    dir. Ties go to the first in grid order (smallest weight, inv_acwt, wip)."""
+    nbest = load_nbest_dir(nbest_dir, data_dir, words_txt)
+    first, second = split_half(nbest)
+    halves = [[u.id for u in first.utterances()], [u.id for u in second.utterances()]]
+    refs = nbest.refs
+    if refs is None:
+        raise RescoreError("a data dir with references (text)", path=data_dir)
+    sym = invert_symbol_table(read_symbol_table(words_txt))
+    settings = [(a, p) for a in inv_acwts for p in wips]
+    errors: Dict[Tuple[float, float, float], Dict[str, int]] = {}
+    for w, d in sorted(dirs.items()):
+        lats = read_lattice_dir(d)
+        missing = [u for u in refs if u not in lats]
+        if missing:
+            raise RescoreError(f"a lattice for every utterance of {nbest_dir}", path=d,
+                               got=f"none for {len(missing)} utterances, e.g. {missing[0]}")
+        per = {s: {} for s in settings}
+        cache = {}
+        for u in refs:
+            for s, ids in zip(settings, best_paths(lats[u], [1.0 / a for a in inv_acwts], wips)):
+                if (u, ids) not in cache:
+                    cache[(u, ids)] = word_errors(refs[u], [sym[i] for i in ids])
+                per[s][u] = cache[(u, ids)]
+        for (a, p), e in per.items():
+            errors[(w, a, p)] = e
+        log.info("weight %g: %s (%d lattices)", w, d, len(lats))
+
+    def wer(key, utts):
+        return 100.0 * sum(errors[key][u] for u in utts) / sum(len(refs[u]) for u in utts)
+
+    def tune(utts):
+        return min(sorted(errors), key=lambda k: wer(k, utts))
+
+    every = list(refs)
+    best_all, best_a = tune(every), tune(halves[0])
+    return {"tuned_all": {"weight": best_all[0], "inv_acwt": best_all[1], "wip": best_all[2],
+                          "wer": wer(best_all, every), "utts": len(every)},
+            "split_half": {"weight": best_a[0], "inv_acwt": best_a[1], "wip": best_a[2],
+                           "tuned_wer": wer(best_a, halves[0]), "held_out_wer": wer(best_a, halves[1]),
+                           "tuned_utts": len(halves[0]), "held_out_utts": len(halves[1])}}
+
+
+def format_tuned(out: dict) -> str:
+    a, s = out["tuned_all"], out["split_half"]
+    return (f"tuned on {a['utts']} utterances: WER {a['wer']:.2f} % (weight {a['weight']:g} inv_acwt "
+            f"{a['inv_acwt']:g} wip {a['wip']:g})\n"
+            f"split half: tuned on {s['tuned_utts']} (weight {s['weight']:g} inv_acwt {s['inv_acwt']:g} "
+            f"wip {s['wip']:g}), held out {s['held_out_utts']}: WER {s['held_out_wer']:.2f} %")
