@@ -185,6 +185,31 @@ def ten_hyps_in(names: Sequence[str] = ARCHIVES) -> Callable[[Path], None]:
 ten_hyps = ten_hyps_in()
 
 
+def symlink(target: str, link: str) -> Callable[[Path], None]:
+    def op(w: Path):
+        (w / link).parent.mkdir(parents=True, exist_ok=True)
+        (w / link).symlink_to(w / target)
+    return op
+
+
+def hardlink(target: str, link: str) -> Callable[[Path], None]:
+    def op(w: Path):
+        (w / link).parent.mkdir(parents=True, exist_ok=True)
+        (w / link).hardlink_to(w / target)
+    return op
+
+
+def interchange_of(nbest: str, dst: str) -> Callable[[Path], None]:
+    """The N-best dir as an interchange file (rescore-convert-nbest), at dst."""
+    def op(w: Path):
+        from rescore.io.ecosystems import load_table
+        from rescore.io.interchange import write_nbest_table
+
+        (w / dst).parent.mkdir(parents=True, exist_ok=True)
+        write_nbest_table(w / dst, load_table(w / nbest, "kaldi"))
+    return op
+
+
 # ------------------------------------------------------------------------------------------
 # cases
 
@@ -400,6 +425,57 @@ add("ppl-lm-of-another-language", "ppl", ["{w}/fr.pt", "{w}/text.txt", "--device
     why="a high OOV rate is worth a warning; perplexity over <unk> is still a figure")
 
 
+# --- an output over an input: every command, however the input was named ---------------------
+# (an archive read from an N-best dir, a symlink or a hard link to an input, a data dir's file:
+# the outputs are checked against the inputs by identity, device and inode, before anything is
+# written; the runner checks that nothing changed)
+C = ["{w}/nb"]
+add("convert-target-is-an-archive-of-the-dir", "convert-nbest", C + ["{w}/nb/acwt"], "error",
+    must=["TARGET", "nb/acwt"], codes=(2,))
+add("convert-target-is-a-symlink-to-an-archive", "convert-nbest", C + ["{w}/a.tsv"], "error",
+    must=["TARGET", "a.tsv", "nb/words_text"], codes=(2,), setup=[symlink("nb/words_text", "a.tsv")])
+add("convert-target-is-a-hard-link-to-an-archive", "convert-nbest", C + ["{w}/h.tsv"], "error",
+    must=["TARGET", "h.tsv", "nb/lmwt.nolm"], codes=(2,), setup=[hardlink("nb/lmwt.nolm", "h.tsv")])
+add("convert-target-is-a-hard-link-to-words.txt", "convert-nbest", C + ["{w}/h.tsv"], "error",
+    must=["TARGET", "h.tsv", "words.txt"], codes=(2,), setup=[hardlink("nb/words.txt", "h.tsv")])
+add("convert-to-kaldi-over-its-source", "convert-nbest", ["{w}/k/acwt", "{w}/k", "--to", "kaldi"], "error",
+    must=["TARGET", "k/acwt"], codes=(2,), setup=[interchange_of("nb", "k/acwt")])
+add("nbest-out-dir-is-a-symlink-to-the-data-dir", "nbest", ["{w}/nb", "{w}/dl", "--data-dir", "{w}/nb/data"],
+    "error", must=["OUT_DIR", "text"], codes=(2,), setup=[symlink("nb/data", "dl")])
+add("nbest-output-hard-linked-to-the-references", "nbest", N, "error", must=["OUT_DIR", "text"], codes=(2,),
+    setup=[mkdir("out"), hardlink("nb/data/text", "out/text")])
+add("nbest-output-hard-linked-to-nn-costs", "nbest", N + ["--nn-costs", "{w}/lmwt.nn", "--nn-costs",
+                                                          "{w}/lmwt2.nn"], "error",
+    must=["OUT_DIR", "lmwt.nn"], codes=(2,), setup=[mkdir("out"), hardlink("lmwt.nn", "out/lmwt.nn")])
+add("nbest-interchange-output-over-its-input", "nbest", ["{w}/o/scores.tsv", "{w}/o"], "error",
+    must=["OUT_DIR", "scores.tsv"], codes=(2,), setup=[interchange_of("nb", "o/scores.tsv")])
+add("nbest-interchange-output-hard-linked-to-its-input", "nbest", ["{w}/nb.tsv", "{w}/o"], "error",
+    must=["OUT_DIR", "text", "nb.tsv"], codes=(2,), setup=[interchange_of("nb", "nb.tsv"), mkdir("o"),
+                                                           hardlink("nb.tsv", "o/text")])
+add("tune-params-out-is-an-archive", "tune", U + ["--params-out", "{w}/nb/lmwt.withlm"], "error",
+    must=["--params-out", "lmwt.withlm"], codes=(2,))
+add("tune-report-is-a-hard-link-to-the-references", "tune", U + ["--report", "{w}/r.json"], "error",
+    must=["--report", "r.json"], codes=(2,), setup=[hardlink("nb/data/text", "r.json")])
+add("wer-report-is-a-symlink-to-the-hypotheses", "wer", W + ["--report", "{w}/r.json"], "error",
+    must=["--report", "r.json"], codes=(2,), setup=[symlink("hyp.txt", "r.json")])
+add("wer-report-is-a-hard-link-to-the-reference", "wer", W + ["--report", "{w}/r.json"], "error",
+    must=["--report", "r.json"], codes=(2,), setup=[hardlink("ref.txt", "r.json")])
+add("ppl-report-is-a-hard-link-to-the-text", "ppl", P + ["--report", "{w}/r.json"], "error",
+    must=["--report", "r.json"], codes=(2,), setup=[hardlink("text.txt", "r.json")])
+add("lattice-cover-output-is-a-hard-link-to-the-lattices", "lattice", ["cover", "--acoustic-scale", "0.1",
+                                                                         "{w}/lat.txt", "{w}/c.txt"], "error",
+    must=["NBEST_OUT", "c.txt"], codes=(2,), setup=[hardlink("lat.txt", "c.txt")])
+add("lattice-apply-output-is-an-archive-of-the-dir", "lattice", ["apply", "--acoustic-scale", "0.1", "--weight",
+                                                                  "0.5", "{w}/lat.txt", "{w}/cover",
+                                                                  "{w}/cover/words"], "error",
+    must=["LATS_OUT", "words"], codes=(2,))
+add("import-kaldi-lm-model.pt-hard-linked-to-the-state-dict", "import-kaldi-lm",
+    K[:2] + ["{w}/imp", "--model-type", "LSTM"] + K[3:], "error", must=["OUT_DIR", "model.pt"], codes=(2,),
+    setup=[mkdir("imp"), hardlink("kaldi.pt", "imp/model.pt")])
+add("train-lm-out-dir-train.json-hard-linked-to-the-text", "train-lm", T, "error", must=["--out-dir", "train"],
+    codes=(1, 2), setup=[mkdir("out"), hardlink("train.txt", "out/train.json")])
+
+
 # NOT YET DETECTED: none at present. A case nobody detects yet is added with needs= (the change it
 # needs): it runs as a strict xfail until that change lands, and then moves up.
 # ==========================================================================================
@@ -407,6 +483,12 @@ add("ppl-lm-of-another-language", "ppl", ["{w}/fr.pt", "{w}/text.txt", "--device
 
 # ------------------------------------------------------------------------------------------
 # the runner
+
+def _all_commands():
+    from rescore.cli import interchange
+
+    return {**_commands(), "convert-nbest": interchange.convert}
+
 
 def _world(src: Path, at: Path) -> Path:
     shutil.copytree(src, at)
@@ -421,7 +503,7 @@ def _invoke(m: Mistake, world: Path, caplog):
     args = [a.replace("{w}", str(world)) for a in m.args]
     caplog.clear()
     with caplog.at_level(logging.INFO):
-        result = CliRunner().invoke(_commands()[m.cmd], args, catch_exceptions=True)
+        result = CliRunner().invoke(_all_commands()[m.cmd], args, catch_exceptions=True)
     exc = result.exception
     if exc is not None and not isinstance(exc, SystemExit):
         import traceback

@@ -14,6 +14,7 @@ from rescore.cli.examples import attach
 
 # rescore.io.ecosystems.FORMATS (kept here so that --help imports nothing)
 FORMATS = ("kaldi", "interchange", "espnet", "icefall", "nemo")
+KALDI_ARCHIVES = ("words_text", "acwt", "lmwt.withlm", "lmwt.nolm", "words")  # what --to kaldi writes
 
 _OPTIONS = [
     click.option("--format", "input_format", type=click.Choice(("auto", *FORMATS)), default="auto",
@@ -88,12 +89,20 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
     from rescore.io.ecosystems import input_format, table_to_kaldi
     from rescore.nbest.tables import load_table
     from rescore.io.interchange import write_nbest_table
-    from rescore.io.outdir import check_not_input
+    from rescore.io.outputs import check_not_input, check_output_dir
 
     fmt = input_format(source, src_format)
     if manifest is not None and fmt != "nemo":
         raise OptionError("--from nemo (the manifest is NeMo's)", option="--manifest", got=manifest)
-    check_not_input(Path(target), [source, *(p for p in (manifest, words_txt) if p)], "TARGET")
+    inputs = [source, manifest, words_txt]
+    if fmt == "kaldi" and words_txt is None:
+        from rescore.nbest.sets import default_words_txt
+
+        inputs.append(default_words_txt(Path(source)))
+    if dst_format == "kaldi":  # (every name it may write, checked before reading)
+        check_output_dir(target, "TARGET", names=KALDI_ARCHIVES, inputs=inputs)
+    else:
+        check_not_input(Path(target), inputs, "TARGET")
     table = load_table(source, fmt, manifest, words_txt if fmt == "kaldi" else None)
     if dst_format == "kaldi":
         written = table_to_kaldi(table, target, words_txt, kaldi_style=not no_trailing_space)
