@@ -624,3 +624,60 @@ def test_step_outside_a_recipe_dir_says_so(base, tmp_path):  # noqa: F811
     said = (r.stdout + r.stderr).replace(str(step), "STEP")
     assert re.search(r"recipe (dir|directory)", said, re.IGNORECASE), said[-800:]
     assert not (tmp_path / "exp").exists()  # nothing made before the check
+
+
+# ==========================================================================================
+# A --split job whose share is empty (more jobs than blocks of conversations): a warning and a
+# valid empty set, for every input format, with --model and with --nn-costs; the shares merged
+# (cat, in job order) give the whole set's 1-best and costs.
+# ==========================================================================================
+ECO = REPO_ROOT / "tests" / "fixtures" / "ecosystems"
+SPLIT_INPUTS = {
+    "kaldi": lambda w: [str(w / "nb"), "--data-dir", str(w / "nb" / "data")],
+    "interchange": lambda w: [str(w / "nb.tsv"), "--data-dir", str(w / "nb" / "data")],
+    "espnet": lambda w: [str(ECO / "espnet" / "decode_asr_nbest3" / "test_clean"), "--format", "espnet",
+                         "--data-dir", str(ECO / "espnet" / "data" / "test_clean")],
+    "icefall": lambda w: [str(ECO / "icefall" / "nbest-test-clean.jsonl"), "--format", "icefall"],
+    "nemo": lambda w: [str(ECO / "nemo" / "preds_out_size3_alpha0.5_beta1.0.tsv"), "--format", "nemo",
+                       "--manifest", str(ECO / "nemo" / "test_manifest.json")],
+}
+
+
+@pytest.mark.parametrize("source", ["model", "nn-costs"])
+@pytest.mark.parametrize("fmt", list(SPLIT_INPUTS))
+def test_split_job_with_an_empty_share_writes_an_empty_set(fmt, source, base, tmp_path, caplog):  # noqa: F811
+    import logging
+
+    from rescore.cli.nbest import main as rescore_nbest
+
+    w = _world(base, tmp_path / "w")
+    interchange_of("nb", "nb.tsv")(w)
+    src = SPLIT_INPUTS[fmt](w)
+    model = ["--model", str(w / "model.pt"), "--device", "cpu", "--allow-oov-rate"]
+
+    def run(out, *extra):
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            r = CliRunner().invoke(rescore_nbest, [src[0], str(w / out), *src[1:], *extra])
+        assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+        assert r.exit_code == 0, r.output[-1500:]
+        return w / out
+
+    whole = run("whole", *model)
+    costs = model if source == "model" else ["--nn-costs", str(whole / "lmwt.nn")]
+    # every conversation is in one block of --conv-batch: job 1 has them all, job 2 none
+    shares = [run(f"job{k}", *costs, "--split", f"{k}/2") for k in (1, 2)]
+    said = " ".join(r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+    assert "job 2 of 2 has no conversations" in said
+    assert (shares[1] / "text").read_text() == ""
+    assert "".join((s / "text").read_text() for s in shares) == (whole / "text").read_text()
+    costs_file = "lmwt.interp" if fmt == "kaldi" else "scores.tsv"
+    if fmt == "kaldi":
+        assert "".join((s / costs_file).read_text() for s in shares) == (whole / costs_file).read_text()
+    else:
+        from rescore.io.interchange import read_nbest_table
+
+        empty = read_nbest_table(shares[1] / costs_file)
+        assert empty.num_hyps == 0 and empty.columns == read_nbest_table(whole / costs_file).columns
+    manifest = json.loads((shares[1] / "manifest.json").read_text())
+    assert manifest["complete"] is True and manifest["split"] == [2, 2]

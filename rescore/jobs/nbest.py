@@ -335,7 +335,7 @@ def rescore_loaded(out_dir: PathLike, job: NbestJob, nbest, checks, results, tra
         names = ["lmwt.nn"] if len(job.models) == 1 else [f"lmwt.nn.{k}" for k in range(1, len(job.models) + 1)]
         nn = NnCosts.of_engine(nbest, results, [str(Path(out_dir) / n) for n in names])
     else:
-        nn = NnCosts.read(nbest, job.nn_costs) if job.nn_costs else None
+        nn = NnCosts.read(nbest, job.nn_costs, share=job.split is not None) if job.nn_costs else None
     arrays = CostArrays(nbest, nn)
     best = arrays.choice(job.params)
     graph_costs = arrays.graph_costs(job.params) if graph else None
