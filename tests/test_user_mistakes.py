@@ -52,6 +52,7 @@ P = ["{w}/model.pt", "{w}/text.txt", "--device", "cpu"]
 K = ["{w}/kaldi.pt", "{w}/kvocab.txt", "{w}/imp", "--embedding-dim", str(KDIM), "--hidden-dim", str(KDIM),
      "--nlayers", "1"]
 ARCHIVES = ("acwt", "lmwt.withlm", "lmwt.nolm", "words", "words_text")
+ECO = REPO_ROOT / "tests" / "fixtures" / "ecosystems"
 
 
 # ------------------------------------------------------------------------------------------
@@ -196,6 +197,72 @@ def hardlink(target: str, link: str) -> Callable[[Path], None]:
     def op(w: Path):
         (w / link).parent.mkdir(parents=True, exist_ok=True)
         (w / link).hardlink_to(w / target)
+    return op
+
+
+def shift_keys(nbest: str, names: Sequence[str]) -> Callable[[Path], None]:
+    """Each utterance's N-best keyed as the next utterance's (the last as the first's): an
+    off-by-one in a script that renamed the keys; the archives stay in blocks."""
+    def op(w: Path):
+        utts = [ln.split()[0] for ln in (w / nbest / "data" / "text").read_text().splitlines()]
+        to = dict(zip(utts, utts[1:] + utts[:1]))
+        for name in names:
+            p = w / nbest / name
+            if not p.exists():
+                continue
+            out = []
+            for ln in p.read_text().splitlines():
+                key, _, rest = ln.partition(" ")
+                u, r = key.rsplit("-", 1)
+                out.append(f"{to[u]}-{r} {rest}")
+            p.write_text("\n".join(out) + "\n")
+    return op
+
+
+def _rotated_refs(text: str) -> str:
+    """A Kaldi text whose references are each the next utterance's."""
+    rows = [ln.partition(" ") for ln in text.splitlines()]
+    words = [r[2] for r in rows]
+    return "".join(f"{k} {v}\n" for (k, _, _), v in zip(rows, words[1:] + words[:1]))
+
+
+def icefall_rotated_refs(dst: str) -> Callable[[Path], None]:
+    """The icefall dump with each cut's reference moved to the next cut."""
+    def op(w: Path):
+        rows = [json.loads(ln) for ln in (ECO / "icefall" / "nbest-test-clean.jsonl").read_text().splitlines()]
+        cuts = list(dict.fromkeys(r["cut_id"] for r in rows if "ref" in r))
+        refs = {r["cut_id"]: r["ref"] for r in rows if "ref" in r}
+        to = dict(zip(cuts, cuts[1:] + cuts[:1]))
+        for r in rows:
+            if "ref" in r:
+                r["ref"] = refs[to[r["cut_id"]]]
+        (w / dst).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return op
+
+
+def raw_transcripts(rel: str) -> Callable[[Path], None]:
+    """References as a raw transcript: sentence case, a comma after the second word, a full
+    stop at the end."""
+    def op(w: Path):
+        out = []
+        for ln in (w / rel).read_text().splitlines():
+            key, *words = ln.split()
+            if words:
+                words[0] = words[0].capitalize()
+                if len(words) > 2:
+                    words[1] += ","
+                words[-1] += "."
+            out.append(" ".join([key, *words]))
+        (w / rel).write_text("\n".join(out) + "\n")
+    return op
+
+
+def train_text_with_refs(dst: str) -> Callable[[Path], None]:
+    """The world's training text with the test references appended (an LM trained on it has
+    seen them)."""
+    def op(w: Path):
+        refs = [ln.split(maxsplit=1)[1] for ln in (w / "nb" / "data" / "text").read_text().splitlines()]
+        (w / dst).write_text((w / "train.txt").read_text() + "".join(r + "\n" for r in refs))
     return op
 
 
@@ -476,6 +543,75 @@ add("train-lm-out-dir-train.json-hard-linked-to-the-text", "train-lm", T, "error
     codes=(1, 2), setup=[mkdir("out"), hardlink("train.txt", "out/train.json")])
 
 
+# --- references that do not belong to the hypotheses, for every input format -----------------
+add("nbest-keys-shifted-by-one", "nbest", N, "warning",
+    must=["first pass \\(rank 1\\) of .*nb has a WER of", "do not belong together", "keys shifted"],
+    setup=[shift_keys("nb", ARCHIVES)],
+    why="a first pass that shares nothing with the references could in principle be a terrible decode")
+add("nbest-interchange-keys-shifted-by-one", "nbest", ["{w}/nb.tsv", "{w}/out", "--data-dir", "{w}/nb/data"],
+    "warning", must=["first pass \\(rank 1\\) of .*nb.tsv", "do not belong together", "keys shifted"],
+    setup=[shift_keys("nb", ARCHIVES), interchange_of("nb", "nb.tsv")],
+    why="as for a Kaldi dir: a terrible decode is possible")
+add("nbest-nemo-manifest-in-another-order", "nbest", [str(ECO / "nemo" / "preds_out_size3_alpha0.5_beta1.0.tsv"),
+                                                      "{w}/out", "--format", "nemo", "--manifest", "{w}/m.json"],
+    "warning", must=["do not belong together", "manifest \\(--manifest\\) in another order"],
+    setup=[lambda w: (w / "m.json").write_text("".join(reversed(
+        (ECO / "nemo" / "test_manifest.json").read_text().splitlines(keepends=True))))],
+    why="the beams and the manifest's lines are paired by order only: nothing else tells them apart")
+add("nbest-espnet-references-of-another-order", "nbest", [str(ECO / "espnet" / "decode_asr_nbest3" / "test_clean"),
+                                                          "{w}/out", "--format", "espnet", "--data-dir", "{w}/ed"],
+    "warning", must=["do not belong together", "--data-dir"],
+    setup=[lambda w: (w / "ed").mkdir() or (w / "ed" / "text").write_text(_rotated_refs(
+        (ECO / "espnet" / "data" / "test_clean" / "text").read_text()))],
+    why="the keys match; only the words tell that the references are another utterance's")
+add("nbest-icefall-references-of-other-cuts", "nbest", ["{w}/ice.jsonl", "{w}/out", "--format", "icefall"],
+    "warning", must=["do not belong together"], setup=[icefall_rotated_refs("ice.jsonl")],
+    why="the dump pairs each cut with a reference; only the words tell it is another cut's")
+# references written as raw transcripts: punctuation and sentence case
+add("nbest-references-as-raw-transcripts", "nbest", N, "warning",
+    must=["references carry punctuation", "upper case", "--normalize-refs"], setup=[raw_transcripts("nb/data/text")],
+    why="punctuation can be scored on purpose (a recognizer that writes it)")
+add("wer-references-as-raw-transcripts", "wer", W, "warning",
+    must=["references carry punctuation", "--normalize-refs"], setup=[raw_transcripts("ref.txt")],
+    why="as for rescore-nbest")
+add("nbest-normalize-refs-gives-the-normalised-figure", "nbest", N + ["--normalize-refs"], "same",
+    setup=[raw_transcripts("nb/data/text")])
+add("wer-normalize-refs-gives-the-normalised-figure", "wer", W + ["--report", "{w}/out/w.json", "--normalize-refs"],
+    "same", figure="out/w.json", setup=[raw_transcripts("ref.txt")], pre=[mkdir("out")])
+
+# --- the test references inside the LM training text ---------------------------------------
+add("nbest-train-text-holds-the-references", "nbest", N + ["--train-text", "{w}/tt.txt", "--no-plot"], "warning",
+    must=["LM training text .*tt.txt holds 100.0 % of the reference sentences", "not a held-out figure"],
+    setup=[train_text_with_refs("tt.txt")],
+    why="the training text may hold a sentence of the test set by chance; the share tells")
+add("nbest-nn-costs-train-text-holds-the-references", "nbest", N + ["--nn-costs", "{w}/lmwt.nn", "--train-text",
+                                                                   "{w}/tt.txt", "--no-plot"], "warning",
+    must=["LM training text .*tt.txt holds"], setup=[train_text_with_refs("tt.txt")],
+    why="as with --model: the costs came from an LM trained on that text")
+
+# --- options that would do nothing in the mode given: one rule ---------------------------------
+for opt, val in (("--precision", "bf16"), ("--history-min-posterior", "0.1"), ("--device", "cpu"),
+                 ("--state-carry", "none"), ("--max-tokens", "100"), ("--conv-batch", "4")):
+    add(f"nbest-{opt[2:]}-with-nn-costs", "nbest", N + ["--nn-costs", "{w}/lmwt.nn", opt, val], "error",
+        must=[opt, "expected --model", "would do nothing"], codes=(2,))
+add("nbest-allow-oov-rate-with-nn-costs", "nbest", N + ["--nn-costs", "{w}/lmwt.nn", "--allow-oov-rate"], "error",
+    must=["--allow-oov-rate", "expected --model", "would do nothing"], codes=(2,))
+add("nbest-precision-without-nn-lm", "nbest", N + ["--precision", "bf16"], "error",
+    must=["--precision", "expected --model"], codes=(2,))
+
+# --- the interchange reader: file and line for every value; Windows line ends, a BOM -----------
+add("nbest-interchange-costs-that-overflow", "nbest", ["{w}/nb.tsv", "{w}/out", "--inv-acwt", "0.001"], "error",
+    must=["nb.tsv:4:", "ac / inv_acwt overflows", "column ac", "rec1-rms-000-2"],
+    setup=[interchange_of("nb", "nb.tsv"), edit("nb.tsv", lambda b: b.replace(b"\t812\t", b"\t1e306\t", 1))])
+add("nbest-interchange-weighted-sum-overflows", "nbest", ["{w}/x.tsv", "{w}/out"], "error",
+    must=["x.tsv:3:", "weighted sum stays finite", "am"], codes=(1,),
+    setup=[put("x.tsv", "#nbest-interchange 1\nutt\trank\twords\tam\tlm\nu1\t1\ta b\t1e308\t1e308\n")])
+add("nbest-interchange-crlf", "nbest", ["{w}/nb.tsv", "{w}/out", "--data-dir", "{w}/nb/data"], "same",
+    pre=[interchange_of("nb", "nb.tsv")], setup=[edit("nb.tsv", lambda b: b.replace(b"\n", b"\r\n"))])
+add("nbest-interchange-bom", "nbest", ["{w}/nb.tsv", "{w}/out", "--data-dir", "{w}/nb/data"], "same",
+    pre=[interchange_of("nb", "nb.tsv")], setup=[edit("nb.tsv", lambda b: b"\xef\xbb\xbf" + b)])
+
+
 # NOT YET DETECTED: none at present. A case nobody detects yet is added with needs= (the change it
 # needs): it runs as a strict xfail until that change lands, and then moves up.
 # ==========================================================================================
@@ -631,7 +767,6 @@ def test_step_outside_a_recipe_dir_says_so(base, tmp_path):  # noqa: F811
 # valid empty set, for every input format, with --model and with --nn-costs; the shares merged
 # (cat, in job order) give the whole set's 1-best and costs.
 # ==========================================================================================
-ECO = REPO_ROOT / "tests" / "fixtures" / "ecosystems"
 SPLIT_INPUTS = {
     "kaldi": lambda w: [str(w / "nb"), "--data-dir", str(w / "nb" / "data")],
     "interchange": lambda w: [str(w / "nb.tsv"), "--data-dir", str(w / "nb" / "data")],

@@ -302,8 +302,15 @@ class CostArrays:
         bad = [t for t in terms if not np.isfinite(t[3])]
         term, source, value, _ = bad[0] if bad else max(terms, key=lambda t: abs(t[3]))
         key = self.keys[i]
+        table = getattr(self._nbest, "source_table", None)  # (path, key -> line, archive -> column)
         if isinstance(source, int):
             path, kind = self.nn.sources[source], "tokens"
+        elif table is not None:  # a set read from a table (rescore.jobs.interchange.to_nbest_set)
+            column = table[2].get(source, source)
+            return RescoreError(
+                f"costs whose {what} stays finite: {term} overflows for hypothesis '{key}' under weight {w:g}, "
+                f"inv_acwt {inv:g}, wip {wip:g} (column {column})", path=table[0], line=table[1].get(key) or None,
+                got=f"{key} ({int(value)} words)" if term == "wip * words" else f"{key} {float(value)!r}")
         else:
             from rescore.nbest.sets import find_archive
 
