@@ -816,3 +816,83 @@ def test_split_job_with_an_empty_share_writes_an_empty_set(fmt, source, base, tm
         assert empty.num_hyps == 0 and empty.columns == read_nbest_table(whole / costs_file).columns
     manifest = json.loads((shares[1] / "manifest.json").read_text())
     assert manifest["complete"] is True and manifest["split"] == [2, 2]
+
+
+# ==========================================================================================
+# Correct input prints no warning: every input format of the world, the real dev set (with the
+# full LM training text) and the archives written by Kaldi's binaries.
+# ==========================================================================================
+def _no_warning(args, caplog, command="nbest", tiny=False):
+    """Run a command on correct input: no warning (tiny: but for the bootstrap's over a few
+    utterances, right for them)."""
+    import logging
+
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        r = CliRunner().invoke(_all_commands()[command], [str(a) for a in args])
+    assert r.exit_code == 0, r.output[-1500:]
+    said = [rec.getMessage() for rec in caplog.records if rec.levelno >= logging.WARNING]
+    said += [ln for ln in r.output.splitlines() if "warning" in ln.lower()]
+    if tiny:
+        said = [m for m in said if not re.match(r"only \d+ (recordings|utterances)\b.*bootstrap", m)]
+    assert not said, said
+    return r
+
+
+CLEAN = {
+    "kaldi-text": lambda w: [w / "nb", w / "out", "--data-dir", w / "nb" / "data", "--train-text", w / "train.txt",
+                             "--no-plot"],
+    "kaldi-integer": lambda w: (w / "nb" / "words_text").unlink() or [w / "nb", w / "out", "--data-dir",
+                                                                    w / "nb" / "data"],
+    "kaldi-model": lambda w: [w / "nb", w / "out", "--data-dir", w / "nb" / "data", "--model", w / "model.pt",
+                              "--device", "cpu", "--train-text", w / "train.txt", "--no-plot"],
+    "interchange": lambda w: interchange_of("nb", "nb.tsv")(w) or [w / "nb.tsv", w / "out", "--data-dir",
+                                                                   w / "nb" / "data"],
+    "espnet": lambda w: [SPLIT_INPUTS["espnet"](w)[0], w / "out", *SPLIT_INPUTS["espnet"](w)[1:]],
+    "icefall": lambda w: [SPLIT_INPUTS["icefall"](w)[0], w / "out", *SPLIT_INPUTS["icefall"](w)[1:]],
+    "nemo": lambda w: [SPLIT_INPUTS["nemo"](w)[0], w / "out", *SPLIT_INPUTS["nemo"](w)[1:]],
+}
+
+
+@pytest.mark.parametrize("case", list(CLEAN))
+def test_correct_input_prints_no_warning(case, base, tmp_path, caplog):  # noqa: F811
+    w = _world(base, tmp_path / "w")
+    _no_warning(CLEAN[case](w), caplog, tiny=True)
+    _no_warning([w / "ref.txt", w / "hyp.txt"], caplog, "wer")
+
+
+@pytest.mark.shared_data
+def test_the_dev_set_and_kaldi_written_archives_print_no_warning(tmp_path, caplog):
+    from conftest import shared_data_path
+
+    dev = shared_data_path("tts-wikitext2-dev")
+    train = shared_data_path("wikitext2-asr", "train.txt")
+    r = _no_warning([dev / "nbest", tmp_path / "dev", "--data-dir", dev / "data", "--train-text", train,
+                     "--no-plot"], caplog)
+    assert "first pass" in r.output and "train text" in r.output  # (report.txt: the checks' lines)
+    fixture = shared_data_path("kaldi-nbest-fixture")
+    k = tmp_path / "kaldi"
+    k.mkdir()
+    for n in ("words", "acwt", "lmwt.withlm"):
+        shutil.copy(fixture / n, k / n)
+    shutil.copy(fixture / "lmwt.nolm.input-text", k / "lmwt.nolm")
+    utts = {ln.split()[0].rsplit("-", 1)[0] for ln in (k / "acwt").read_text().splitlines()}
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "text").write_text("".join(ln + "\n" for ln in (dev / "data" / "text").read_text()
+                                                    .splitlines() if ln.split()[0] in utts))
+    _no_warning([k, tmp_path / "fixture", "--data-dir", tmp_path / "data", "--words-txt",
+                 dev / "lang" / "words.txt"], caplog, tiny=True)  # (8 utterances)
+
+
+def test_references_in_the_training_text_are_in_the_log_report_txt_and_report_json(base, tmp_path):  # noqa: F811
+    w = _world(base, tmp_path / "w")
+    train_text_with_refs("tt.txt")(w)
+    r = CliRunner().invoke(_all_commands()["nbest"], [str(w / "nb"), str(w / "out"), "--data-dir",
+                                                      str(w / "nb" / "data"), "--train-text", str(w / "tt.txt")])
+    assert r.exit_code == 0, r.output
+    checks = json.loads((w / "out" / "report.json").read_text())["input_checks"]["references"]
+    found = [c for c in checks if "sentence_share" in c]
+    assert found and found[0]["sentence_share"] == 100.0 and found[0]["ngram"] == 8
+    assert "not a held-out figure" in found[0]["warnings"][0]
+    txt = (w / "out" / "report.txt").read_text()
+    assert "holds 100.0 % of the reference sentences" in txt and "warning      the LM training text" in txt

@@ -14,11 +14,13 @@ that still give a plausible-looking WER, so only a warning says them.
   100 %, a few % found.)
 * :func:`train_text_overlap` -- with the LM training text (``--train-text``): the share of the
   reference sentences found verbatim in it, and of the reference NGRAM-grams (8 words); above
-  MAX_SENTENCE_SHARE (5 %) or MAX_NGRAM_SHARE (10 %) a warning, since an LM that has seen the
-  test references gives a WER no other LM can be compared with. Honest text has a few: on the
-  dev set the training text of wikitext2-asr holds 1.4 % of the reference sentences (short
-  stock sentences) and 2.8 % of their 8-grams. One pass over the sentences the run reads anyway
-  (for the rare-word buckets), hash sets only.
+  MAX_SENTENCE_SHARE (10 %) or MAX_NGRAM_SHARE (20 %) a warning, since an LM that has seen the
+  test references gives a WER no other LM can be compared with (one trained on them: 100 %).
+  Honest text has a few: the training text of wikitext2-asr holds 1.4 % of the sentences of the
+  tts-wikitext2-dev references (short stock sentences) and 2.8 % of their 8-grams; the mini
+  recipe's Bible text without the Gospel of Mark holds 4.2 % of its test sentences from Mark and
+  7.3 % of their 8-grams (the other gospels tell the same stories in the same words). One pass
+  over the sentences the run reads anyway (for the rare-word buckets), hash sets only.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from rescore.nbest.checks import MAX_FIRST_PASS_WER, MIN_TOKEN_OVERLAP
 log = logging.getLogger(__name__)
 
 NGRAM = 8  # the long n-grams looked up in the training text
-MAX_SENTENCE_SHARE = 5.0  # percent of the reference sentences found verbatim: a warning above
-MAX_NGRAM_SHARE = 10.0  # percent of the reference NGRAM-grams found: a warning above
+MAX_SENTENCE_SHARE = 10.0  # percent of the reference sentences found verbatim: a warning above
+MAX_NGRAM_SHARE = 20.0  # percent of the reference NGRAM-grams found: a warning above
 SHIFT_FACTOR = 2.0  # a neighbour's reference this many times the overlap of its own: shifted keys
 
 # The likely causes of a first pass that does not fit the references, by input format.
