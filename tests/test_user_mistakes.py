@@ -269,7 +269,7 @@ def train_text_with_refs(dst: str) -> Callable[[Path], None]:
 def interchange_of(nbest: str, dst: str) -> Callable[[Path], None]:
     """The N-best dir as an interchange file (rescore-convert-nbest), at dst."""
     def op(w: Path):
-        from rescore.io.ecosystems import load_table
+        from rescore.nbest.tables import load_table
         from rescore.io.interchange import write_nbest_table
 
         (w / dst).parent.mkdir(parents=True, exist_ok=True)
