@@ -266,6 +266,17 @@ def train_text_with_refs(dst: str) -> Callable[[Path], None]:
     return op
 
 
+def trained_on(text: str, out: str) -> Callable[[Path], None]:
+    """A tiny LM trained (rescore-train-lm, one epoch) on ``text`` into ``out``."""
+    def op(w: Path):
+        args = [a.replace("{w}", str(w)) for a in T]
+        args[args.index("--train") + 1] = str(w / text)
+        args[args.index("--out-dir") + 1] = str(w / out)
+        r = CliRunner().invoke(_commands()["train-lm"], args)
+        assert r.exit_code == 0, r.output
+    return op
+
+
 def interchange_of(nbest: str, dst: str) -> Callable[[Path], None]:
     """The N-best dir as an interchange file (rescore-convert-nbest), at dst."""
     def op(w: Path):
@@ -584,6 +595,12 @@ add("nbest-train-text-holds-the-references", "nbest", N + ["--train-text", "{w}/
     must=["LM training text .*tt.txt holds 100.0 % of the reference sentences", "not a held-out figure"],
     setup=[train_text_with_refs("tt.txt")],
     why="the training text may hold a sentence of the test set by chance; the share tells")
+add("nbest-model-trained-on-the-references", "nbest", N + ["--model", "{w}/lm/model.pt", "--device", "cpu",
+                                                          "--allow-oov-rate"], "warning",
+    must=["LM training text the training text of .*lm/model.pt \\(its fingerprint\\) holds 100.0 % of the reference "
+          "sentences", "not a held-out figure"],
+    setup=[train_text_with_refs("tt.txt"), trained_on("tt.txt", "lm")],
+    why="as with --train-text: the model.pt of rescore-train-lm records its training text's fingerprint")
 add("nbest-nn-costs-train-text-holds-the-references", "nbest", N + ["--nn-costs", "{w}/lmwt.nn", "--train-text",
                                                                    "{w}/tt.txt", "--no-plot"], "warning",
     must=["LM training text .*tt.txt holds"], setup=[train_text_with_refs("tt.txt")],

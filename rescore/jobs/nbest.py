@@ -342,7 +342,8 @@ def check_input(job: NbestJob, nbest, train_sentences=None):
         log.info("references normalised (--normalize-refs): lower case, punctuation stripped")
     checks = sanity.check_nbest_input(nbest, job.models, job.words_txt, job.allow_oov_rate)
     checks.references = refcheck.reference_checks(nbest, getattr(job, "fmt", "kaldi"), train_sentences,
-                                                  job.train_text, first_pass=checks.symbol_table is None)
+                                                  job.train_text, first_pass=checks.symbol_table is None,
+                                                  models=job.models)
     return checks, CostArrays(nbest).fixed(job.params)
 
 

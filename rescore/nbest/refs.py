@@ -21,10 +21,16 @@ that still give a plausible-looking WER, so only a warning says them.
   recipe's Bible text without the Gospel of Mark holds 4.2 % of its test sentences from Mark and
   7.3 % of their 8-grams (the other gospels tell the same stories in the same words). One pass
   over the sentences the run reads anyway (for the rare-word buckets), hash sets only.
+* Without ``--train-text``, the same shares from the fingerprint of its training text that a
+  checkpoint of rescore-train-lm records (:func:`text_fingerprint`: 64-bit hashes of every
+  training sentence and of one in FINGERPRINT_SAMPLE of its 8-grams, plain tensors, read
+  without executing code): the 8-gram share is then that of the reference 8-grams whose hash
+  falls in the sample.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections import Counter
@@ -39,6 +45,8 @@ log = logging.getLogger(__name__)
 NGRAM = 8  # the long n-grams looked up in the training text
 MAX_SENTENCE_SHARE = 10.0  # percent of the reference sentences found verbatim: a warning above
 MAX_NGRAM_SHARE = 20.0  # percent of the reference NGRAM-grams found: a warning above
+FINGERPRINT_SAMPLE = 16  # a fingerprint keeps the 8-grams whose hash is a multiple of this
+FINGERPRINT_KEY = "train_text_fingerprint"  # its key in a checkpoint
 SHIFT_FACTOR = 2.0  # a neighbour's reference this many times the overlap of its own: shifted keys
 
 # The likely causes of a first pass that does not fit the references, by input format.
@@ -131,7 +139,7 @@ class TrainTextOverlap(JsonRecord):
     warnings: List[str] = field(default_factory=list)
 
 
-def _ngrams(words: Sequence[str], n: int = NGRAM):
+def _ngrams(words: Sequence[str], n: int = NGRAM):  # (tuples of n words, in order)
     return zip(*(words[i:] for i in range(n)))
 
 
@@ -157,26 +165,72 @@ def train_text_overlap(refs: Mapping[str, Sequence[str]], sentences: Sequence[Se
     n_found = sum(1 for r in ref_lists if tuple(r) in seen_sentences)
     grams = [g for r in ref_lists for g in _ngrams(r)]
     g_found = sum(1 for g in grams if g in seen_ngrams)
-    c = TrainTextOverlap(str(train_text), len(ref_lists), n_found, _rate(n_found, len(ref_lists)), NGRAM,
-                         len(grams), g_found, _rate(g_found, len(grams)))
-    c.line = (f"train text   {train_text}: holds {c.sentence_share:.1f} % of the reference sentences "
-              f"({n_found} of {len(ref_lists)}) and {c.ngram_share:.1f} % of their {NGRAM}-grams verbatim")
-    if c.sentence_share > MAX_SENTENCE_SHARE or c.ngram_share > MAX_NGRAM_SHARE:
-        c.warnings.append(
-            f"the LM training text {train_text} holds {c.sentence_share:.1f} % of the reference sentences "
-            f"({n_found} of {len(ref_lists)}) and {c.ngram_share:.1f} % of their {NGRAM}-grams verbatim (a warning "
-            f"above {MAX_SENTENCE_SHARE:g} % of the sentences or {MAX_NGRAM_SHARE:g} % of the {NGRAM}-grams): an LM "
-            f"trained on it has seen the test references, so its WER is not a held-out figure; train without "
-            f"the test set's text (and check --train-text is the LM's training text)")
+    c = _overlap_record(str(train_text), ref_lists, n_found, NGRAM, len(grams), g_found)
     log.info("references against the training text: %.2f CPU-s", time.process_time() - t0)
     return c
 
 
+def _overlap_record(where: str, ref_lists: List[List[str]], n_found: int, n: int, n_grams: int,
+                    g_found: int) -> TrainTextOverlap:
+    c = TrainTextOverlap(where, len(ref_lists), n_found, _rate(n_found, len(ref_lists)), n, n_grams, g_found,
+                         _rate(g_found, n_grams))
+    c.line = (f"train text   {where}: holds {c.sentence_share:.1f} % of the reference sentences "
+              f"({n_found} of {len(ref_lists)}) and {c.ngram_share:.1f} % of their {n}-grams verbatim")
+    if c.sentence_share > MAX_SENTENCE_SHARE or c.ngram_share > MAX_NGRAM_SHARE:
+        c.warnings.append(
+            f"the LM training text {where} holds {c.sentence_share:.1f} % of the reference sentences "
+            f"({n_found} of {len(ref_lists)}) and {c.ngram_share:.1f} % of their {n}-grams verbatim (a warning "
+            f"above {MAX_SENTENCE_SHARE:g} % of the sentences or {MAX_NGRAM_SHARE:g} % of the {n}-grams): an LM "
+            f"trained on it has seen the test references, so its WER is not a held-out figure; train without "
+            f"the test set's text (and check --train-text is the LM's training text)")
+    return c
+
+
+def _hash(words: Sequence[str]) -> int:
+    """A signed 64-bit hash of a word sequence, the same in every process and run."""
+    return int.from_bytes(hashlib.blake2b(" ".join(words).encode("utf-8"), digest_size=8).digest(), "little",
+                          signed=True)
+
+
+def text_fingerprint(sentences: Sequence[Sequence[str]]) -> dict:
+    """What a checkpoint records of its training text for the check of the references against
+    it (module doc): sorted int64 tensors of the hashes of every sentence and of the sampled
+    NGRAM-grams."""
+    import torch
+
+    sent = {_hash(s) for s in sentences if s}
+    grams = set()
+    for s in sentences:
+        if len(s) >= NGRAM:
+            grams.update(h for h in map(_hash, _ngrams(s)) if h % FINGERPRINT_SAMPLE == 0)
+    return {"version": 1, "ngram": NGRAM, "sample": FINGERPRINT_SAMPLE,
+            "sentences": torch.tensor(sorted(sent), dtype=torch.int64),
+            "ngrams": torch.tensor(sorted(grams), dtype=torch.int64)}
+
+
+def fingerprint_overlap(refs: Mapping[str, Sequence[str]], fingerprint: Mapping, model: str) -> TrainTextOverlap:
+    """train_text_overlap from a checkpoint's fingerprint of its training text (text_fingerprint)."""
+    t0 = time.process_time()
+    sentences = set(fingerprint["sentences"].tolist())
+    grams = set(fingerprint["ngrams"].tolist())
+    sample, n = int(fingerprint["sample"]), int(fingerprint["ngram"])
+    ref_lists = [list(r) for r in refs.values() if r]
+    n_found = sum(1 for r in ref_lists if _hash(r) in sentences)
+    sampled = [h for r in ref_lists for h in map(_hash, _ngrams(r, n)) if h % sample == 0]
+    g_found = sum(1 for h in sampled if h in grams)
+    where = f"the training text of {model} (its fingerprint)"
+    c = _overlap_record(where, ref_lists, n_found, n, len(sampled), g_found)
+    log.info("references against the fingerprint of %s: %.2f CPU-s", model, time.process_time() - t0)
+    return c
+
+
 def reference_checks(nbest, fmt: str = "kaldi", train_sentences: Optional[Sequence[Sequence[str]]] = None,
-                     train_text: Optional[str] = None, first_pass: bool = True) -> List[JsonRecord]:
+                     train_text: Optional[str] = None, first_pass: bool = True,
+                     models: Sequence[str] = ()) -> List[JsonRecord]:
     """The checks of this module on a loaded N-best set with references (rescore.nbest.sets.NbestSet),
     their summary logged and their warnings logged as warnings; [] without references. first_pass:
-    False where the symbol table check (rescore.nbest.checks) already compared the first pass."""
+    False where the symbol table check (rescore.nbest.checks) already compared the first pass.
+    models: the LM checkpoints whose fingerprints are checked where there is no training text."""
     if nbest.refs is None:
         return []
     checks: List[JsonRecord] = []
@@ -187,6 +241,14 @@ def reference_checks(nbest, fmt: str = "kaldi", train_sentences: Optional[Sequen
             checks.append(c)
     if train_sentences is not None and train_text is not None:
         checks.append(train_text_overlap(nbest.refs, train_sentences, train_text))
+    else:  # the fingerprints the models' checkpoints record of their training texts
+        from rescore.models import read_checkpoint
+        from rescore.settings import is_hf_spec
+
+        for m in models:
+            fp = None if is_hf_spec(m) else read_checkpoint(m, "cpu", keep=True).get(FINGERPRINT_KEY)
+            if isinstance(fp, Mapping) and fp.get("version") == 1:
+                checks.append(fingerprint_overlap(nbest.refs, fp, str(m)))
     for c in checks:
         log.info("%s", " ".join(c.line.split()))
         for w in c.warnings:
