@@ -218,7 +218,7 @@ def fingerprint_overlap(refs: Mapping[str, Sequence[str]], fingerprint: Mapping,
     n_found = sum(1 for r in ref_lists if _hash(r) in sentences)
     sampled = [h for r in ref_lists for h in map(_hash, _ngrams(r, n)) if h % sample == 0]
     g_found = sum(1 for h in sampled if h in grams)
-    where = f"the training text of {model} (its fingerprint)"
+    where = f"of {model} (by the fingerprint its checkpoint records)"
     c = _overlap_record(where, ref_lists, n_found, n, len(sampled), g_found)
     log.info("references against the fingerprint of %s: %.2f CPU-s", model, time.process_time() - t0)
     return c
