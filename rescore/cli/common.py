@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from typing import Iterator
+from typing import Iterator, Mapping, Optional
 
 import click
 
@@ -106,6 +106,29 @@ def errors_to_exit() -> Iterator[None]:
         yield
     except RescoreError as e:
         fail(e)
+
+
+def refuse_idle_options(needs: Mapping[str, Optional[str]]) -> None:
+    """The one rule for options that would do nothing in the mode given: ``needs`` maps a
+    parameter name of the current command to None where the option acts, else to what it needs
+    and why; an option the user gave (on the command line or in the environment, whatever its
+    value) that would not act is an OptionError (exit 2) naming it, before any work."""
+    ctx = click.get_current_context()
+    for p in ctx.command.params:
+        need = needs.get(p.name or "")
+        if need is None:
+            continue
+        source = ctx.get_parameter_source(p.name)  # type: ignore[arg-type]
+        if source in (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT):
+            option = max(p.opts, key=len) if p.opts else p.name
+            raise OptionError(f"{need}; without it {option} would do nothing", option=option,
+                              got=_shown(ctx.params.get(p.name)))
+
+
+def _shown(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)
 
 
 MAX_GRID_POINTS = 10_000  # per axis; rescore-tune also bounds the product of the axes

@@ -88,6 +88,18 @@ def engine_option(name: str, help: str):
     return _option(next(f for f in fields(EngineSettings) if f.name == name), help)
 
 
+MODEL_NEEDED = "--model (it sets how the NN LM scores; with --nn-costs, or no NN LM, none is run)"
+
+
+def idle_without_model(model, split_spec=None) -> dict:
+    """What each engine setting needs to act (cli.common.refuse_idle_options): --model, but for
+    --conv-batch, which also sizes the blocks of --split; None for the settings that act."""
+    needs = {f.name: None if model else MODEL_NEEDED for f in fields(EngineSettings)}
+    if split_spec is not None:
+        needs["conv_batch"] = None
+    return needs
+
+
 def engine_settings(values: dict) -> EngineSettings:
     """The EngineSettings of ``@engine_options``' values (``values``: the command's keyword
     arguments; those that are not settings are ignored)."""

@@ -39,6 +39,7 @@ _READ_OPTIONS = [
                  help="With --format espnet: speaker K of a multi-speaker decode (<n>best_recog_spk<K>/ "
                       "folders); one run per speaker."),
 ]
+KALDI_ARCHIVES = ("words_text", "acwt", "lmwt.withlm", "lmwt.nolm", "words")  # what --to kaldi writes
 
 _OPTIONS = [
     click.option("--format", "input_format", type=click.Choice(("auto", *FORMATS)), default="auto",
@@ -155,19 +156,27 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
     from rescore.io.ecosystems import input_format, table_to_kaldi
     from rescore.nbest.tables import load_table
     from rescore.io.interchange import write_nbest_table
-    from rescore.io.outdir import check_not_input
+    from rescore.io.outputs import check_not_input, check_output_dir
 
     fmt = input_format(source, src_format)
     if manifest is not None and "nemo" not in (fmt, dst_format):
         raise OptionError("--from nemo or --to nemo (the manifest is NeMo's)", option="--manifest", got=manifest)
-    check_not_input(Path(target), [source, *(p for p in (manifest, words_txt) if p)], "TARGET")
+    inputs = [source, manifest, words_txt]
+    if fmt == "kaldi" and words_txt is None:
+        from rescore.nbest.sets import default_words_txt
+
+        inputs.append(default_words_txt(Path(source)))
+    if dst_format == "kaldi":  # (every name it may write, checked before reading)
+        check_output_dir(target, "TARGET", names=KALDI_ARCHIVES, inputs=inputs)
+    else:
+        check_not_input(Path(target), inputs, "TARGET")
     table = load_table(source, fmt, manifest if fmt == "nemo" else None, words_txt if fmt == "kaldi" else None,
                        read_options(options, fmt))
     if dst_format in WRITE_FORMATS:
         from rescore.io.results import files_for, ranking_costs, write_files
 
         files = files_for(dst_format, table, ranking_costs(table), manifest=manifest)
-        written = write_files(Path(target), files, [source, *(p for p in (manifest, words_txt) if p)])
+        written = write_files(Path(target), files, [p for p in inputs if p])
         click.echo(f"wrote {', '.join(written)} into {target} ({len(table.utterances)} utterances)", err=True)
     elif dst_format == "kaldi":
         written = table_to_kaldi(table, target, words_txt, kaldi_style=not no_trailing_space)

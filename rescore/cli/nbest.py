@@ -7,9 +7,9 @@ import logging
 
 import click
 
-from rescore.cli.common import command, setup_logging, verbose_option
+from rescore.cli.common import command, refuse_idle_options, setup_logging, verbose_option
 from rescore.cli.examples import attach
-from rescore.cli.engine_options import engine_options, engine_settings
+from rescore.cli.engine_options import MODEL_NEEDED, engine_options, engine_settings, idle_without_model
 from rescore.cli.interchange import interchange_options, pop_other_format, run_other_format
 from rescore.nbest.checks import OOV_ERROR_RATE, OOV_WARN_RATE
 
@@ -85,6 +85,10 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
               help=f"Score with an LM whose vocabulary lacks more than {OOV_ERROR_RATE:g} % of the hypothesis tokens "
                    f"(otherwise an error, exit 1; above {OOV_WARN_RATE:g} % a warning, as for hypotheses in another "
                    "letter case or Unicode normalisation than the LM's words).")
+@click.option("--normalize-refs", is_flag=True,
+              help="Normalise the references before scoring as a recipe's scoring filter does: lower case, "
+                   "punctuation stripped (inner apostrophes and hyphens kept), for raw transcripts against a "
+                   "recognizer's normalised words (a warning suggests it).")
 @click.option("--jobs", "jobs_spec", metavar="A:B",
               help="Do the work of Kaldi's jobs A to B (what `$cmd JOB=A:B ... rescore-nbest` runs as B-A+1 processes) "
                    "in one process: every JOB in NBEST_DIR, OUT_DIR, --data-dir, --words-txt and --nn-costs is "
@@ -98,7 +102,8 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
 @interchange_options
 @verbose_option
 def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix_spec, inv_acwt, wip, train_text,
-         num_buckets, plot, allow_missing, allow_oov_rate, jobs_spec, verbose, model, split_spec, **settings):
+         num_buckets, plot, allow_missing, allow_oov_rate, normalize_refs, jobs_spec, verbose, model, split_spec,
+         **settings):
     """Rescore NBEST_DIR (Kaldi layout: words/words_text, acwt, lmwt.withlm, lmwt.nolm) into
     OUT_DIR: lmwt.interp (new graph costs, Kaldi text archive for linear-to-nbest), text
     (1-best words), lmwt.nn with --model (the mixed costs with several --model, each model's own
@@ -115,6 +120,10 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     from rescore.jobs.nbest import (NbestJob, job_numbers, job_path, nbest_jobs, parse_split, rescore_nbest_dir,
                                   rescore_nbest_jobs)
 
+    # options that would do nothing without a model (one rule: rescore.cli.common.refuse_idle_options)
+    refuse_idle_options({**idle_without_model(model, split_spec),
+                         "allow_oov_rate": None if model else MODEL_NEEDED.replace("it sets how the NN LM scores",
+                                                                                   "the vocabulary is the LM's")})
     numbers = None
     if jobs_spec is not None:  # (checked before --params is read)
         numbers = job_numbers(jobs_spec, nbest_dir=nbest_dir, out_dir=out_dir, split=split_spec, models=model,
@@ -134,7 +143,7 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
                nn_costs=tuple(nn_costs), models=tuple(model), scoring=scoring, train_text=train_text,
                num_buckets=num_buckets, plot=plot, allow_missing=allow_missing,
                split=parse_split(split_spec) if split_spec else None, params_file=params_file,
-               allow_oov_rate=allow_oov_rate)
+               allow_oov_rate=allow_oov_rate, normalize_refs=normalize_refs)
     if numbers is not None:  # Kaldi's jobs in one process
         for k, report in rescore_nbest_jobs(nbest_jobs(jobs_spec, **job)).items():
             if report is not None:

@@ -7,7 +7,7 @@ import logging
 
 import click
 
-from rescore.cli.common import command, parse_grid, setup_logging, verbose_option
+from rescore.cli.common import command, parse_grid, refuse_idle_options, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.engine_options import engine_option
 from rescore.jobs.refine import DEFAULT_ROUNDS, MAX_ROUNDS
@@ -98,14 +98,13 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     from rescore.jobs.tune import TuneJob, format_cross_validation, format_setting, tune_nbest_dir
 
     nn_costs, apply_nn_costs = tuple(nn_costs), tuple(apply_nn_costs)
-    given = click.get_current_context().get_parameter_source("mixes") != click.core.ParameterSource.DEFAULT
-    if given and len(nn_costs) < 2:
-        raise click.UsageError("--mixes needs two or more --nn-costs (one per model)")
-    if not apply_to:
-        for name, v in (("--apply-data-dir", apply_data_dir), ("--apply-nn-costs", apply_nn_costs),
-                        ("--apply-words-txt", apply_words_txt)):
-            if v not in (None, ()):
-                raise click.UsageError(f"{name} goes with --apply-to (it would do nothing)")
+    # options that would do nothing in this mode (one rule: rescore.cli.common.refuse_idle_options)
+    apply_needed = None if apply_to else "--apply-to (the test dir the tuned setting is applied to)"
+    refine_needed = None if refine_kw.get("refine_model") else "--refine-model (the LM a refining tune scores with)"
+    refuse_idle_options({"mixes": None if len(nn_costs) >= 2 else "two or more --nn-costs (one per model)",
+                         "apply_data_dir": apply_needed, "apply_nn_costs": apply_needed,
+                         "apply_words_txt": apply_needed,
+                         **{name: refine_needed for name in refine_kw if name != "refine_model"}})
     apply = None
     if apply_to:
         test_dir, out_dir = apply_to

@@ -55,9 +55,13 @@ def _systems(hyp_texts, names):
 @click.option("--title", help="Title of the chart. Default: the reference file and the system names.")
 @click.option("--allow-missing", is_flag=True,
               help="Score a missing hypothesis as empty and ignore extra ones instead of failing.")
+@click.option("--normalize-refs", is_flag=True,
+              help="Normalise REF_TEXT before scoring as a recipe's scoring filter does: lower case, punctuation "
+                   "stripped (inner apostrophes and hyphens kept), for raw transcripts against a recognizer's "
+                   "normalised words (a warning suggests it).")
 @verbose_option
 def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, seed, confidence, report, plot,
-         title, allow_missing, verbose):
+         title, allow_missing, normalize_refs, verbose):
     """WER of each HYP_TEXT against REF_TEXT (Kaldi text files: utt-id w1 w2 ...). With one
     HYP_TEXT: compute-wer's line and the bucket table. With more: the first is the baseline and
     each further one is compared with it (WER with sub/del/ins, relative change, a paired
@@ -83,6 +87,10 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
         if not any(refs.values()):
             raise RescoreError("a reference with at least one word (a WER of no words is "
                                "undefined)", path=ref_text, got="no words")
+        if normalize_refs:
+            from rescore.metrics.refnorm import normalize_refs as normalized
+
+            refs = normalized(refs)
         hyps = {n: read_text_table(p, "tokens").as_dict() for n, p in systems}
         for n, p in systems:
             warn_suspect_inputs(refs, hyps[n], ref_text, p)
@@ -92,7 +100,7 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
                                got="no words")
         if len(systems) == 1:
             rep = wer_report(ref_text, systems[0][1], train_text=train_text, num_buckets=num_buckets,
-                             allow_missing=allow_missing, train_counts=train_counts)
+                             allow_missing=allow_missing, train_counts=train_counts, refs=refs)
             text = format_wer_report(rep)
         else:
             text = None

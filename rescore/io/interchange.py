@@ -2,7 +2,8 @@
 
 rescore reads Kaldi N-best dirs natively; every other recognizer's beam output (ESPnet, icefall,
 NeMo: rescore.io.ecosystems) comes in through this one format, and rescore-nbest writes its
-per-hypothesis results in it too. A file (UTF-8, ``\\n`` line ends)::
+per-hypothesis results in it too. A file (UTF-8, ``\\n`` line ends; as Kaldi's text files,
+``\\r\\n`` line ends and a leading byte order mark are read too)::
 
     #nbest-interchange 1
     utt<TAB>rank<TAB>words<TAB>ac<TAB>graph<TAB>nolm
@@ -131,13 +132,16 @@ def check_columns(columns: Sequence[str], path: Optional[PathLike] = None, line:
 
 
 def _read_lines(path: PathLike) -> List[str]:
+    """The file's lines, as the Kaldi readers take them (rescore.io.lines): a leading UTF-8 byte
+    order mark dropped, a '\\r' before each '\\n' (Windows line ends) dropped."""
     text = read_utf8(path, "a readable N-best interchange file")
-    if "\r" in text:
-        line = text[: text.index("\r")].count("\n") + 1
-        raise RescoreError("lines ending in '\\n' alone (no '\\r')", path=path, line=line)
+    if text.startswith("\ufeff"):  # (a Windows editor's UTF-8 signature is not text)
+        text = text[1:]
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
+    if "\r" in text:
+        lines = [ln.rstrip("\r") for ln in lines]
     return lines
 
 

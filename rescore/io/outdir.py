@@ -35,33 +35,13 @@ from typing import IO, Iterable, Iterator, List, Optional, Sequence, Tuple, Unio
 
 from rescore.errors import OptionError, RescoreError
 from rescore.io.files import atomic_output, dumps_json, is_temporary
+from rescore.io.outputs import InputGuard, check_not_input  # noqa: F401 (check_not_input: its users import it here)
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
 
 LOCK_NAME = ".rescore.lock"
 MANIFEST_NAME = "manifest.json"
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
-
-
-def check_not_input(output: Path, inputs: Iterable[PathLike], option: str) -> None:
-    """An OptionError when writing ``output`` would overwrite or replace an input file."""
-    for p in inputs:
-        p = Path(p)
-        if _same_file(output, p):
-            raise OptionError(f"an output that is not one of the inputs (writing {output} would "
-                              f"replace the input {p})", option=option, got=str(output))
-    if output.is_dir():
-        raise OptionError("a file path, not a directory", option=option, got=str(output))
-    for parent in output.parents:
-        if parent.exists() and not parent.is_dir():
-            raise OptionError(f"a path in a directory ({parent} is a file)", option=option, got=str(output))
 
 
 def sha256(path: Path) -> str:
@@ -186,6 +166,7 @@ class OutputSet:
         self._lock: Optional[IO] = None
         self._writing = False  # outputs begun (the old set removed, the manifest incomplete)
         self._created = False  # OUT_DIR made by this run
+        self._input_guard: Optional[InputGuard] = None
 
     # -- checks before any work
 
@@ -194,11 +175,18 @@ class OutputSet:
         for p in (self.dir, *self.dir.parents):
             if p.exists() and not p.is_dir():
                 raise OptionError(f"a directory ({p} is a file)", option=self.option, got=str(self.dir))
+        guard = self._guard()
         for name in [*self.outputs, MANIFEST_NAME]:
-            check_not_input(self.dir / name, self.inputs, self.option)
+            check_not_input(self.dir / name, (), self.option)
+            guard.check(self.dir / name, self.option)
+
+    def _guard(self) -> InputGuard:
+        if self._input_guard is None:
+            self._input_guard = InputGuard(self.inputs)
+        return self._input_guard
 
     def _is_input(self, p: Path) -> bool:
-        return any(_same_file(p, q) for q in self.inputs if q.exists())
+        return self._guard().input_at(p) is not None
 
     # -- writing
 

@@ -1,11 +1,19 @@
 """Checks of output paths before any work: an output that cannot be written, or that would
-replace an input, is refused up front, not after the work is done."""
+replace an input, is refused up front, not after the work is done.
+
+The one check of an output against the inputs (:class:`InputGuard`, :func:`check_not_input`)
+compares files by identity, device and inode (``st_dev``, ``st_ino``), not by name: an input
+reached through a symlink or a hard link is the same file, and an input directory (an N-best
+dir, a data dir, a decode dir) stands for every file under it, so an archive read from an
+N-best dir is an input even where only the dir was named. Every command runs it for every path
+it will write before it writes anything.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable, Optional, Union
+from typing import Dict, Iterable, Optional, Tuple, Union
 
 from rescore.errors import OptionError
 
@@ -25,11 +33,75 @@ def _writable_ancestor(path: Path, option: str) -> None:
             return
 
 
-def _same(a: PathLike, b: PathLike) -> bool:
+MAX_DIR_FILES = 200_000  # files of an input dir looked at (a decode dir has far fewer)
+
+
+def _identity(path: PathLike) -> Optional[Tuple[int, int]]:
+    """(st_dev, st_ino) of the file at path (links followed), None where there is none."""
     try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+class InputGuard:
+    """The identities of every input file (a directory: of every file under it, links
+    followed), to check outputs against before anything is written."""
+
+    def __init__(self, inputs: Iterable[Optional[PathLike]]):
+        self.files: Dict[Tuple[int, int], Path] = {}
+        for p in inputs:
+            if p is None or str(p) == "-":
+                continue
+            p = Path(p)
+            if p.is_dir():
+                self._add_dir(p)
+            else:
+                self._add(p)
+
+    def _add(self, p: Path) -> None:
+        key = _identity(p)
+        if key is not None:
+            self.files.setdefault(key, p)
+
+    def _add_dir(self, d: Path) -> None:
+        n = 0
+        for dirpath, _, filenames in os.walk(d, followlinks=False):
+            for f in filenames:
+                self._add(Path(dirpath) / f)
+                n += 1
+                if n >= MAX_DIR_FILES:
+                    return
+
+    def input_at(self, output: PathLike) -> Optional[Path]:
+        """The input that writing ``output`` would replace (the same file), else None."""
+        key = _identity(output)
+        return None if key is None else self.files.get(key)
+
+    def check(self, output: PathLike, option: str) -> None:
+        """An OptionError naming ``option`` when ``output`` is an input file."""
+        if str(output) == "-":
+            return
+        inp = self.input_at(output)
+        if inp is not None:
+            how = "" if os.path.abspath(inp) == os.path.abspath(output) else (
+                " through a symlink" if os.path.islink(output) else
+                " (the same file: a hard link or a linked directory)")
+            raise OptionError(f"an output that is not one of the inputs (writing {output} would replace the "
+                              f"input {inp}{how})", option=option, got=str(output))
+
+
+def check_not_input(output: PathLike, inputs: Iterable[Optional[PathLike]], option: str) -> None:
+    """An OptionError when writing ``output`` would overwrite or replace an input file (by
+    identity, InputGuard), or ``output`` is a directory, or lies under a file."""
+    output = Path(output)
+    InputGuard(inputs).check(output, option)
+    if output.is_dir():
+        raise OptionError("a file path, not a directory", option=option, got=str(output))
+    for parent in output.parents:
+        if parent.exists() and not parent.is_dir():
+            raise OptionError(f"a path in a directory ({parent} is a file)", option=option, got=str(output))
 
 
 def check_output_file(path: Optional[PathLike], option: str,
@@ -43,10 +115,7 @@ def check_output_file(path: Optional[PathLike], option: str,
     _writable_ancestor(path, option)
     if path.exists() and not os.access(path, os.W_OK) and not os.access(path.parent, os.W_OK):
         raise OptionError("a writable file", option=option, got=str(path))
-    for inp in inputs:
-        if inp is not None and _same(path, inp):
-            raise OptionError(f"an output that is not an input (it is {inp})", option=option,
-                               got=str(path))
+    InputGuard(inputs).check(path, option)
 
 
 def check_output_dir(out_dir: PathLike, option: str, names: Iterable[str] = (),
@@ -62,9 +131,6 @@ def check_output_dir(out_dir: PathLike, option: str, names: Iterable[str] = (),
                                got=str(out))
     else:
         _writable_ancestor(out, option)
-    inputs = [p for p in inputs if p is not None]
+    guard = InputGuard(inputs)
     for name in names:
-        for inp in inputs:
-            if _same(out / name, inp):
-                raise OptionError(f"an output dir whose {name} is not an input (it is {inp})",
-                                   option=option, got=str(out))
+        guard.check(out / name, option)

@@ -89,10 +89,12 @@ def to_nbest_set(table, weights: Mapping[str, float], kaldi: bool, data_dir=None
 
     idx = {c: table.columns.index(c) for c in table.columns}
     utts = []
+    lines: Dict[str, int] = {}
     for u in table.utterances:
         hyps = []
         for h in u.hyps:
             key = f"{u.id}-{h.rank}"
+            lines[key] = h.line
             if kaldi:
                 s = h.scores
                 hyps.append(nb.Hypothesis(key, h.words, s[idx["ac"]], s[idx["graph"]], s[idx["nolm"]]))
@@ -100,9 +102,27 @@ def to_nbest_set(table, weights: Mapping[str, float], kaldi: bool, data_dir=None
                 f = 0.0
                 for c, i in idx.items():
                     f += weights[c] * h.scores[i]
+                if not math.isfinite(f):
+                    _overflow(table, h, key, weights, idx)
                 hyps.append(nb.Hypothesis(key, h.words, 0.0, f, f))
         utts.append(nb.Utterance(u.id, hyps))
-    return nb.assemble_set(table.path, utts, data_dir, refs=table.refs, allow_missing=allow_missing)
+    nbest = nb.assemble_set(table.path, utts, data_dir, refs=table.refs, allow_missing=allow_missing)
+    # where an overflow of the interpolation finds each cost (rescore.nbest.combine.CostArrays): the
+    # table's file and line, its columns for Kaldi's archives
+    columns = ({"acwt": "ac", "lmwt.withlm": "graph", "lmwt.nolm": "nolm"} if kaldi else
+               dict.fromkeys(("acwt", "lmwt.withlm", "lmwt.nolm"), "the weighted sum of the score columns"))
+    nbest.source_table = (table.path, lines, columns)
+    return nbest
+
+
+def _overflow(table, h, key: str, weights: Mapping[str, float], idx: Mapping[str, int]):
+    """The RescoreError of a hypothesis whose weighted sum of scores overflows: its file, line
+    and the column of the largest term."""
+    terms = {c: weights[c] * h.scores[i] for c, i in idx.items()}
+    c = max(terms, key=lambda c: abs(terms[c]) if math.isfinite(terms[c]) else math.inf)
+    text = h.texts[idx[c]] if h.texts else repr(h.scores[idx[c]])
+    raise RescoreError(f"scores whose weighted sum stays finite: {weights[c]:g} * {c} overflows the total of "
+                       f"hypothesis '{key}'", path=table.path, line=h.line or None, got=f"{c} {text}")
 
 
 @dataclass(frozen=True)
@@ -215,7 +235,9 @@ def rescore_table(job: InterchangeJob) -> Optional[dict]:
                           "files", option="--write-format", got="icefall")
     if job.split is not None:
         k, n = job.split
-        nbest = nbest.subset(split_share([c.id for c in nbest.conversations], k, n, job.scoring.conv_batch))
+        share = nbest.subset(split_share([c.id for c in nbest.conversations], k, n, job.scoring.conv_batch))
+        share.source_table = nbest.source_table
+        nbest = share
     job = replace(job, extra_report=dict(job.extra_report, input=job.nbest_dir, format=job.fmt,
                                          score_weights=weights))
     with job.output_set(nbest.refs is not None) as out:

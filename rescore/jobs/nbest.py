@@ -181,6 +181,7 @@ class NbestJob:
     params_file: Optional[str] = None  # where params came from (an input, for the checks)
     extra_report: Dict[str, object] = field(default_factory=dict)
     allow_oov_rate: bool = False  # score an LM that lacks most of the words (rescore.nbest.checks)
+    normalize_refs: bool = False  # lower-case the references, strip punctuation (rescore.metrics.refnorm)
 
     def __post_init__(self):
         if not isinstance(self.params, Params):
@@ -262,7 +263,8 @@ class NbestJob:
                 "model": recorded(self.models), "split": list(self.split) if self.split else None,
                 "scoring": {f.name: getattr(self.scoring, f.name) for f in fields(self.scoring)}
                 if self.models else None,
-                "train_text": self.train_text, "num_buckets": self.num_buckets}
+                "train_text": self.train_text, "num_buckets": self.num_buckets,
+                "normalize_refs": self.normalize_refs}
 
     def output_set(self) -> OutputSet:
         return OutputSet(self.out_dir, self.outputs(), self.inputs(), known=NBEST_OUTPUTS,
@@ -306,20 +308,42 @@ class Rescored:
     train_counts: object
 
 
-def train_counts_of(job: NbestJob):
-    """Counter of the words of the job's LM training text, None without one."""
-    from rescore.vocab import count_words, read_sentences
+def train_sentences_of(job: NbestJob):
+    """The sentences of the job's LM training text (rescore.vocab.read_sentences), None without
+    one: read once for the rare-word counts and the check of the references against it."""
+    from rescore.vocab import read_sentences
 
-    return count_words(read_sentences(job.train_text)) if job.train_text else None
+    return read_sentences(job.train_text) if job.train_text else None
 
 
-def check_input(job: NbestJob, nbest):
+def train_counts_of(job: NbestJob, sentences=None):
+    """Counter of the words of the job's LM training text (its ``sentences`` where read
+    already), None without one."""
+    from rescore.vocab import count_words
+
+    if sentences is None:
+        sentences = train_sentences_of(job)
+    return count_words(sentences) if sentences is not None else None
+
+
+def check_input(job: NbestJob, nbest, train_sentences=None):
     """(rescore.nbest.checks.InputChecks, the fixed costs) of a loaded set: its checks before any
-    scoring, an overflow of the fixed costs included."""
+    scoring (the references against the first pass and, given its ``train_sentences``, the LM
+    training text: rescore.nbest.refs), an overflow of the fixed costs included. With
+    --normalize-refs the set's references are normalised first."""
     from rescore.nbest import checks as sanity
+    from rescore.nbest import refs as refcheck
     from rescore.nbest.combine import CostArrays
 
+    if job.normalize_refs and nbest.refs is not None:
+        from rescore.metrics.refnorm import normalize_refs
+
+        nbest.refs = normalize_refs(nbest.refs)
+        log.info("references normalised (--normalize-refs): lower case, punctuation stripped")
     checks = sanity.check_nbest_input(nbest, job.models, job.words_txt, job.allow_oov_rate)
+    checks.references = refcheck.reference_checks(nbest, getattr(job, "fmt", "kaldi"), train_sentences,
+                                                  job.train_text, first_pass=checks.symbol_table is None,
+                                                  models=job.models)
     return checks, CostArrays(nbest).fixed(job.params)
 
 
@@ -335,7 +359,7 @@ def rescore_loaded(out_dir: PathLike, job: NbestJob, nbest, checks, results, tra
         names = ["lmwt.nn"] if len(job.models) == 1 else [f"lmwt.nn.{k}" for k in range(1, len(job.models) + 1)]
         nn = NnCosts.of_engine(nbest, results, [str(Path(out_dir) / n) for n in names])
     else:
-        nn = NnCosts.read(nbest, job.nn_costs) if job.nn_costs else None
+        nn = NnCosts.read(nbest, job.nn_costs, share=job.split is not None) if job.nn_costs else None
     arrays = CostArrays(nbest, nn)
     best = arrays.choice(job.params)
     graph_costs = arrays.graph_costs(job.params) if graph else None
@@ -349,8 +373,9 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest, write_costs=None) -> Op
     1-best and the report."""
     from rescore.jobs.scoring import score_models
 
-    train_counts = train_counts_of(job)
-    checks, fixed = check_input(job, nbest)
+    sentences = train_sentences_of(job)
+    train_counts = train_counts_of(job, sentences)
+    checks, fixed = check_input(job, nbest, sentences)
     warn_unusual(job, nbest)
     results = None
     if job.models:
@@ -518,12 +543,13 @@ def rescore_nbest_jobs(jobs: Mapping[int, NbestJob]) -> Dict[int, Optional[dict]
     first = check_jobs(jobs)
     with contextlib.ExitStack() as stack:
         outs = {k: stack.enter_context(j.output_set()) for k, j in jobs.items()}
-        train_counts = train_counts_of(first)
+        sentences = train_sentences_of(first)
+        train_counts = train_counts_of(first, sentences)
         loaded = {}
         for k, job in jobs.items():
             log.info("job %d: reading %s", k, job.nbest_dir)
             nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing)
-            loaded[k] = (nbest, *check_input(job, nbest))
+            loaded[k] = (nbest, *check_input(job, nbest, sentences))
             log.info("job %d: %d conversations, %d utterances, %d hypotheses", k, len(nbest.conversations),
                      nbest.num_utts, nbest.num_hyps)
         results = dict.fromkeys(jobs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Mapping, Optional, Union
+from typing import List, Mapping, Optional, Sequence, Union
 
 from rescore.errors import RescoreError
 from rescore.metrics.buckets import _range_label, bucket_wer, format_bucket_table, rare_word_buckets
@@ -156,14 +156,17 @@ def format_comparison(cmp: dict) -> str:
 
 
 def wer_report(ref_text: PathLike, hyp_text: PathLike, *, train_text: Optional[PathLike] = None,
-               num_buckets: int = 10, allow_missing: bool = False, train_counts: Optional[Counter] = None) -> WerReport:
+               num_buckets: int = 10, allow_missing: bool = False, train_counts: Optional[Counter] = None,
+               refs: Optional[Mapping[str, Sequence[str]]] = None) -> WerReport:
     """WER of two Kaldi text files (``utt w1 w2 ...``) keyed by utterance, with the rare-word
     bucket table when train_text (or its counts, train_counts) is given. Missing or extra
     utterances are an error unless allow_missing (then a missing hypothesis counts as empty, an
-    extra one is ignored). JSON-ready: a WER of no reference words with errors is None."""
+    extra one is ignored). JSON-ready: a WER of no reference words with errors is None. refs:
+    ref_text's references as read (and normalised: rescore-wer --normalize-refs), else read here."""
     from rescore.io.kaldi import read_text_table
 
-    refs = read_text_table(ref_text, "tokens").as_dict()
+    if refs is None:
+        refs = read_text_table(ref_text, "tokens").as_dict()
     hyps = read_text_table(hyp_text, "tokens").as_dict()
     check_scorable(refs, hyps, ref_text, hyp_text)
     stats, alignments = align(refs, hyps, allow_missing=allow_missing, ref_path=ref_text, hyp_path=hyp_text)  # type: ignore[arg-type]
@@ -256,6 +259,8 @@ def format_input_checks(checks: Mapping, warnings: bool = True) -> List[str]:
     if st:
         lines.append(f"symbol table {st['words_txt']}: first-pass WER {st['first_pass_wer']:.2f} %, "
                      f"{st['token_overlap']:.1f} % of its tokens in the references")
-    for v in [*(checks.get("vocabulary") or []), *([st] if st else [])] if warnings else []:
+    lines += [c["line"] for c in checks.get("references") or []]
+    for v in [*(checks.get("vocabulary") or []), *([st] if st else []), *(checks.get("references") or [])] \
+            if warnings else []:
         lines += [f"warning      {w}" for w in v["warnings"]]
     return lines

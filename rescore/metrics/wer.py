@@ -96,7 +96,9 @@ def warn_suspect_inputs(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Se
                         ", ".join(beside))
     hyp_words = [w for ws in hyps.values() for w in ws]
     ref_words = [w for ws in refs.values() for w in ws]
-    hint = reference_spelling_hint(ref_words, set(hyp_words))
+    from rescore.metrics.refnorm import reference_style_hint
+
+    hint = reference_style_hint(ref_words, hyp_words) or reference_spelling_hint(ref_words, set(hyp_words))
     if hint:
         log.warning("%s against %s: %s", ref_path or "the references", hyp_path or "the hypotheses", hint)
     if hyp_words and all(w.isdigit() for w in hyp_words) and not all(w.isdigit() for w in ref_words):

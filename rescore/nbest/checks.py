@@ -160,11 +160,13 @@ class InputChecks(JsonRecord):
 
     vocabulary: List[VocabularyCheck] = field(default_factory=list)
     symbol_table: Optional[SymbolTableCheck] = None
+    references: List[JsonRecord] = field(default_factory=list)  # rescore.nbest.refs' (each: line, warnings)
 
     @property
     def warnings(self) -> List[str]:
-        return [w for v in self.vocabulary for w in v.warnings] + (self.symbol_table.warnings
-                                                                   if self.symbol_table else [])
+        return ([w for v in self.vocabulary for w in v.warnings] + (self.symbol_table.warnings
+                                                                    if self.symbol_table else [])
+                + [w for c in self.references for w in c.warnings])
 
 
 def model_vocabulary(path: PathLike) -> List[str]:
@@ -205,7 +207,9 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
         checks.vocabulary.append(vocabulary_check(str(m), model_vocabulary(m), hyp_tokens, ref_tokens,
                                                   lexicon=lexicon, words_txt=wt))
     if ref_tokens is not None:
-        hint = reference_spelling_hint(ref_tokens, set(hyp_tokens))
+        from rescore.metrics.refnorm import reference_style_hint
+
+        hint = reference_style_hint(ref_tokens, hyp_tokens) or reference_spelling_hint(ref_tokens, set(hyp_tokens))
         if hint:
             log.warning("the data dir's text: %s", hint)
     if nbest.refs is not None and find_archive(nd, "words") is not None and find_archive(nd, "words_text") is None:

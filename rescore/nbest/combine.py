@@ -60,10 +60,13 @@ class NnCosts:
                                    line=_line_of(self.sources[k], key), got=_shown(rows[k][bad[0]]))
 
     @classmethod
-    def check(cls, nbest: NbestSet, costs: Sequence[NnCostMap], sources: Sequence[Optional[PathLike]]) -> "NnCosts":
+    def check(cls, nbest: NbestSet, costs: Sequence[NnCostMap], sources: Sequence[Optional[PathLike]],
+              share: bool = False) -> "NnCosts":
         """The costs of each model (key -> costs, e.g. read_nn_costs of a lmwt.nn) checked against
         the set: every hypothesis has a cost of the right length in every model's, no cost is for
-        an unknown key."""
+        an unknown key. share: the set is a share of the set the costs are of (a --split job), so
+        costs of other utterances are passed over (those of the share's utterances still must
+        be the share's hypotheses')."""
         if len(costs) != len(sources):
             raise ValueError(f"{len(sources)} sources for {len(costs)} sets of NN LM costs")
         hyps = [h for u in nbest.utterances() for h in u.hyps]
@@ -73,16 +76,22 @@ class NnCosts:
             if len(c) != len(hyps):
                 known = {h.key for h in hyps}
                 extra = [k for k in c if k not in known]
+                if share:
+                    utts = {u.id for u in nbest.utterances()}
+                    extra = [k for k in extra if k.rsplit("-", 1)[0] in utts]
+                if not extra:
+                    continue
                 raise RescoreError(f"only keys of the N-best dir ({len(extra)} extra, e.g. '{extra[0]}')",
                                    path=src)
         return cls([h.key for h in hyps], rows, sources)
 
     @classmethod
-    def read(cls, nbest: NbestSet, paths: Sequence[PathLike]) -> "NnCosts":
-        """The lmwt.nn files of K models (read_nn_costs), checked against the set."""
+    def read(cls, nbest: NbestSet, paths: Sequence[PathLike], share: bool = False) -> "NnCosts":
+        """The lmwt.nn files of K models (read_nn_costs), checked against the set (share: as
+        for check)."""
         from rescore.io.kaldi import read_nn_costs
 
-        return cls.check(nbest, [read_nn_costs(p) for p in paths], list(paths))
+        return cls.check(nbest, [read_nn_costs(p) for p in paths], list(paths), share)
 
     @classmethod
     def of_engine(cls, nbest: NbestSet, results: Sequence[list], sources: Sequence[Optional[PathLike]]) -> "NnCosts":
@@ -198,7 +207,8 @@ class CostArrays:
         self.nolm = np.array([h.nolm for h in hyps], dtype=np.float64)
         self.nwords = np.array([len(h.words) for h in hyps], dtype=np.float64)
         self.nn = nn.subset(nbest) if nn is not None else NnCosts(self.keys, [], [])
-        self.starts = np.cumsum([0] + [len(u.hyps) for u in nbest.utterances()][:-1]).astype(np.int64)
+        sizes = [len(u.hyps) for u in nbest.utterances()]
+        self.starts = np.cumsum([0] + sizes[:-1] if sizes else []).astype(np.int64)
         self._errors: Optional[np.ndarray] = None
         self.ref_words = 0
         if nbest.refs is not None:
@@ -249,6 +259,8 @@ class CostArrays:
         """(U,) int64 flat index of each utterance's lowest-cost hypothesis (first on ties);
         the same arithmetic, in the same order, as fixed_cost + weight * l_nn."""
         cost = self.total(params)
+        if not self.utt_ids:  # no utterance (an empty --split share)
+            return np.zeros(0, dtype=np.int64)
         mins = np.minimum.reduceat(cost, self.starts)
         seg = np.repeat(np.arange(len(self.starts)), np.diff(np.append(self.starts, len(cost))))
         at_min = np.flatnonzero(cost == mins[seg])
@@ -290,8 +302,15 @@ class CostArrays:
         bad = [t for t in terms if not np.isfinite(t[3])]
         term, source, value, _ = bad[0] if bad else max(terms, key=lambda t: abs(t[3]))
         key = self.keys[i]
+        table = getattr(self._nbest, "source_table", None)  # (path, key -> line, archive -> column)
         if isinstance(source, int):
             path, kind = self.nn.sources[source], "tokens"
+        elif table is not None:  # a set read from a table (rescore.jobs.interchange.to_nbest_set)
+            column = table[2].get(source, source)
+            return RescoreError(
+                f"costs whose {what} stays finite: {term} overflows for hypothesis '{key}' under weight {w:g}, "
+                f"inv_acwt {inv:g}, wip {wip:g} (column {column})", path=table[0], line=table[1].get(key) or None,
+                got=f"{key} ({int(value)} words)" if term == "wip * words" else f"{key} {float(value)!r}")
         else:
             from rescore.nbest.sets import find_archive
 

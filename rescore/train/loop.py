@@ -43,6 +43,7 @@ from rescore.errors import OptionError, RescoreError
 from rescore.io.files import write_json
 from rescore.models import ModelConfig, build_model, model_from_checkpoint, read_checkpoint, save_checkpoint
 from rescore.models.base import HeadOutput, LMState
+from rescore.nbest.refs import FINGERPRINT_KEY, text_fingerprint
 from rescore.train.ppl import stream_loss
 from rescore.progress import progress
 from rescore.train.options import TrainOptions, check_config, check_out_dir, check_resume, plain_options
@@ -121,6 +122,7 @@ class TrainRun:
     info: Dict[str, Any]  # what last.pt keeps beside ``ts``: options, world size, text digest
     lm_state: Optional[LMState] = None  # the model state carried into the next chunk (detached)
     last_save: float = 0.0  # time.monotonic() of the last last.pt written
+    fingerprint: Optional[Dict[str, Any]] = None  # of the training text, for model.pt (text_fingerprint)
 
     @property
     def out_dir(self) -> Path:
@@ -380,7 +382,8 @@ def end_epoch(run: TrainRun, valid_loss: float) -> None:
     if improved:
         ts.best = valid_loss
         if run.rank == 0:
-            save_checkpoint(run.model, run.best_path, valid_loss=valid_loss, epoch=ts.epoch)
+            save_checkpoint(run.model, run.best_path, valid_loss=valid_loss, epoch=ts.epoch,
+                            **{FINGERPRINT_KEY: text_fingerprint_of(run)})
     else:
         ts.lr /= run.opts.anneal
         ts.anneals += 1
@@ -466,6 +469,19 @@ def recorded_if_stopped(run: TrainRun, stop: StopSignal) -> Iterator[None]:
     except Exception:
         write_record(run, "failed")
         raise
+
+
+def text_fingerprint_of(run: TrainRun) -> Dict[str, Any]:
+    """The fingerprint of the training text that model.pt records (computed once a run), so that
+    rescore-nbest can tell how much of its references the LM was trained on without the text
+    (rescore.nbest.refs)."""
+    if run.fingerprint is None:
+        from rescore.vocab import read_sentences
+
+        t0 = time.process_time()
+        run.fingerprint = text_fingerprint(read_sentences(run.opts.train))
+        log.info("fingerprint of the training text for model.pt: %.1f CPU-s", time.process_time() - t0)
+    return run.fingerprint
 
 
 def train_counts(path, vocab: Vocabulary) -> torch.Tensor:

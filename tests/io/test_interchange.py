@@ -61,7 +61,6 @@ def test_reads_columns_words_scores_and_keeps_the_score_text(tmp_path):
     (HEAD + "u1\t1\ta\t1\t2\nu1\t3\tb\t1\t2\n", 4, "rank 2 of 'u1' (ranks 1..N in order, none missing)"),
     (HEAD + "u1\t1\ta\t1\t2\nu2\t1\tb\t1\t2\nu1\t2\tc\t1\t2\n", 5, "the hypotheses of 'u1' in one block"),
     (HEAD + "u1\t1\ta\t1\t2\n\nu2\t1\tb\t1\t2\n", 4, "no empty lines"),
-    (HEAD + "u1\t1\ta\t1\t2\r\n", 3, "no '\\r'"),
 ])
 def test_bad_files_name_the_file_the_line_and_what_was_expected(tmp_path, text, line, expected):
     p = _write(tmp_path, text)
@@ -69,6 +68,14 @@ def test_bad_files_name_the_file_the_line_and_what_was_expected(tmp_path, text, 
         read_nbest_table(p)
     assert e.value.path == str(p) and e.value.line == line
     assert expected in str(e.value)
+
+
+def test_crlf_and_a_byte_order_mark_read_as_the_kaldi_readers_read_them(tmp_path):
+    text = HEAD + "u1\t1\ta b\t1\t2\nu1\t2\ta\t1.5\t2\n"
+    clean = read_nbest_table(_write(tmp_path, text))
+    (tmp_path / "w.tsv").write_bytes(b"\xef\xbb\xbf" + text.replace("\n", "\r\n").encode())
+    windows = read_nbest_table(tmp_path / "w.tsv")
+    assert (windows.columns, windows.utterances) == (clean.columns, clean.utterances)
 
 
 def test_a_required_column_that_is_missing(tmp_path):
