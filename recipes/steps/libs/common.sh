@@ -235,11 +235,31 @@ check_passed_options() {
   done
 }
 
+# read_params: with --params FILE (what rescore-tune --params-out writes: "weight", "inv_acwt",
+# "wip" and, with several models, "mix"), set weight, inv_acwt, wip (and mix) from it; they are
+# checked as the options are.
+read_params() {
+  local flat v key
+  [ -n "${params:-}" ] || return 0
+  check_files "$params"
+  flat=$(tr -d ' \t\n\r' < "$params")
+  for key in weight inv_acwt wip; do
+    v=$(sed -n "s/.*\"$key\":\([-+0-9.eE]*\)[,}].*/\1/p" <<< "$flat")
+    [ -n "$v" ] || fail "--params $params: expected a setting written by rescore-tune --params-out (a number" \
+                        "\"$key\"), got none"
+    printf -v "$key" '%s' "$v"
+  done
+  v=$(sed -n 's/.*"mix":\[\([-+0-9.eE,]*\)\].*/\1/p' <<< "$flat")
+  if [ -n "$v" ]; then mix=$v; fi
+  echo "$0: setting from $params: weight $weight, inv-acwt $inv_acwt, wip $wip${mix:+, mix $mix}"
+}
+
 # check_step_inputs <old-lang-dir> <model> <data-dir> <input-decode-dir> <output-decode-dir>: the
 # options and inputs lmrescore_nbest.sh and lmrescore_lattice.sh share (their own are theirs):
 # the numbers, choices and switches, the old lang dir (sets oldlm), the data dir, --train-text,
 # the decode dir (sets nj), an output dir that is not the input one, the models (check_models).
 check_step_inputs() {
+  read_params
   check_number stage 'int>=1'
   check_number inv_acwt '>0'
   check_number weight 0..1
@@ -270,18 +290,64 @@ fstproject_output_flag() {
   fi
 }
 
-# score_decode_dir <data-dir> <lang-dir> <decode-dir>: local/score.sh, unless --skip-scoring true.
+# score_decode_dir <data-dir> <lang-dir> <decode-dir>: local/score.sh, unless --skip-scoring true
+# (check_scoring made sure before stage 1 that there is one).
 score_decode_dir() {
   $skip_scoring && return 0
-  if [ ! -x local/score.sh ]; then
-    echo "$0: not scoring: local/score.sh does not exist or is not executable"
-    return 0
-  fi
+  [ -x local/score.sh ] ||
+    fail "cannot score: local/score.sh does not exist or is not executable (--skip-scoring true: do not score)"
   echo "$0: scoring"
   # $scoring_opts holds options: it must split.
   # shellcheck disable=SC2086
   local/score.sh --cmd "$cmd" $scoring_opts "$1" "$2" "$3" ||
     fail "scoring failed (skip it with --skip-scoring true)"
+}
+
+# check_scoring: a step that scores at its end (--skip-scoring false) needs the recipe's
+# local/score.sh; without it the step stops before any work rather than after the rescoring.
+check_scoring() {
+  $skip_scoring && return 0
+  [ -x local/score.sh ] && return 0
+  fail "local/score.sh does not exist or is not executable in $PWD: the step scores its output with it" \
+       "(run it from your recipe's directory, or give --skip-scoring true to rescore without scoring)"
+}
+
+# best_wer <decode-dir>: the best line of local/score.sh's grid in the dir (its wer_* files, or
+# the score_*/*.sys of sclite scoring) through utils/best_wer.sh; empty when it has none.
+best_wer() {
+  local files
+  [ -x utils/best_wer.sh ] || return 0
+  files=$(find "$1" -maxdepth 1 -name 'wer_*' -type f | sort)
+  if [ -n "$files" ]; then
+    # shellcheck disable=SC2086  # a list of file names without spaces (Kaldi's)
+    grep -H WER $files | utils/best_wer.sh
+    return 0
+  fi
+  files=$(find "$1" -mindepth 2 -maxdepth 2 -path '*/score_*/*.sys' -type f | sort)
+  # shellcheck disable=SC2086
+  [ -n "$files" ] && grep -H Sum $files | utils/best_wer.sh
+  return 0
+}
+
+# wer_summary <data-dir> <input-decode-dir> <output-decode-dir>: the first pass against the
+# rescored output at the end of a step: the best of local/score.sh's grid (LMWT and penalty,
+# tuned on this set itself) in each dir, then both 1-bests at the step's own setting
+# (--weight, --inv-acwt, --wip, e.g. tuned on dev by rescore-tune and given with --params):
+# rank 1 of the N-best lists and the rescored text, scored by rescore-wer.
+wer_summary() {
+  local data=$1 indir=$2 dir=$3 first rescored w
+  [ -f "$data/text" ] || { echo "$0: no $data/text: no WER"; return 0; }
+  first=$(best_wer "$indir")
+  rescored=$(best_wer "$dir")
+  echo "$0: WER against $data/text"
+  echo "$0:   first pass, best of local/score.sh's grid: ${first:-none (no wer_* or score_*/*.sys in $indir)}"
+  echo "$0:   rescored,   best of local/score.sh's grid: ${rescored:-none (no wer_* or score_*/*.sys in $dir)}"
+  [ -f "$dir/text" ] && [ -f "$dir/text.first_pass" ] || return 0
+  echo "$0:   at the step's setting (weight $weight, inv-acwt $inv_acwt, wip $wip):"
+  w=$(rescore-wer --allow-missing "$data/text" "$dir/text.first_pass" 2>/dev/null | grep '^%WER') || w=failed
+  echo "$0:   first pass, rank 1 of the N-best ($dir/text.first_pass): $w"
+  w=$(rescore-wer --allow-missing "$data/text" "$dir/text" 2>/dev/null | grep '^%WER') || w=failed
+  echo "$0:   rescored ($dir/text): $w"
 }
 
 # lm_systems <models> <a:b>: the models, then their interpolation a+b when every part is one of them.
