@@ -35,7 +35,8 @@ RECIPE = Path("kaldi") / "egs" / "your_recipe" / "s5"  # under $HOME, as the pag
 # Tiny sizes for the test (the page's string -> the test's).
 TINY = {
     "--hidden 256 --layers 2": "--hidden 16 --layers 1",
-    "--bptt 100 --batch-size 20 --epochs 200 --epoch-batches 500": "--bptt 20 --batch-size 4 --epochs 1 --epoch-batches 3",
+    "--bptt 100 --batch-size 20 --epochs 200 --epoch-batches 500":
+        "--bptt 20 --batch-size 4 --epochs 1 --epoch-batches 3",
 }
 # The measured training command, every option given (docs/kaldi-quickstart.md says so).
 MEASURED = ["--hidden 256", "--layers 2", "--output class", "--dropout 0.2", "--bptt 100", "--batch-size 20",
@@ -44,7 +45,7 @@ MEASURED = ["--hidden 256", "--layers 2", "--output class", "--dropout 0.2", "--
 BEST_WER = r"""#!/usr/bin/env bash
 perl -e 'while(<>){
     s/\|(\d)/\| $1/g; s/(\d)\|/$1 \|/g;
-    if (m/[WS]ER (\S+)/ && (!defined $bestwer || $bestwer > $1)){ $bestwer = $1; $bestline=$_; } # kaldi "compute-wer" tool.
+    if (m/[WS]ER (\S+)/ && (!defined $bestwer || $bestwer > $1)){ $bestwer = $1; $bestline=$_; } # noqa: E501
     elsif (m: (Mean|Sum/Avg|)\s*\|\s*\S+\s+\S+\s+\|\s+\S+\s+\S+\s+\S+\s+\S+\s+(\S+)\s+\S+\s+\|:
         && (!defined $bestwer || $bestwer > $2)){ $bestwer = $2; $bestline=$_; } }  # sclite.
    if (defined $bestline){ print $bestline; } ' | \
@@ -179,7 +180,8 @@ def standin_bin(tmp: Path) -> Path:
     for p in LATTICE_PROGS:
         write_exe(b / p, f'#!/bin/sh\nexec "{sys.executable}" "{STANDIN}" {p} "$@"\n')
     for name, module in COMMANDS.items():
-        write_exe(b / name, f'#!/bin/sh\nPYTHONPATH="{REPO_ROOT}" exec "{sys.executable}" -m rescore.cli.{module} "$@"\n')
+        write_exe(b / name,
+                  f'#!/bin/sh\nPYTHONPATH="{REPO_ROOT}" exec "{sys.executable}" -m rescore.cli.{module} "$@"\n')
     return b
 
 

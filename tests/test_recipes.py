@@ -685,15 +685,24 @@ def mini_kaldi(tmp: Path, corpus: str) -> tuple:
     return root, egs, recipe
 
 
-REAL_MODULES = {"rescore-train-lm": "rescore.cli.train_lm", "rescore-wer": "rescore.cli.wer"}
+REAL_MODULES = {"rescore-train-lm": "rescore.cli.train_lm", "rescore-wer": "rescore.cli.wer",
+                "rescore-tune": "rescore.cli.tune"}
+# rescore-tune standing in: the real --help (rescore_decode_dirs.sh checks --tune-opts against it),
+# any other call recorded
+TUNE_STANDIN = r'''#!/bin/sh
+if [ "$1" = --help ]; then PYTHONPATH="{repo}" exec "{python}" -m rescore.cli.tune --help; fi
+echo "rescore-tune $*" >> "$CALLS"
+'''
 
 
 def run_recipe(tmp: Path, recipe: Path, root: Path, args, real=()):
     """run.sh of the recipe copy with stand-ins for the rescore commands, or the real ones
     (from this checkout) for the names in real."""
     b = tmp / "bin"
-    for name in ("rescore-train-lm", "rescore-nbest", "rescore-wer"):
-        if name in real:
+    for name in ("rescore-train-lm", "rescore-nbest", "rescore-wer", "rescore-tune"):
+        if name == "rescore-tune" and name not in real:
+            write_exe(b / name, TUNE_STANDIN.replace("{repo}", str(REPO)))
+        elif name in real:
             write_exe(b / name, f'#!/bin/sh\nPYTHONPATH="{REPO}" OMP_NUM_THREADS=1 exec '
                                 f'"{sys.executable}" -m {REAL_MODULES[name]} "$@"\n')
         else:
@@ -813,6 +822,19 @@ def test_recipe_rescores_with_the_interpolation(tmp_path, corpus):
         assert f"{rec}/lstm:{rec}/transformer_pointer" in c.split()
         assert "--mix 0.7,0.3" in c and c.split()[-1].endswith("_rescore_lstm+transformer_pointer")
     assert all("--mix" not in c for c in calls if c not in interp)
+    # --tune true (the default): each system tuned on the first set's output dir (dev), the
+    # second set rescored with that setting
+    tunes = [c for c in (tmp_path / "calls").read_text().splitlines() if c.startswith("rescore-tune")]
+    assert len(tunes) == 3
+    dev_data, dev_decode = calls[0].split()[-3], calls[0].split()[-2]  # the first set is dev
+    for system, c in zip(["lstm", "transformer_pointer", "lstm+transformer_pointer"], tunes):
+        assert c.split()[1] == f"{dev_decode}_rescore_{system}", c
+        assert f"--data-dir {dev_data}" in c and f"--params-out {rec}/tune/{system}.json" in c
+    for c in calls:
+        dev = c.split()[-2] == dev_decode
+        assert ("--params" in c.split()) != dev, c
+        if not dev:
+            assert f"--params {rec}/tune/{c.split()[-1].rsplit('_rescore_', 1)[1]}.json" in c
     (tmp_path / "calls.step").unlink()
     r = run_recipe(tmp_path, recipe, root, ["--stage", "4", "--stop-stage", "4", "--models", "lstm",
                                             "--interpolate", "lstm:transformer_pointer"])
@@ -1160,7 +1182,9 @@ def test_recipe_help_lists_its_options(tmp_path):
 def test_rescore_decode_dirs_checks_its_models_and_specs(tmp_path):
     d = kaldi_dir(tmp_path)
     step = RECIPES / "steps" / "rescore_decode_dirs.sh"
-    env = {"PATH": f"{make_bin(tmp_path, [])}:/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C"}
+    bindir = make_bin(tmp_path, [])
+    write_exe(bindir / "rescore-tune", TUNE_STANDIN.replace("{repo}", str(REPO)))
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C"}
     (tmp_path / "exp" / "lstm").mkdir(parents=True)
 
     def run(*args):
@@ -1173,3 +1197,12 @@ def test_rescore_decode_dirs_checks_its_models_and_specs(tmp_path):
     assert r.returncode == 1 and f"expected file {tmp_path}/exp/lstm/model.pt to exist" in r.stdout, r.stdout
     r = run("--check-only", "true", str(d), "data/lang", str(tmp_path / "exp"), "data/dev:exp/decode_dev")
     assert r.returncode == 0, r.stdout  # check-only: the options, not what stage 3 makes
+    r = run("--check-only", "true", "--tune-opts", "--no-such 1", str(d), "data/lang", str(tmp_path / "exp"),
+            "data/dev:exp/decode_dev")
+    assert r.returncode == 1 and "--tune-opts: --no-such is not an option of rescore-tune" in r.stdout, r.stdout
+    (bindir / "rescore-tune").unlink()
+    r = run("--check-only", "true", str(d), "data/lang", str(tmp_path / "exp"), "data/dev:exp/decode_dev")
+    assert r.returncode == 1 and "not found on PATH: rescore-tune" in r.stdout, r.stdout
+    r = run("--check-only", "true", "--tune", "false", str(d), "data/lang", str(tmp_path / "exp"),
+            "data/dev:exp/decode_dev")
+    assert r.returncode == 0, r.stdout

@@ -24,51 +24,10 @@
 
 echo "$0 $*"  # the command line, for the logs
 
-# The configuration section of $1 as help: "--name default   comment" per option, the comment's
-# continuation lines below it, comment lines of their own as they are.
-options_help() {
-  echo "Options (each with its default; '' is empty):"
-  awk -v q="'" '/^# Begin configuration section/ { on = 1; next }
-       /^# End configuration section/ { on = 0 }
-       !on || /^[ \t]*$/ { next }
-       /^[A-Za-z_][A-Za-z0-9_]*=/ {
-         name = $0; sub(/=.*/, "", name); rest = substr($0, length(name) + 2)
-         if (rest ~ /^"/) match(rest, /^"[^"]*"/); else if (substr(rest, 1, 1) == q) match(rest, "^" q "[^" q "]*" q)
-         else match(rest, /^[^ \t]*/)
-         value = substr(rest, 1, RLENGTH); comment = substr(rest, RLENGTH + 1)
-         sub(/^[ \t]*(#[ \t]?)?/, "", comment)
-         if (value == "" || value == "\"\"") value = q q
-         gsub(/_/, "-", name)
-         head = "  --" name " " value
-         if (length(head) > 30 && comment != "") { print head; head = "" }
-         printf "%-31s %s\n", head, comment; next }
-       /^[ \t]+#/ { c = $0; sub(/^[ \t]+#[ \t]?/, "", c); printf "%-31s %s\n", "", c; next }
-       /^#/ { c = $0; sub(/^#[ \t]?/, "", c); print c }' "$1" | sed 's/[ \t]*$//'
-}
-
-# For printf as its format, as Kaldi's parse_options.sh prints it: % and \ escaped.
-help_message=$(printf '%s\n\n%s' "$help_message" "$(options_help "$0")" | sed 's/\\/\\\\/g; s/%/%%/g')
-
-show_help() {
-  # shellcheck disable=SC2059  # the help is a printf format, with its % and \ escaped
-  printf "$help_message\n"
-}
-# The help, and exit 1: the step was given the wrong number of arguments.
-usage_exit() { show_help; exit 1; }
-
-# --help (or -h) among the options: the help, wherever the step is run from; an option the
-# step does not have: Kaldi's "invalid option" message (on stderr), then the help.
-for ((i = 1; i <= $#; i += 2)); do
-  case "${!i}" in
-    --help|-h) show_help; exit 0 ;;
-    --*=*|--config) ;;  # (parse_options.sh's own)
-    --*) name=${!i#--}
-         name=${name//-/_}
-         [[ $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && [ -n "${!name+x}" ] ||
-           { echo "$0: invalid option ${!i}"; show_help; exit 1; } >&2 ;;
-    *) break ;;
-  esac
-done
+# --help, the option names and usage_exit: libs/help.sh (a recipe's run.sh sources it before
+# its path.sh, so that --help works without Kaldi).
+# shellcheck source=help.sh
+. "$(dirname "${BASH_SOURCE[0]}")/help.sh"
 
 missing=
 for f in path.sh steps/ utils/parse_options.sh ${needs:-}; do
