@@ -53,7 +53,8 @@ oov_report() {
     END {
       printf "%s: %d lines, %d words, %.2f %% outside words.txt (%d)\n", name, FNR, n, n ? 100 * oov / n : 0, oov
       for (k = 0; k < show; k++) {
-        best = ""; for (w in count) if (best == "" || count[w] > count[best]) best = w
+        best = ""
+        for (w in count) if (best == "" || count[w] > count[best] || count[w] == count[best] && w < best) best = w
         if (best == "") break
         line = line sprintf(" %s (%d)", best, count[best]); delete count[best]
       }
@@ -65,7 +66,7 @@ mkdir -p "$dir"
 tmp=$dir/.make_lm_text.$$
 trap 'rm -f "$tmp".*' EXIT
 # The transcripts without their ids; every valid_every'th line held out for validation.
-for d in "$@"; do cut -d' ' -f2- "$d/text"; done | awk 'NF > 0' |
+for d in "$@"; do sed 's/^[^[:space:]]*[[:space:]]*//' "$d/text"; done | awk 'NF > 0' |
   awk -v every="$valid_every" -v valid="$tmp.valid" -v train="$tmp.train" \
     '{ if (NR % every == 0) print > valid; else print > train }'
 [ -s "$tmp.valid" ] || fail "no transcript line for valid.txt: $* have fewer than $valid_every lines"
