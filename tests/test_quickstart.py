@@ -201,7 +201,8 @@ def printed_wers(out: str, step: str) -> dict:
                       out)
         assert m, f"no '{what}' grid line in the output:\n{out}"
         got[f"{what} grid"] = (m.group(1), m.group(2))
-    m = re.search(rf"{step}:   first pass, rank 1 of the N-best \((\S+)\): (%WER [\d.]+ \[ \d+ / \d+),", out)
+    m = re.search(rf"{step}:   first pass, rank 1 of the N-best at inv-acwt \S+ \((\S+)\): (%WER [\d.]+ \[ \d+ / \d+),",
+                  out)
     assert m, out
     got["first pass setting"] = (m.group(2), m.group(1))
     m = re.search(rf"{step}:   rescored \((\S+)\): (%WER [\d.]+ \[ \d+ / \d+),", out)
@@ -255,6 +256,8 @@ def test_kaldi_quickstart_runs(tmp_path):
     log = (test_out / "log" / "rescore.log").read_text()
     assert f"--weight {params['weight']:g} " in log or f"--weight {params['weight']} " in log, log[:500]
     assert f"setting from exp/rescore/params.json: weight {params['weight']}" in out
+    # the N-best lists of both sets cut at the step's --inv-acwt (10), as on the set tuned on
+    assert out.count("to 100-best lists (acoustic scale 0.1)") == 2, out
 
     # each step's printed WERs are rescore-wer's on the files they come from
     step = str(home / "rescore" / "recipes" / "steps" / "lmrescore_nbest.sh")

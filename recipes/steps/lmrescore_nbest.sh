@@ -60,7 +60,8 @@ stage=1               # first stage to run (1-6), for partial reruns
 N=100                 # hypotheses per utterance (lattice-to-nbest --n), a whole number >= 1
 params=               # a setting tuned on dev: the JSON rescore-tune --params-out writes (of the step's
                       # output dir on dev); its weight, inv_acwt, wip (and mix) replace --weight,
-                      # --inv-acwt, --wip (--mix)
+                      # --inv-acwt, --wip (--mix) in rescoring; the N-best lists are still cut at
+                      # --inv-acwt, as those of the dev run were
 inv_acwt=10           # inverse acoustic scale (Kaldi's LMWT, > 0) for the N-best lists and for
                       # picking each utterance's best hypothesis when carrying state
 weight=0.8            # NN LM weight w in [0, 1] in the log-linear interpolation with the old LM
@@ -133,7 +134,7 @@ check_programs "${cmd%% *}" "${rescore_cmd%% *}" lattice-to-nbest $remove_bins \
 check_passed_options rescore-nbest rescore_opts
 check_scoring
 
-acwt=$(awk -v x="$inv_acwt" 'BEGIN { printf "%.8g", 1.0 / x }')
+acwt=$(awk -v x="$nbest_inv_acwt" 'BEGIN { printf "%.8g", 1.0 / x }')  # (--inv-acwt, also with --params)
 adir=$dir/archives
 mkdir -p "$dir/log"
 cp "$indir/num_jobs" "$dir/num_jobs"

@@ -196,9 +196,11 @@ check_passed_options() {
 
 # read_params: with --params FILE (what rescore-tune --params-out writes: "weight", "inv_acwt",
 # "wip" and, with several models, "mix"), set weight, inv_acwt, wip (and mix) from it; they are
-# checked as the options are.
+# checked as the options are. nbest_inv_acwt keeps --inv-acwt: the acoustic scale the N-best
+# lists are cut at stays the one of the lists the setting was tuned on.
 read_params() {
   local flat v key
+  nbest_inv_acwt=$inv_acwt  # the N-best lists stay cut at --inv-acwt, as on the set tuned on
   [ -n "${params:-}" ] || return 0
   check_files "$params"
   flat=$(tr -d ' \t\n\r' < "$params")
@@ -304,7 +306,7 @@ wer_summary() {
   [ -f "$dir/text" ] && [ -f "$dir/text.first_pass" ] || return 0
   echo "$0:   at the step's setting (weight $weight, inv-acwt $inv_acwt, wip $wip):"
   w=$(rescore-wer --allow-missing "$data/text" "$dir/text.first_pass" 2>/dev/null | grep '^%WER') || w=failed
-  echo "$0:   first pass, rank 1 of the N-best ($dir/text.first_pass): $w"
+  echo "$0:   first pass, rank 1 of the N-best at inv-acwt ${nbest_inv_acwt:-$inv_acwt} ($dir/text.first_pass): $w"
   w=$(rescore-wer --allow-missing "$data/text" "$dir/text" 2>/dev/null | grep '^%WER') || w=failed
   echo "$0:   rescored ($dir/text): $w"
 }
