@@ -23,11 +23,14 @@
 # Each check runs a step and verifies its output (verify_output): exit status 0; every lattice
 # reads with lattice-copy; the lattices' 1-best (lattice-best-path) equals rescore-nbest's on
 # the step's N-best run in one process; compute-wer equals rescore-wer on it.
+# ours_tune also scores with Kaldi's steps/score_kaldi.sh (as local/score.sh), tunes on the
+# step's output dir (rescore-tune, all NJ jobs) and reruns the step with --params: its 1-best is
+# verified at the tuned setting, and its printed WERs against compute-wer's files and rescore-wer.
 # To add a check: write check_NAME (use the setup's variables and verify_output) and add NAME to
 # CHECKS. Prints one PASS/FAIL line per check and exits 1 if any failed.
 set -euo pipefail
 
-if [ $# -lt 1 ] || [ $# -gt 2 ]; then sed -n '2,27p' "$0"; exit 1; fi
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then sed -n '2,30p' "$0"; exit 1; fi
 kbin=$(cd "$1" && pwd)
 work=${2:-$(mktemp -d /tmp/kaldi_check.XXXXXX)}
 mkdir -p "$work"
