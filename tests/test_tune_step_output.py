@@ -1,4 +1,4 @@
-"""rescore-tune on a Kaldi step's output dir (rescore.step_output): every job's archives.JOB and
+"""rescore-tune on a Kaldi step's output dir (rescore.nbest.step_output): every job's archives.JOB and
 their NN LM costs are tuned as one set, exactly as the same N-best lists in one N-best dir."""
 
 from __future__ import annotations

@@ -105,9 +105,9 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     from rescore.jobs.tune import TuneJob, format_cross_validation, format_setting, tune_nbest_dir
 
     nn_costs, apply_nn_costs = tuple(nn_costs), tuple(apply_nn_costs)
-    from rescore.step_output import default_cost_names, step_jobs
+    from rescore.nbest.step_output import default_cost_names, step_jobs
 
-    jobs = step_jobs(nbest_dir)  # a step's output dir: every archives.JOB (rescore.step_output)
+    jobs = step_jobs(nbest_dir)  # a step's output dir: every archives.JOB (rescore.nbest.step_output)
     if jobs is not None:
         if refine_kw.get("refine_model"):
             raise click.UsageError("--refine-model takes an N-best dir, not a step's output dir (tune on the "

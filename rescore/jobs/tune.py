@@ -48,7 +48,7 @@ class TuneJob:
     cross_validate: bool = False  # two folds by conversation (combine.cross_validate)
     hyp_out: Optional[str] = None  # 1-best text of the reported set (pooled under cross_validate)
     mixes: Optional[Sequence[Tuple[float, ...]]] = None  # shares swept with several cost files
-    # NBEST_DIR as a step's output dir: its archives.JOB dirs (rescore.step_output); None for an N-best dir
+    # NBEST_DIR as a step's output dir: its archives.JOB dirs (rescore.nbest.step_output); None for an N-best dir
     step_jobs: Optional[List[Path]] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -100,9 +100,9 @@ class TuneJob:
                 check(p != p2, f"different files for {o2} and {o}", o, p)
 
     def _step_dir(self) -> None:
-        """A step's output dir (rescore.step_output): nn_costs are file names of its archives.JOB,
+        """A step's output dir (rescore.nbest.step_output): nn_costs are file names of its archives.JOB,
         by default the ones the step wrote."""
-        from rescore.step_output import default_cost_names, step_jobs
+        from rescore.nbest.step_output import default_cost_names, step_jobs
 
         jobs = step_jobs(self.nbest_dir)
         object.__setattr__(self, "step_jobs", jobs)
@@ -135,7 +135,7 @@ class TuneJob:
     def inputs(self) -> List[Path]:
         files = nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
         if self.step_jobs is not None:
-            from rescore.step_output import step_input_files
+            from rescore.nbest.step_output import step_input_files
 
             files += step_input_files(self.nbest_dir, self.nn_costs)
         else:
@@ -236,7 +236,7 @@ def tune_nbest_dir(job: TuneJob) -> dict:
         job.apply.output_set().check()
     warn_unusual(job)
     if job.step_jobs is not None:  # every job of a step's output dir, and their costs
-        from rescore.step_output import load_step_output
+        from rescore.nbest.step_output import load_step_output
 
         nbest, costs = load_step_output(job.nbest_dir, job.data_dir, job.words_txt,
                                         allow_missing=job.allow_missing, cost_names=job.nn_costs)

@@ -76,9 +76,9 @@ def load_step_output(path: PathLike, data_dir: Optional[PathLike], words_txt: Op
                      allow_missing: bool = False, cost_names: Sequence[str] = ()):
     """(NbestSet of every job's utterances, NnCosts of ``cost_names`` or None) of a step's output
     dir; each job checked on its own, costs against its own hypotheses."""
-    from rescore.combine import NnCosts
     from rescore.io.kaldi import read_nn_costs
-    from rescore.nbest import assemble_set, load_nbest_dir
+    from rescore.nbest.combine import NnCosts
+    from rescore.nbest.sets import assemble_set, load_nbest_dir
 
     jobs = step_jobs(path)
     if jobs is None:
@@ -108,7 +108,7 @@ def load_step_output(path: PathLike, data_dir: Optional[PathLike], words_txt: Op
 
 def step_input_files(path: PathLike, cost_names: Sequence[str]) -> List[Path]:
     """The files reading a step's output dir reads (for the checks that no output overwrites one)."""
-    from rescore.nbest import ARCHIVES, find_archive
+    from rescore.nbest.sets import ARCHIVES, find_archive
 
     files = [Path(path) / "num_jobs", Path(path) / "words.txt"]
     for j in step_jobs(path) or []:
