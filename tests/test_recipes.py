@@ -361,6 +361,94 @@ def test_missing_program_is_named(tmp_path, g, missing):
     assert not Path(args[-1]).exists()
 
 
+def test_step_without_local_score_stops_before_any_work(tmp_path):
+    """A step that is to score needs the recipe's local/score.sh: without it, an error naming it
+    and --skip-scoring, before stage 1 (nothing written); with --skip-scoring true it goes on."""
+    d = kaldi_dir(tmp_path)
+    args = inputs(tmp_path)
+    bindir = make_bin(tmp_path, KALDI_PROGS, rescore_nbest=True)
+    r = run_step(d, args, [bindir])
+    assert r.returncode == 1
+    assert "local/score.sh does not exist or is not executable" in r.stdout and "--skip-scoring true" in r.stdout
+    assert not Path(args[-1]).exists()
+    write_exe(d / "local" / "score.sh", "#!/bin/sh\nexit 0\n")
+    (d / "local" / "score.sh").chmod(0o644)  # there, but not executable
+    r = run_step(d, args, [bindir])
+    assert r.returncode == 1 and "not executable" in r.stdout and not Path(args[-1]).exists()
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"weight": 0.5, "inv_acwt": 12}', 'expected a setting written by rescore-tune --params-out (a number "wip")'),
+    ("not json", 'expected a setting written by rescore-tune --params-out (a number "weight")'),
+    ('{"weight": 1.5, "inv_acwt": 12, "wip": 0}', "--weight must be a number in [0, 1], got '1.5'"),
+])
+def test_bad_params_file_is_refused_before_any_work(tmp_path, content, message):
+    d = kaldi_dir(tmp_path)
+    args = inputs(tmp_path)
+    (tmp_path / "params.json").write_text(content)
+    r = run_step(d, ["--params", str(tmp_path / "params.json"), "--skip-scoring", "true", *args],
+                 [make_bin(tmp_path, KALDI_PROGS, rescore_nbest=True)])
+    assert r.returncode == 1 and message in r.stdout, r.stdout
+    assert not Path(args[-1]).exists()
+
+
+def test_params_file_sets_the_steps_setting(tmp_path):
+    """--params: weight, inv_acwt, wip (and mix) of rescore-tune's --params-out replace the options."""
+    d = kaldi_dir(tmp_path)
+    args = inputs(tmp_path)
+    (tmp_path / "params.json").write_text('{\n "weight": 0.3,\n "inv_acwt": 12.5,\n "wip": -0.5,\n '
+                                          '"tuned_on": "x",\n "dev_wer": 10.5\n}\n')
+    bindir = make_bin(tmp_path, [p for p in KALDI_PROGS if p != "lattice-to-nbest"], rescore_nbest=True)
+    r = run_step(d, ["--params", str(tmp_path / "params.json"), "--weight", "0.9", "--skip-scoring", "true", *args],
+                 [bindir])
+    assert r.returncode == 1 and "not found on PATH: lattice-to-nbest" in r.stdout  # (stops there)
+    assert "setting from " + str(tmp_path / "params.json") + ": weight 0.3, inv-acwt 12.5, wip -0.5" in r.stdout
+
+
+def test_recipe_help_works_without_kaldi(tmp_path):
+    """./run.sh --help before path.sh: no KALDI_ROOT, no steps/ or utils/ links."""
+    for corpus in ("swbd", "wsj"):
+        recipe = tmp_path / corpus / "recipes" / corpus
+        shutil.copytree(RECIPES / corpus / "s5", recipe / "s5")
+        shutil.copytree(RECIPES / "steps", recipe.parent / "steps")
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "KALDI_ROOT": str(tmp_path / "no-kaldi")}
+        r = subprocess.run(["bash", "run.sh", "--help"], cwd=recipe / "s5", env=env, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        for option in ("--stage", "--kaldi-dir", "--decode-sets", "--tune", "--weight"):
+            assert f"  {option} " in r.stdout, option
+        assert not (recipe / "s5" / "utils").exists()
+
+
+def test_make_lm_text(tmp_path):
+    d = kaldi_dir(tmp_path)
+    (d / "data" / "train").mkdir(parents=True)
+    (d / "data" / "train" / "text").write_text("".join(f"u{i:02d} hello world {i}\n" for i in range(10)))
+    (d / "data" / "other").mkdir()
+    (d / "data" / "other" / "text").write_text("v1 hello there\nv2\n")
+    (tmp_path / "corpus.txt").write_text("Hello world\n\nhello hello\n")
+    (tmp_path / "words.txt").write_text("<eps> 0\nhello 1\nworld 2\nthere 3\n")
+    step = str(RECIPES / "steps" / "make_lm_text.sh")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C"}
+    r = subprocess.run(["bash", step, "--extra", str(tmp_path / "corpus.txt"), "--valid-every", "4",
+                        str(tmp_path / "words.txt"), "lm", "data/train", "data/other"], cwd=d, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    train = (d / "lm" / "train.txt").read_text().splitlines()
+    valid = (d / "lm" / "valid.txt").read_text().splitlines()
+    transcripts = [f"hello world {i}" for i in range(10)] + ["hello there"]  # (v2 is empty)
+    assert valid == transcripts[3::4]
+    assert train == [t for i, t in enumerate(transcripts) if i % 4 != 3] + ["Hello world", "hello hello"]
+    # the digits are not words of words.txt (8 of the train part's 26 words), nor is "Hello"
+    assert "transcripts of data/train data/other (train part): 9 lines, 26 words, 30.77 % outside words.txt" \
+        in r.stdout, r.stdout
+    assert "corpus.txt: 2 lines, 4 words, 25.00 % outside words.txt (1)" in r.stdout
+    assert "most frequent: Hello (1)" in r.stdout
+    r = subprocess.run(["bash", step, "--extra", str(tmp_path / "none.txt"), str(tmp_path / "words.txt"), "lm2",
+                        "data/train"], cwd=d, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "--extra: expected a file of LM text" in r.stdout and not (d / "lm2").exists()
+
+
 # --- SWBD text in conversation and time order ---------------------------------------------
 
 def test_swbd_text_in_time_order(tmp_path):
@@ -685,15 +773,24 @@ def mini_kaldi(tmp: Path, corpus: str) -> tuple:
     return root, egs, recipe
 
 
-REAL_MODULES = {"rescore-train-lm": "rescore.cli.train_lm", "rescore-wer": "rescore.cli.wer"}
+REAL_MODULES = {"rescore-train-lm": "rescore.cli.train_lm", "rescore-wer": "rescore.cli.wer",
+                "rescore-tune": "rescore.cli.tune"}
+# rescore-tune standing in: the real --help (rescore_decode_dirs.sh checks --tune-opts against it),
+# any other call recorded
+TUNE_STANDIN = r'''#!/bin/sh
+if [ "$1" = --help ]; then PYTHONPATH="{repo}" exec "{python}" -m rescore.cli.tune --help; fi
+echo "rescore-tune $*" >> "$CALLS"
+'''
 
 
 def run_recipe(tmp: Path, recipe: Path, root: Path, args, real=()):
     """run.sh of the recipe copy with stand-ins for the rescore commands, or the real ones
     (from this checkout) for the names in real."""
     b = tmp / "bin"
-    for name in ("rescore-train-lm", "rescore-nbest", "rescore-wer"):
-        if name in real:
+    for name in ("rescore-train-lm", "rescore-nbest", "rescore-wer", "rescore-tune"):
+        if name == "rescore-tune" and name not in real:
+            write_exe(b / name, TUNE_STANDIN.replace("{repo}", str(REPO)))
+        elif name in real:
             write_exe(b / name, f'#!/bin/sh\nPYTHONPATH="{REPO}" OMP_NUM_THREADS=1 exec '
                                 f'"{sys.executable}" -m {REAL_MODULES[name]} "$@"\n')
         else:
@@ -813,6 +910,19 @@ def test_recipe_rescores_with_the_interpolation(tmp_path, corpus):
         assert f"{rec}/lstm:{rec}/transformer_pointer" in c.split()
         assert "--mix 0.7,0.3" in c and c.split()[-1].endswith("_rescore_lstm+transformer_pointer")
     assert all("--mix" not in c for c in calls if c not in interp)
+    # --tune true (the default): each system tuned on the first set's output dir (dev), the
+    # second set rescored with that setting
+    tunes = [c for c in (tmp_path / "calls").read_text().splitlines() if c.startswith("rescore-tune")]
+    assert len(tunes) == 3
+    dev_data, dev_decode = calls[0].split()[-3], calls[0].split()[-2]  # the first set is dev
+    for system, c in zip(["lstm", "transformer_pointer", "lstm+transformer_pointer"], tunes):
+        assert c.split()[1] == f"{dev_decode}_rescore_{system}", c
+        assert f"--data-dir {dev_data}" in c and f"--params-out {rec}/tune/{system}.json" in c
+    for c in calls:
+        dev = c.split()[-2] == dev_decode
+        assert ("--params" in c.split()) != dev, c
+        if not dev:
+            assert f"--params {rec}/tune/{c.split()[-1].rsplit('_rescore_', 1)[1]}.json" in c
     (tmp_path / "calls.step").unlink()
     r = run_recipe(tmp_path, recipe, root, ["--stage", "4", "--stop-stage", "4", "--models", "lstm",
                                             "--interpolate", "lstm:transformer_pointer"])
@@ -1160,7 +1270,9 @@ def test_recipe_help_lists_its_options(tmp_path):
 def test_rescore_decode_dirs_checks_its_models_and_specs(tmp_path):
     d = kaldi_dir(tmp_path)
     step = RECIPES / "steps" / "rescore_decode_dirs.sh"
-    env = {"PATH": f"{make_bin(tmp_path, [])}:/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C"}
+    bindir = make_bin(tmp_path, [])
+    write_exe(bindir / "rescore-tune", TUNE_STANDIN.replace("{repo}", str(REPO)))
+    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C"}
     (tmp_path / "exp" / "lstm").mkdir(parents=True)
 
     def run(*args):
@@ -1173,3 +1285,12 @@ def test_rescore_decode_dirs_checks_its_models_and_specs(tmp_path):
     assert r.returncode == 1 and f"expected file {tmp_path}/exp/lstm/model.pt to exist" in r.stdout, r.stdout
     r = run("--check-only", "true", str(d), "data/lang", str(tmp_path / "exp"), "data/dev:exp/decode_dev")
     assert r.returncode == 0, r.stdout  # check-only: the options, not what stage 3 makes
+    r = run("--check-only", "true", "--tune-opts", "--no-such 1", str(d), "data/lang", str(tmp_path / "exp"),
+            "data/dev:exp/decode_dev")
+    assert r.returncode == 1 and "--tune-opts: --no-such is not an option of rescore-tune" in r.stdout, r.stdout
+    (bindir / "rescore-tune").unlink()
+    r = run("--check-only", "true", str(d), "data/lang", str(tmp_path / "exp"), "data/dev:exp/decode_dev")
+    assert r.returncode == 1 and "not found on PATH: rescore-tune" in r.stdout, r.stdout
+    r = run("--check-only", "true", "--tune", "false", str(d), "data/lang", str(tmp_path / "exp"),
+            "data/dev:exp/decode_dev")
+    assert r.returncode == 0, r.stdout

@@ -94,6 +94,7 @@ check_programs "${cmd%% *}" ${rescore_cmd:+"${rescore_cmd%% *}"} lattice-prune l
   lattice-best-path lattice-add-penalty $old_bins nbest-to-linear linear-to-nbest nbest-to-lattice \
   rescore-lattice rescore-nbest gzip awk
 check_passed_options rescore-nbest rescore_opts
+check_scoring
 
 acwt=$(awk -v x="$inv_acwt" 'BEGIN { printf "%.8g", 1.0 / x }')
 neg_weight=$(awk -v x="$weight" 'BEGIN { printf "%.8g", -x }')
@@ -155,6 +156,7 @@ if [ "$stage" -le 4 ]; then
 fi
 
 score_decode_dir "$data" "$oldlang" "$dir"
+wer_summary "$data" "$indir" "$dir"
 
 echo "$0: done, rescored lattices in $dir"
 exit 0

@@ -18,7 +18,9 @@
 #            one process (rescore-nbest --jobs 1:nj, --one-process)
 #                                              -> archives.JOB/{lmwt.nn,lmwt.interp,text,report.json}
 #   stage 6  LINEAR-TO-NBEST | NBEST-TO-LATTICE -> lat.JOB.gz
-#   then     local/score.sh (unless --skip-scoring true)
+#   then     local/score.sh (unless --skip-scoring true), and the WER of the first pass and of the
+#            rescored output: the best of local/score.sh's grid in the input and output dirs
+#            (utils/best_wer.sh) and both 1-bests at the step's setting (rescore-wer)
 #
 # The old LM, G.carpa or G.fst, give different lmwt.nolm for the same N-best: G.carpa removes the
 # explicit n-gram cost of the words (lattice-lmrescore-const-arpa), while the G.fst path removes
@@ -56,6 +58,10 @@ one_process=auto      # true: stage 5 rescores every job in one rescore-nbest pr
                       # ($rescore_cmd JOB=1:nj), e.g. over a cluster; auto: true for run.pl
 stage=1               # first stage to run (1-6), for partial reruns
 N=100                 # hypotheses per utterance (lattice-to-nbest --n), a whole number >= 1
+params=               # a setting tuned on dev: the JSON rescore-tune --params-out writes (of the step's
+                      # output dir on dev); its weight, inv_acwt, wip (and mix) replace --weight,
+                      # --inv-acwt, --wip (--mix) in rescoring; the N-best lists are still cut at
+                      # --inv-acwt, as those of the dev run were
 inv_acwt=10           # inverse acoustic scale (Kaldi's LMWT, > 0) for the N-best lists and for
                       # picking each utterance's best hypothesis when carrying state
 weight=0.8            # NN LM weight w in [0, 1] in the log-linear interpolation with the old LM
@@ -77,7 +83,8 @@ oov_penalty=auto      # nats per word outside the LM vocabulary (>= 0), or auto:
                       # word types outside it, of the old lang dir's words.txt and --train-text);
                       # auto by default: the step always knows words.txt
 keep_ali=true         # false: drop the alignments from the N-best (smaller archives)
-skip_scoring=false    # true: do not run local/score.sh
+skip_scoring=false    # true: do not run local/score.sh; false: the step needs it (it stops before any
+                      # work when the recipe has no executable local/score.sh)
 scoring_opts=         # extra options for local/score.sh
 # End configuration section.
 
@@ -126,8 +133,9 @@ $keep_ali || remove_bins="lattice-rmali $remove_bins"
 check_programs "${cmd%% *}" "${rescore_cmd%% *}" lattice-to-nbest $remove_bins \
   nbest-to-linear linear-to-nbest nbest-to-lattice rescore-nbest gzip awk
 check_passed_options rescore-nbest rescore_opts
+check_scoring
 
-acwt=$(awk -v x="$inv_acwt" 'BEGIN { printf "%.8g", 1.0 / x }')
+acwt=$(awk -v x="$nbest_inv_acwt" 'BEGIN { printf "%.8g", 1.0 / x }')  # (--inv-acwt, also with --params)
 adir=$dir/archives
 mkdir -p "$dir/log"
 cp "$indir/num_jobs" "$dir/num_jobs"
@@ -212,8 +220,9 @@ if [ "$stage" -le 3 ]; then
   done
 fi
 
-# Stage 4.  Word strings, for the neural LM.
+# Stage 4.  Word strings, for the neural LM (and the symbol table beside them, for rescore-tune).
 if [ "$stage" -le 4 ]; then
+  cp "$oldlang/words.txt" "$dir/words.txt"
   for n in $(seq "$nj"); do
     utils/int2sym.pl -f 2- "$oldlang/words.txt" < "$adir.$n/words" > "$adir.$n/words_text" || exit 1
   done
@@ -269,8 +278,11 @@ if [ "$stage" -le 5 ]; then
   for n in $(seq "$nj"); do
     [ ! -s "$adir.$n/lmwt.interp" ] && echo "$0: rescore-nbest wrote no $adir.$n/lmwt.interp" && exit 1
   done
-  # The rescored 1-best of all jobs, for rescore-wer.
+  # The rescored 1-best of all jobs and rank 1 of their N-best lists (the first pass at
+  # --inv-acwt), for rescore-wer.
   cat "$adir".*/text | sort > "$dir/text"
+  cat "$adir".*/words_text | awk '{ u = $1; sub(/-[0-9]+$/, "", u); if (u == last) next; last = u
+    $1 = u; print }' | sort > "$dir/text.first_pass"
 fi
 
 # Stage 6.  Back to lattices with the new graph costs.
@@ -285,4 +297,5 @@ fi
 score_decode_dir "$data" "$oldlang" "$dir"
 
 echo "$0: done, rescored lattices in $dir"
+wer_summary "$data" "$indir" "$dir"
 exit 0

@@ -16,7 +16,9 @@ rescore-nbest --jobs 1:4 exp/tri4/decode_dev_rescore/archives.JOB exp/tri4/decod
     --data-dir data/dev/split4/JOB --model exp/lm/lstm/model.pt""",
     "rescore-tune": """\
 rescore-tune exp/tri4/decode_dev_nbest --data-dir data/dev \\
-    --nn-costs exp/tri4/decode_dev_rescored/lmwt.nn --cross-validate --hyp-out dev_cv.txt""",
+    --nn-costs exp/tri4/decode_dev_rescored/lmwt.nn --cross-validate --hyp-out dev_cv.txt
+rescore-tune exp/chain/tdnn/decode_dev_rescore --data-dir data/dev --params-out params.json
+    (a Kaldi step's output dir: every job, and the NN LM costs the step wrote)""",
     "rescore-wer": """\
 rescore-wer data/test/text first-pass=first_pass/text rescored=rescored/text \\
     --train-text lm_train.txt --groups data/test/segments --plot compare.png --report compare.json""",

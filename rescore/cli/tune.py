@@ -16,14 +16,16 @@ log = logging.getLogger("rescore-tune")
 
 
 @command()
-@click.argument("nbest_dir", type=click.Path(file_okay=False))
+@click.argument("nbest_dir", type=click.Path(file_okay=False), metavar="NBEST_DIR|STEP_OUTPUT_DIR")
 @click.option("--data-dir", type=click.Path(file_okay=False), required=True,
               help="Data dir of NBEST_DIR (text = references).")
 @click.option("--words-txt", type=click.Path(dir_okay=False),
               help="Symbol table for 'words' ids (found beside NBEST_DIR when not given).")
 @click.option("--nn-costs", type=click.Path(dir_okay=False), multiple=True,
               help="NN LM costs of NBEST_DIR (lmwt.nn); without them only weight 0 is swept. Repeat it (one file per "
-                   "model, e.g. rescore-nbest's lmwt.nn.1 and lmwt.nn.2) to tune the models' shares (--mixes) too.")
+                   "model, e.g. rescore-nbest's lmwt.nn.1 and lmwt.nn.2) to tune the models' shares (--mixes) too. "
+                   "With a step's output dir: file names in each archives.JOB (default: the step's lmwt.nn, or "
+                   "lmwt.nn.1 ... lmwt.nn.K of K models).")
 @click.option("--weights", default="0:1:0.1", help="NN LM weights: 'a,b,c' or 'start:stop:step'.")
 @click.option("--inv-acwts", default="6:16:0.5", help="Inverse acoustic scales (LMWT): 'a,b,c' or 'start:stop:step'.")
 @click.option("--wips", default="-1:1:0.5", help="Word insertion penalties: 'a,b,c' or 'start:stop:step'.")
@@ -82,7 +84,12 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
          cross_validate, params_out, report, hyp_out, apply_to, apply_data_dir, apply_nn_costs, apply_words_txt,
          allow_missing, verbose, **refine_kw):
     """Tune weight, inv-acwt and wip (with several --nn-costs, the models' shares too) by WER on
-    NBEST_DIR and print the best setting. Kaldi's
+    NBEST_DIR and print the best setting.
+
+    NBEST_DIR may be the output dir of a Kaldi step (recipes/steps/lmrescore_nbest.sh): every
+    job's archives.JOB and NN LM costs are tuned as one set, with the decode's whole data dir;
+    give the step on the test decode the tuned setting with --params PARAMS.json (written by
+    --params-out). Kaldi's
     score.sh reports the WER of the set it tuned on; to report honestly, tune on one part and
     report another (--split-half, --dev-utts/--eval-utts), cross-validate (--cross-validate:
     its pooled WER is the honest figure for all of NBEST_DIR) or apply the setting to a test
@@ -98,6 +105,14 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     from rescore.jobs.tune import TuneJob, format_cross_validation, format_setting, tune_nbest_dir
 
     nn_costs, apply_nn_costs = tuple(nn_costs), tuple(apply_nn_costs)
+    from rescore.nbest.step_output import default_cost_names, step_jobs
+
+    jobs = step_jobs(nbest_dir)  # a step's output dir: every archives.JOB (rescore.nbest.step_output)
+    if jobs is not None:
+        if refine_kw.get("refine_model"):
+            raise click.UsageError("--refine-model takes an N-best dir, not a step's output dir (tune on the "
+                                   "step's costs, or refine on one N-best dir)")
+        nn_costs = nn_costs or default_cost_names(jobs)
     # options that would do nothing in this mode (one rule: rescore.cli.common.refuse_idle_options)
     apply_needed = None if apply_to else "--apply-to (the test dir the tuned setting is applied to)"
     refine_needed = None if refine_kw.get("refine_model") else "--refine-model (the LM a refining tune scores with)"
@@ -124,7 +139,7 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     if refine is not None:
         click.echo(format_refine(run_refine(refine)))
         return
-    warn_carried_costs(nn_costs)
+    warn_carried_costs(nn_costs if jobs is None else [str(jobs[0] / n) for n in nn_costs])
     result = tune_nbest_dir(job)
     if cross_validate:
         click.echo(format_cross_validation(result))

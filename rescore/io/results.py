@@ -256,7 +256,7 @@ def write_files(out_dir: Path, files: Mapping[str, str], inputs: Sequence[PathLi
     """Write ``files`` ({name: text}, names relative to out_dir) each atomically; none may
     replace an input. Returns the names."""
     from rescore.io.files import atomic_output
-    from rescore.io.outdir import check_not_input
+    from rescore.io.outputs import check_not_input
 
     for name in files:
         check_not_input(out_dir / name, inputs, "TARGET")

@@ -8,7 +8,7 @@ Checked when built, like rescore.jobs.nbest's job: an OptionError (exit 2) befor
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -48,8 +48,11 @@ class TuneJob:
     cross_validate: bool = False  # two folds by conversation (combine.cross_validate)
     hyp_out: Optional[str] = None  # 1-best text of the reported set (pooled under cross_validate)
     mixes: Optional[Sequence[Tuple[float, ...]]] = None  # shares swept with several cost files
+    # NBEST_DIR as a step's output dir: its archives.JOB dirs (rescore.nbest.step_output); None for an N-best dir
+    step_jobs: Optional[List[Path]] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
+        self._step_dir()
         self._check_mixes()
         if self.split_half and (self.dev_utts or self.eval_utts):
             raise OptionError("one way of holding out: --split-half and --dev-utts/--eval-utts exclude each other",
@@ -96,6 +99,24 @@ class TuneJob:
             for o2, p2 in given[:i]:
                 check(p != p2, f"different files for {o2} and {o}", o, p)
 
+    def _step_dir(self) -> None:
+        """A step's output dir (rescore.nbest.step_output): nn_costs are file names of its archives.JOB,
+        by default the ones the step wrote."""
+        from rescore.nbest.step_output import default_cost_names, step_jobs
+
+        jobs = step_jobs(self.nbest_dir)
+        object.__setattr__(self, "step_jobs", jobs)
+        if jobs is None:
+            return
+        if not self.nn_costs:
+            object.__setattr__(self, "nn_costs", default_cost_names(jobs))
+        for name in self.nn_costs:
+            check(Path(name).name == str(name), f"file names in each {self.nbest_dir}/archives.JOB (e.g. lmwt.nn) "
+                  "with a step's output dir", "--nn-costs", name)
+        if self.apply is not None and step_jobs(self.apply.nbest_dir) is not None:
+            raise OptionError("an N-best dir; for a step's output dir run the step on the test decode with "
+                              "--params (what --params-out writes)", option="--apply-to", got=self.apply.nbest_dir)
+
     def _check_mixes(self) -> None:
         """nn_costs as a tuple; mixes: one share per cost file (default: the grid)."""
         from rescore.nbest.combine import mix_grid
@@ -113,7 +134,13 @@ class TuneJob:
 
     def inputs(self) -> List[Path]:
         files = nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
-        files += [Path(p) for p in (*self.nn_costs, self.dev_utts, self.eval_utts) if p is not None]
+        if self.step_jobs is not None:
+            from rescore.nbest.step_output import step_input_files
+
+            files += step_input_files(self.nbest_dir, self.nn_costs)
+        else:
+            files += [Path(p) for p in self.nn_costs]
+        files += [Path(p) for p in (self.dev_utts, self.eval_utts) if p is not None]
         if self.apply is not None:
             files += self.apply.inputs()
         return files
@@ -208,10 +235,17 @@ def tune_nbest_dir(job: TuneJob) -> dict:
     if job.apply is not None:
         job.apply.output_set().check()
     warn_unusual(job)
-    nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing)
+    if job.step_jobs is not None:  # every job of a step's output dir, and their costs
+        from rescore.nbest.step_output import load_step_output
+
+        nbest, costs = load_step_output(job.nbest_dir, job.data_dir, job.words_txt,
+                                        allow_missing=job.allow_missing, cost_names=job.nn_costs)
+    else:
+        nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing)
     if nbest.refs is None:
         raise RescoreError("references for the tuning set ('text' in the data dir)", path=job.data_dir)
-    costs = NnCosts.read(nbest, job.nn_costs) if job.nn_costs else None  # other hypotheses fail here
+    if job.step_jobs is None:
+        costs = NnCosts.read(nbest, job.nn_costs) if job.nn_costs else None  # other hypotheses fail here
     if job.cross_validate:
         result = cross_validate(nbest, weights=job.weights, inv_acwts=job.inv_acwts, wips=job.wips,
                                 nn_costs=costs, mixes=job.mixes)

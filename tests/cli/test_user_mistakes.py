@@ -880,7 +880,7 @@ def test_correct_input_prints_no_warning(case, base, tmp_path, caplog):  # noqa:
 
 @pytest.mark.shared_data
 def test_the_dev_set_and_kaldi_written_archives_print_no_warning(tmp_path, caplog):
-    from conftest import shared_data_path
+    from tests.conftest import shared_data_path
 
     dev = shared_data_path("tts-wikitext2-dev")
     train = shared_data_path("wikitext2-asr", "train.txt")

@@ -23,11 +23,14 @@
 # Each check runs a step and verifies its output (verify_output): exit status 0; every lattice
 # reads with lattice-copy; the lattices' 1-best (lattice-best-path) equals rescore-nbest's on
 # the step's N-best run in one process; compute-wer equals rescore-wer on it.
+# ours_tune also scores with Kaldi's steps/score_kaldi.sh (as local/score.sh), tunes on the
+# step's output dir (rescore-tune, all NJ jobs) and reruns the step with --params: its 1-best is
+# verified at the tuned setting, and its printed WERs against compute-wer's files and rescore-wer.
 # To add a check: write check_NAME (use the setup's variables and verify_output) and add NAME to
 # CHECKS. Prints one PASS/FAIL line per check and exits 1 if any failed.
 set -euo pipefail
 
-if [ $# -lt 1 ] || [ $# -gt 2 ]; then sed -n '2,27p' "$0"; exit 1; fi
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then sed -n '2,30p' "$0"; exit 1; fi
 kbin=$(cd "$1" && pwd)
 work=${2:-$(mktemp -d /tmp/kaldi_check.XXXXXX)}
 mkdir -p "$work"
@@ -37,7 +40,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 . "$repo/tools/kaldi/kaldi_check_common.sh"  # dev, train_text, kutils, nj, weight, s5; log, setup_recipe_dir ...
 N=${NBEST:-20}
 inv_acwt=10
-CHECKS=${CHECKS-"ours_carpa ours_fst ours_fst_reject ours_two_models pytorchnn_carpa pytorchnn_fst_reject lattice"}
+CHECKS=${CHECKS-"ours_carpa ours_fst ours_fst_reject ours_two_models ours_tune pytorchnn_carpa pytorchnn_fst_reject lattice"}
 # words the rejecting G.fst leaves out: every hypothesis of the first utterance has 'lobster'
 reject_words=lobster,lobsters,claws
 
@@ -130,9 +133,11 @@ EOF
 
 # --- verification shared by the checks ------------------------------------------------------
 
-# verify_output NAME OUT_DIR LANG STATE_CARRY DATA_FOR_CARRY: see the header.
+# verify_output NAME OUT_DIR LANG STATE_CARRY DATA_FOR_CARRY: see the header. The setting of the
+# 1-bests: V_WEIGHT, V_INV_ACWT, V_WIP (default: the step's, $weight, $inv_acwt and 0).
 verify_output() {
   local name=$1 out=$2 lang=$3 carry=$4 cdata=$5 v=$2/check n total=0 got
+  local vw=${V_WEIGHT:-$weight} via=${V_INV_ACWT:-$inv_acwt} vwip=${V_WIP:-0}
   mkdir -p "$v"
   for n in $(seq "$nj"); do
     lattice-copy "ark:gunzip -c $out/lat.$n.gz|" ark:/dev/null 2> "$v/copy.$n.log" ||
@@ -145,8 +150,9 @@ verify_output() {
   [ "$total" -eq "$utts" ] || { echo "FAIL $name: $total lattices, expected $utts"; return 1; }
   # the lattices' 1-best with the new graph costs
   for n in $(seq "$nj"); do
-    lattice-best-path --acoustic-scale="$(awk -v x=$inv_acwt 'BEGIN { print 1 / x }')" \
-      "ark:gunzip -c $out/lat.$n.gz|" ark,t:- 2>> "$v/best_path.log"
+    lattice-add-penalty --word-ins-penalty="$vwip" "ark:gunzip -c $out/lat.$n.gz|" ark:- 2>> "$v/best_path.log" |
+      lattice-best-path --acoustic-scale="$(awk -v x="$via" 'BEGIN { print 1 / x }')" ark:- ark,t:- \
+        2>> "$v/best_path.log"
   done | utils/int2sym.pl -f 2- "$lang/words.txt" | sed 's/ *$//' | sort > "$v/lattice_1best.txt"
   # rescore-nbest on the step's N-best, all jobs in one process
   mkdir -p "$v/nbest" "$v/nbest_data"
@@ -164,7 +170,7 @@ verify_output() {
   while read -r m; do models+=(--model "$m"); done < "$out/check.model"  # one line per model
   if [ -f "$out/check.mix" ]; then models+=(--mix "$(cat "$out/check.mix")"); fi
   rescore-nbest "$v/nbest" "$v/rescored" --data-dir "$v/nbest_data" "${models[@]}" \
-    --weight "$weight" --inv-acwt "$inv_acwt" --wip 0 --state-carry "$carry" --oov-penalty 0 \
+    --weight "$vw" --inv-acwt "$via" --wip "$vwip" --state-carry "$carry" --oov-penalty 0 \
     --device cpu > "$v/rescore_nbest.log" 2>&1 ||
     { echo "FAIL $name: rescore-nbest on the N-best (log $v/rescore_nbest.log)"; return 1; }
   sed 's/ *$//' "$v/rescored/text" | sort > "$v/rescore_nbest_1best.txt"
@@ -277,6 +283,62 @@ check_rejections() {
     got=$(awk -v u="$u" '$1 == u' "$out/text" | sed 's/ *$//')
     [ "$first" = "$got" ] || { echo "FAIL $name: rescued $u: '$got', first pass '$first'"; return 1; }
   done
+}
+
+# Tuning a 4-job decode: Kaldi's steps/score_kaldi.sh as the recipe's local/score.sh; the first
+# pass scored; our step on the decode (scored, its WER summary); rescore-tune on the step's output
+# dir (all jobs) -> params.json; the step again with --params; its lattices' 1-best at the tuned
+# setting and its text equal rescore-nbest --params on the step's N-best; its printed WERs equal
+# compute-wer's files and rescore-wer.
+check_ours_tune() {
+  local name=ours_tune out=exp/decode_dev_ours_tuned tuned=exp/decode_dev_ours_tune params=exp/ours_tune.params.json
+  mkdir -p local
+  ln -sfn ../steps/score_kaldi.sh local/score.sh
+  if [ ! -f exp/decode_dev/scoring_kaldi/best_wer ]; then
+    log "$name: local/score.sh (Kaldi's steps/score_kaldi.sh) on the first pass"
+    local/score.sh --cmd run.pl data/dev data/lang exp/decode_dev > exp/score_first_pass.log 2>&1 ||
+      { echo "FAIL $name: scoring the first pass (exp/score_first_pass.log)"; return 1; }
+  fi
+  if ! reused "$name"; then
+    rm -rf "$tuned"
+    log "$name: recipes/steps/lmrescore_nbest.sh on exp/decode_dev ($nj jobs), scored"
+    bash "$repo/recipes/steps/lmrescore_nbest.sh" --N "$N" --inv-acwt "$inv_acwt" --weight "$weight" \
+      --device cpu data/lang models/ours.pt data/dev exp/decode_dev "$tuned" > "exp/$name.log" 2>&1 ||
+      { echo "FAIL $name: the step exited non-zero (exp/$name.log)"; tail -5 "exp/$name.log"; return 1; }
+  fi
+  log "$name: rescore-tune $tuned (all $nj jobs)"
+  rescore-tune "$tuned" --data-dir data/dev --weights 0:1:0.1 --inv-acwts 8:14:1 --wips=-1:2:0.5 \
+    --params-out "$params" --hyp-out exp/ours_tune.hyp.txt > exp/ours_tune.tune.log 2>&1 ||
+    { echo "FAIL $name: rescore-tune (exp/ours_tune.tune.log)"; tail -3 exp/ours_tune.tune.log; return 1; }
+  grep -h '^best setting\|^tuned on' exp/ours_tune.tune.log | sed "s/^/  $name: /"
+  local w ia wip
+  read -r w ia wip < <(python3 -c "import json,sys; p=json.load(open(sys.argv[1])); print(p['weight'], p['inv_acwt'], p['wip'])" "$params")
+  rm -rf "$out"
+  log "$name: the step with --params $params"
+  bash "$repo/recipes/steps/lmrescore_nbest.sh" --N "$N" --params "$params" --device cpu \
+    data/lang models/ours.pt data/dev exp/decode_dev "$out" > "exp/${name}d.log" 2>&1 ||
+    { echo "FAIL $name: the step with --params exited non-zero (exp/${name}d.log)"; tail -5 "exp/${name}d.log"; return 1; }
+  echo "$s5/models/ours.pt" > "$out/check.model"
+  grep -A6 'WER against' "exp/${name}d.log" | sed "s|^$repo/recipes/steps/||; s/^/  $name: /"
+  # the printed WERs: the grid lines are compute-wer's files, the others rescore-wer's
+  local line file expect
+  for which in "first pass, best" "rescored,   best"; do
+    line=$(grep "$which of local/score.sh's grid" "exp/${name}d.log")
+    file=$(awk '{ print $NF }' <<< "$line")
+    expect=$(grep WER "$file")
+    [ "${line#*grid: }" = "$expect $file" ] ||
+      { echo "FAIL $name: printed '${line#*grid: }', $file has '$expect'"; return 1; }
+  done
+  expect=$(rescore-wer --allow-missing data/dev/text "$out/text" 2>/dev/null | grep '^%WER')
+  grep -qF "rescored ($out/text): $expect" "exp/${name}d.log" ||
+    { echo "FAIL $name: the step's rescored WER is not rescore-wer's ($expect)"; return 1; }
+  cmp -s <(sed 's/ *$//' "$out/text" | sort) <(sed 's/ *$//' exp/ours_tune.hyp.txt | sort) &&
+    echo "  $name: the tuned step's 1-best = rescore-tune's predicted 1-best" ||
+    echo "  $name: the tuned step's 1-best differs from rescore-tune's prediction (costs scored with carry at weight $weight)"
+  V_WEIGHT=$w V_INV_ACWT=$ia V_WIP=$wip verify_output "$name" "$out" data/lang rescored data || return 1
+  cmp -s <(sed 's/ *$//' "$out/text" | sort) "$out/check/rescore_nbest_1best.txt" ||
+    { echo "FAIL $name: the step's text differs from rescore-nbest --params"; return 1; }
+  echo "  $name: the step's text = rescore-nbest at weight $w inv_acwt $ia wip $wip"
 }
 
 check_pytorchnn_carpa() {

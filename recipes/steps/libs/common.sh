@@ -24,51 +24,10 @@
 
 echo "$0 $*"  # the command line, for the logs
 
-# The configuration section of $1 as help: "--name default   comment" per option, the comment's
-# continuation lines below it, comment lines of their own as they are.
-options_help() {
-  echo "Options (each with its default; '' is empty):"
-  awk -v q="'" '/^# Begin configuration section/ { on = 1; next }
-       /^# End configuration section/ { on = 0 }
-       !on || /^[ \t]*$/ { next }
-       /^[A-Za-z_][A-Za-z0-9_]*=/ {
-         name = $0; sub(/=.*/, "", name); rest = substr($0, length(name) + 2)
-         if (rest ~ /^"/) match(rest, /^"[^"]*"/); else if (substr(rest, 1, 1) == q) match(rest, "^" q "[^" q "]*" q)
-         else match(rest, /^[^ \t]*/)
-         value = substr(rest, 1, RLENGTH); comment = substr(rest, RLENGTH + 1)
-         sub(/^[ \t]*(#[ \t]?)?/, "", comment)
-         if (value == "" || value == "\"\"") value = q q
-         gsub(/_/, "-", name)
-         head = "  --" name " " value
-         if (length(head) > 30 && comment != "") { print head; head = "" }
-         printf "%-31s %s\n", head, comment; next }
-       /^[ \t]+#/ { c = $0; sub(/^[ \t]+#[ \t]?/, "", c); printf "%-31s %s\n", "", c; next }
-       /^#/ { c = $0; sub(/^#[ \t]?/, "", c); print c }' "$1" | sed 's/[ \t]*$//'
-}
-
-# For printf as its format, as Kaldi's parse_options.sh prints it: % and \ escaped.
-help_message=$(printf '%s\n\n%s' "$help_message" "$(options_help "$0")" | sed 's/\\/\\\\/g; s/%/%%/g')
-
-show_help() {
-  # shellcheck disable=SC2059  # the help is a printf format, with its % and \ escaped
-  printf "$help_message\n"
-}
-# The help, and exit 1: the step was given the wrong number of arguments.
-usage_exit() { show_help; exit 1; }
-
-# --help (or -h) among the options: the help, wherever the step is run from; an option the
-# step does not have: Kaldi's "invalid option" message (on stderr), then the help.
-for ((i = 1; i <= $#; i += 2)); do
-  case "${!i}" in
-    --help|-h) show_help; exit 0 ;;
-    --*=*|--config) ;;  # (parse_options.sh's own)
-    --*) name=${!i#--}
-         name=${name//-/_}
-         [[ $name =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] && [ -n "${!name+x}" ] ||
-           { echo "$0: invalid option ${!i}"; show_help; exit 1; } >&2 ;;
-    *) break ;;
-  esac
-done
+# --help, the option names and usage_exit: libs/help.sh (a recipe's run.sh sources it before
+# its path.sh, so that --help works without Kaldi).
+# shellcheck source=help.sh
+. "$(dirname "${BASH_SOURCE[0]}")/help.sh"
 
 missing=
 for f in path.sh steps/ utils/parse_options.sh ${needs:-}; do
@@ -235,11 +194,33 @@ check_passed_options() {
   done
 }
 
+# read_params: with --params FILE (what rescore-tune --params-out writes: "weight", "inv_acwt",
+# "wip" and, with several models, "mix"), set weight, inv_acwt, wip (and mix) from it; they are
+# checked as the options are. nbest_inv_acwt keeps --inv-acwt: the acoustic scale the N-best
+# lists are cut at stays the one of the lists the setting was tuned on.
+read_params() {
+  local flat v key
+  nbest_inv_acwt=$inv_acwt  # the N-best lists stay cut at --inv-acwt, as on the set tuned on
+  [ -n "${params:-}" ] || return 0
+  check_files "$params"
+  flat=$(tr -d ' \t\n\r' < "$params")
+  for key in weight inv_acwt wip; do
+    v=$(sed -n "s/.*\"$key\":\([-+0-9.eE]*\)[,}].*/\1/p" <<< "$flat")
+    [ -n "$v" ] || fail "--params $params: expected a setting written by rescore-tune --params-out (a number" \
+                        "\"$key\"), got none"
+    printf -v "$key" '%s' "$v"
+  done
+  v=$(sed -n 's/.*"mix":\[\([-+0-9.eE,]*\)\].*/\1/p' <<< "$flat")
+  if [ -n "$v" ]; then mix=$v; fi
+  echo "$0: setting from $params: weight $weight, inv-acwt $inv_acwt, wip $wip${mix:+, mix $mix}"
+}
+
 # check_step_inputs <old-lang-dir> <model> <data-dir> <input-decode-dir> <output-decode-dir>: the
 # options and inputs lmrescore_nbest.sh and lmrescore_lattice.sh share (their own are theirs):
 # the numbers, choices and switches, the old lang dir (sets oldlm), the data dir, --train-text,
 # the decode dir (sets nj), an output dir that is not the input one, the models (check_models).
 check_step_inputs() {
+  read_params
   check_number stage 'int>=1'
   check_number inv_acwt '>0'
   check_number weight 0..1
@@ -270,18 +251,64 @@ fstproject_output_flag() {
   fi
 }
 
-# score_decode_dir <data-dir> <lang-dir> <decode-dir>: local/score.sh, unless --skip-scoring true.
+# score_decode_dir <data-dir> <lang-dir> <decode-dir>: local/score.sh, unless --skip-scoring true
+# (check_scoring made sure before stage 1 that there is one).
 score_decode_dir() {
   $skip_scoring && return 0
-  if [ ! -x local/score.sh ]; then
-    echo "$0: not scoring: local/score.sh does not exist or is not executable"
-    return 0
-  fi
+  [ -x local/score.sh ] ||
+    fail "cannot score: local/score.sh does not exist or is not executable (--skip-scoring true: do not score)"
   echo "$0: scoring"
   # $scoring_opts holds options: it must split.
   # shellcheck disable=SC2086
   local/score.sh --cmd "$cmd" $scoring_opts "$1" "$2" "$3" ||
     fail "scoring failed (skip it with --skip-scoring true)"
+}
+
+# check_scoring: a step that scores at its end (--skip-scoring false) needs the recipe's
+# local/score.sh; without it the step stops before any work rather than after the rescoring.
+check_scoring() {
+  $skip_scoring && return 0
+  [ -x local/score.sh ] && return 0
+  fail "local/score.sh does not exist or is not executable in $PWD: the step scores its output with it" \
+       "(run it from your recipe's directory, or give --skip-scoring true to rescore without scoring)"
+}
+
+# best_wer <decode-dir>: the best line of local/score.sh's grid in the dir (its wer_* files, or
+# the score_*/*.sys of sclite scoring) through utils/best_wer.sh; empty when it has none.
+best_wer() {
+  local files
+  [ -x utils/best_wer.sh ] || return 0
+  files=$(find "$1" -maxdepth 1 -name 'wer_*' -type f | sort)
+  if [ -n "$files" ]; then
+    # shellcheck disable=SC2086  # a list of file names without spaces (Kaldi's)
+    grep -H WER $files | utils/best_wer.sh
+    return 0
+  fi
+  files=$(find "$1" -mindepth 2 -maxdepth 2 -path '*/score_*/*.sys' -type f | sort)
+  # shellcheck disable=SC2086
+  [ -n "$files" ] && grep -H Sum $files | utils/best_wer.sh
+  return 0
+}
+
+# wer_summary <data-dir> <input-decode-dir> <output-decode-dir>: the first pass against the
+# rescored output at the end of a step: the best of local/score.sh's grid (LMWT and penalty,
+# tuned on this set itself) in each dir, then both 1-bests at the step's own setting
+# (--weight, --inv-acwt, --wip, e.g. tuned on dev by rescore-tune and given with --params):
+# rank 1 of the N-best lists and the rescored text, scored by rescore-wer.
+wer_summary() {
+  local data=$1 indir=$2 dir=$3 first rescored w
+  [ -f "$data/text" ] || { echo "$0: no $data/text: no WER"; return 0; }
+  first=$(best_wer "$indir")
+  rescored=$(best_wer "$dir")
+  echo "$0: WER against $data/text"
+  echo "$0:   first pass, best of local/score.sh's grid: ${first:-none (no wer_* or score_*/*.sys in $indir)}"
+  echo "$0:   rescored,   best of local/score.sh's grid: ${rescored:-none (no wer_* or score_*/*.sys in $dir)}"
+  [ -f "$dir/text" ] && [ -f "$dir/text.first_pass" ] || return 0
+  echo "$0:   at the step's setting (weight $weight, inv-acwt $inv_acwt, wip $wip):"
+  w=$(rescore-wer --allow-missing "$data/text" "$dir/text.first_pass" 2>/dev/null | grep '^%WER') || w=failed
+  echo "$0:   first pass, rank 1 of the N-best at inv-acwt ${nbest_inv_acwt:-$inv_acwt} ($dir/text.first_pass): $w"
+  w=$(rescore-wer --allow-missing "$data/text" "$dir/text" 2>/dev/null | grep '^%WER') || w=failed
+  echo "$0:   rescored ($dir/text): $w"
 }
 
 # lm_systems <models> <a:b>: the models, then their interpolation a+b when every part is one of them.

@@ -51,7 +51,11 @@ stage=1        # Stage of this script (Kaldi's numbering, 1-8), for partial reru
 skip_scoring=false     # true: do not run local/score.sh
 keep_ali=true          # false: drop the alignments from the N-best (smaller archives)
 # Not in Kaldi's script:
-carry=rescored   # rescored | kaldi | none (see the top of this script)
+carry=rescored   # whose state starts each utterance of an LSTM/GRU: rescored = after the previous
+                 # utterance's rescored best, along each recording (segments, else utt2spk);
+                 # kaldi = after the previous utterance's first-pass best (rank 1), along the
+                 # job's lattice archive across recordings, as Kaldi's scorer; none = the zero
+                 # state. A Transformer is scored without carry, as in Kaldi.
 device=auto      # auto | cpu | cuda | cuda:N, for rescore-nbest
 rescore_cmd=     # how to run the rescore-nbest jobs (e.g. "queue.pl --gpu 1"); empty: --cmd
 one_process=auto # true: every job in one rescore-nbest process (torch and the model loaded
@@ -70,7 +74,12 @@ Usage: $0 [options] <old-lang-dir> <nn-model> <vocab> <data-dir> <input-decode-d
  e.g.: $0 --N 20 --model-type LSTM --embedding-dim 650 --hidden-dim 650 --nlayers 2 \\
          data/lang_sw1_fsh_fg exp/pytorch_lstm/model.pt data/pytorchnn/words.txt \\
          data/eval2000_hires exp/chain/tdnn7q_sp/decode_eval2000_sw1_fsh_fg exp/chain/tdnn7q_sp/decode_eval2000_sw1_fsh_fg_pytorch_lstm_nbest
-Run it from the Kaldi recipe directory, as Kaldi's script of this name, by its path in rescore."
+Run it from the Kaldi recipe directory, as Kaldi's script of this name, by its path in rescore.
+It imports <nn-model> (Kaldi's steps/pytorchnn/train.py model, its sizes given by --model-type,
+--embedding-dim, --hidden-dim, --nlayers, --nhead) once with rescore-import-kaldi-lm, cached in
+<nn-model>.rescore/, then runs ../lmrescore_nbest.sh with Kaldi's settings: lattices -> N-best ->
+old LM removed (G.carpa or G.fst) -> NN LM costs -> rescored lat.JOB.gz -> local/score.sh, and
+prints the first pass's and the rescored WER at its end."
 needs="utils/int2sym.pl utils/split_data.sh"
 # shellcheck source=../libs/common.sh
 . "$(dirname "$0")/../libs/common.sh"
@@ -84,7 +93,7 @@ $use_phi && fail "--use-phi true is not implemented (phi-matcher old-LM removal)
 $test && fail "--test true is not implemented (Kaldi's testing branch); use Kaldi's script"
 case "$carry" in
   rescored) state_carry=rescored; carry_scope=data ;;
-  kaldi) state_carry=first-pass; carry_scope=job ;;
+  kaldi) state_carry="first-pass"; carry_scope=job ;;
   none) state_carry=none; carry_scope=data ;;
   *) fail "--carry must be rescored, kaldi or none, got '$carry'" ;;
 esac

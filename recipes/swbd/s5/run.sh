@@ -37,7 +37,8 @@ valid_set=train_dev               # LM validation transcripts
 test_set=eval2000                 # perplexity text only
 fisher_text=data/local/lm/fisher/text1.gz  # relative to kaldi_dir; empty: no Fisher text
 swbd_copies=3                     # Switchboard repeated against Fisher in the LM text
-decode_sets="train_dev eval2000"  # decode dirs to rescore (data/<set>_hires for scoring)
+decode_sets="train_dev eval2000"  # decode dirs to rescore (data/<set>_hires for scoring); the first is the
+                                  # dev set of --tune
 models="lstm lstm_pointer transformer transformer_pointer"
 interpolate=                      # also rescore with these models interpolated, e.g.
                                   # lstm_pointer:transformer_pointer, into <decode-dir>_rescore_a+b
@@ -62,6 +63,9 @@ inv_acwt=10                       # inverse acoustic scale of the N-best lists
 weight=0.8                        # NN LM interpolation weight
 state_carry=rescored              # none | first-pass | rescored
 device=auto                       # auto | cpu | cuda | cuda:N
+tune=true                         # tune the setting (NN LM weight, LMWT, penalty) of each model on the
+                                  # first of decode_sets (dev) and rescore the others with it
+tune_opts="--wips=-1:3:0.5"       # more rescore-tune options (its grids)
 # End configuration section.
 
 help_message="Switchboard: neural LM N-best rescoring of a finished Kaldi system (the top of $0
@@ -70,6 +74,9 @@ say more of the options they share with it).
 
 Usage: $0 [options]
  e.g.: $0 --stage 3 --stop-stage 4 --device cuda --models 'lstm lstm_pointer'"
+# --help (every option below) before path.sh, which needs KALDI_ROOT
+# shellcheck source=../../steps/libs/help.sh
+. ../../steps/libs/help.sh
 # shellcheck source=path.sh
 . ./path.sh  # KALDI_ROOT, rescore's environment; links steps/ and utils/ to Kaldi's
 # shellcheck source=cmd.sh
