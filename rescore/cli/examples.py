@@ -42,6 +42,9 @@ rescore-convert-nbest --from espnet exp/asr/decode_asr_nbest10/test_clean nbest.
     "rescore-import-kaldi-lm": """\
 rescore-import-kaldi-lm exp/pytorch_lstm/model.pt data/pytorchnn/words.txt exp/lm/kaldi_lstm \\
     --model-type LSTM --embedding-dim 650 --hidden-dim 650 --nlayers 2""",
+    "rescore-import-lm": """\
+rescore-import-lm SmolLM2-135M-Instruct.Q4_1.gguf exp/lm/smollm2
+rescore-import-lm lm/Qwen2.5-0.5B-Instruct exp/lm/qwen --eos '<|endoftext|>' --dtype bfloat16""",
 }
 
 
