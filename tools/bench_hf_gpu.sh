@@ -4,7 +4,9 @@
 # rescore-nbest with --state-carry none and rescored (OUT_DIR gets their lmwt.nn and report.json)
 # and tools/bench_hf.py (fast, padded and NeMo's per-candidate way; medians of REPEAT runs).
 # OUT_DIR: bench.log, lmwt.nn.none, lmwt.nn.rescored, report-none.json, report-rescored.json,
-# bench-rescored.json, bench-none.json, profile.txt (8 files at most: the device tool's limit).
+# bench-rescored.json, bench-none.json (8 files at most: the device tool's limit). Each step has
+# a time limit so that the whole stays under the device tool's 10 minutes a command; the bench
+# writes its JSON after every round, so a round cut short leaves the rounds before it.
 #
 #   GPU_DIR=DIR bash tools/bench_hf_gpu.sh prepare   # here: DIR/hf-a, DIR/hf-b (the GGUF gzipped,
 #                                                    # in two parts of < 45 MiB), DIR/hf-run (code, data,
@@ -64,6 +66,9 @@ run() {
   out=$(cd "$out" && pwd)
   local log=$out/bench.log work=${TMPDIR:-/tmp}/hf-gpu.$$
   mkdir -p "$work"
+  for f in "$parts"/hf-a/model.gguf.gz.part00 "$parts"/hf-b/model.gguf.gz.part01; do
+    [ -f "$f" ] || { echo "error: $f: missing (carry .gpu/hf-a and .gpu/hf-b in the calls before, on the same warm machine)" | tee -a "$log" >&2; exit 1; }
+  done
   cat "$parts"/hf-a/model.gguf.gz.part00 "$parts"/hf-b/model.gguf.gz.part01 | gunzip > "$work/model.gguf"
   (cd "$work" && sha256sum -c "$here/model.gguf.sha256") | tee -a "$log"
   if ! python3 -c "import gguf, accelerate, kaldiio, jiwer, rapidfuzz" 2>/dev/null; then
@@ -88,7 +93,7 @@ run() {
         --costs-out "$out/lmwt.nn.$carry" 2>&1 | tee -a "$log"
       continue
     fi
-    timeout 240 python3 -m rescore.cli.nbest "$nb" "$work/rescored-$carry" --data-dir "$dd" \
+    timeout 140 python3 -m rescore.cli.nbest "$nb" "$work/rescored-$carry" --data-dir "$dd" \
       --model "hf:$work/lm" --state-carry "$carry" --max-tokens 8192 "${common[@]}" 2>&1 \
       | grep -v "hyp/s\]" | tail -40 | tee -a "$log" || echo "rescore-nbest $carry: failed or timed out" | tee -a "$log"
     cp "$work/rescored-$carry/lmwt.nn" "$out/lmwt.nn.$carry" 2>/dev/null || true
@@ -97,9 +102,9 @@ run() {
   # speed: fast, padded and NeMo's per-candidate way (with carry the last compares fast with padded)
   local set=(--model "hf:$work/lm" --nbest-dir "$data/nbest" --data-dir "$data/data" --convs "$convs"
              --utts "$utts" "${common[@]}" --repeat "$repeat" --max-tokens 8192)
-  timeout 200 python3 "$here/tools/bench_hf.py" "${set[@]}" --state-carry rescored --engines fast,nemo,padded \
-    --json "$out/bench-rescored.json" --profile "$out/profile.txt" 2>&1 | tee -a "$log" || echo "bench rescored: failed or timed out" | tee -a "$log"
-  timeout 120 python3 "$here/tools/bench_hf.py" "${set[@]}" --state-carry none --engines fast,padded,nemo \
+  timeout 150 python3 "$here/tools/bench_hf.py" "${set[@]}" --state-carry rescored --engines fast,nemo,padded \
+    --json "$out/bench-rescored.json" 2>&1 | tee -a "$log" || echo "bench rescored: failed or timed out" | tee -a "$log"
+  timeout 90 python3 "$here/tools/bench_hf.py" "${set[@]}" --state-carry none --engines fast,padded,nemo \
     --json "$out/bench-none.json" 2>&1 | tee -a "$log" || echo "bench none: failed or timed out" | tee -a "$log"
   rm -rf "$work"
 }

@@ -19,9 +19,10 @@ followed by ``<eos>``); its subword costs are summed per word. Engines:
               sorted hypotheses; the cache is cropped back after each). One call per part; the
               output layer where a token is scored only (``logits_to_keep``).
 
-The carry picks the same hypothesis as rescore.engine.score's: rank 1 (first-pass) or the best by
-``fixed + weight * sum(costs)`` (rescored). On CUDA the forward runs under
-rescore.engine.score.autocast_for (bf16 where supported, else fp16); log-probabilities are fp32.
+The carry picks the hypothesis by rescore.engine.score's rule (its ``_carry_choice``): rank 1
+(first-pass) or the best by ``fixed + weight * sum(costs)`` (rescored). On CUDA the forward runs
+under rescore.engine.forward.autocast_for (bf16 where supported, else fp16); log-probabilities are
+fp32.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import torch
 from rescore.engine.forward import autocast_for, resolve_device
 from rescore.engine.types import EngineStats
 from rescore.errors import OptionError, RescoreError
-from rescore.nbest.interp import total_cost
 from rescore.settings import OOV_AUTO, EngineSettings
 
 log = logging.getLogger(__name__)
@@ -73,8 +73,11 @@ def score_hf(lm, conversations, weight: float, settings: EngineSettings, device,
     stats = stats if stats is not None else EngineStats()
     run = _Runner(lm, dev, settings.max_tokens, settings.precision, stats)
     enc = [[[lm.encode(h) for h in utt.hyps] for utt in conv] for conv in conversations]
-    wave = {"fast": _fast_wave, "padded": _padded_wave, "naive": _naive_wave}[engine]
+    wave = {"padded": _padded_wave, "naive": _naive_wave}.get(engine)
     caches = _ContextCaches(run) if engine == "fast" else None
+    from rescore.engine.score import _carry_choice  # (it imports this module)
+
+    choose = _carry_choice(state_carry, weight, (1.0,))  # (rescore.engine.score's rule, one model)
     bar = progress_bar(total=sum(len(u.hyps) for c in conversations for u in c), desc=f"hf {engine}",
                        unit="hyp", enabled=progress)
     result: List[List[list]] = [[None] * len(conv) for conv in conversations]
@@ -94,9 +97,7 @@ def score_hf(lm, conversations, weight: float, settings: EngineSettings, device,
                     stats.tokens += sum(len(x) for x in costs)
                     bar.update(len(costs))
                     if state_carry != "none" and costs:
-                        fixed = conversations[c][k].fixed
-                        best = 0 if state_carry == "first-pass" else min(
-                            range(len(costs)), key=lambda h: total_cost(fixed[h], sum(costs[h]), weight))
+                        best = choose([[(costs, conversations[c][k].fixed)]])[0]
                         history[c] = (history[c] + enc[c][k][best][0] + [lm.eos_id])[-lm.max_positions:]
             if caches is not None:
                 caches.clear()
@@ -257,18 +258,6 @@ def _parts(hyps: List[List[int]], budget: int) -> List[_Trie]:
     return parts
 
 
-def _fast_wave(run: _Runner, items: List[Item]) -> List[List[List[float]]]:
-    rows: List[Tuple[int, List[int], _Trie]] = []
-    for i, (ctx, hyps) in enumerate(items):
-        # a row: the context, then at most what is left of max_tokens for the trie (half of it
-        # at least: a long context does not cut the trie into single hypotheses)
-        rows += [(i, ctx, t) for t in _parts(hyps, max(1, run.max_tokens - len(ctx), run.max_tokens // 2))]
-    out: List[List[Optional[List[float]]]] = [[None] * len(hyps) for _, hyps in items]
-    for batch in _batches([len(ctx) + len(t.tok) for _, ctx, t in rows], run.max_tokens):
-        _fast_call(run, [rows[r] for r in batch], out)
-    return out
-
-
 class _ContextCaches:
     """The KV cache of each conversation's context less its last token (the fast engine):
     extended by the tokens carried since, rebuilt from scratch where the context is not an
@@ -365,29 +354,3 @@ def _tree_mask(ctx_len: int, trie: _Trie, L: int) -> torch.Tensor:
     pad = torch.arange(ctx_len + N, L)
     m[pad, pad] = True
     return m
-
-
-def _fast_call(run: _Runner, rows: List[Tuple[int, List[int], _Trie]], out) -> None:
-    """One forward of rows (item, context, trie): the context then the trie's nodes per row."""
-    eos = run.lm.eos_id
-    L = max(len(ctx) + len(t.tok) for _, ctx, t in rows)
-    ids, posid, masks = [], [], []
-    b, pos, tgt = [], [], []
-    for r, (_, ctx, t) in enumerate(rows):
-        c, N = len(ctx), len(t.tok)
-        ids.append(ctx + t.tok + [eos] * (L - c - N))
-        posid.append(list(range(c)) + [c - 1 + d for d in t.depth] + [0] * (L - c - N))
-        masks.append(_tree_mask(c, t, L))
-        for path, h in zip(t.path, t.tok_of_paths()):
-            b += [r] * (len(path) + 1)
-            pos += [c - 1] + [c + n for n in path]
-            tgt += h + [eos]
-    mask = torch.stack(masks).unsqueeze(1).to(run.device)
-    if getattr(run.lm.model.config, "_attn_implementation", "sdpa") == "eager":
-        mask = torch.zeros(mask.shape, device=run.device).masked_fill(~mask, torch.finfo(torch.float32).min)
-    lp = run.log_probs(run.tensor(ids), b, pos, tgt, attention_mask=mask, position_ids=run.tensor(posid))
-    at = 0
-    for item, _, t in rows:
-        for i, path in zip(t.hyps, t.path):
-            out[item][i] = [-x for x in lp[at:at + len(path) + 1]]
-            at += len(path) + 1
