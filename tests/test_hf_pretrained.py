@@ -17,7 +17,7 @@ from tests.conftest import shared_data_path
 pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
 pytest.importorskip("gguf", reason="the hf extra (gguf) is not installed")
 
-from rescore.engine import UttInput, score_nbest  # noqa: E402
+from rescore.engine.score import UttInput, score_nbest  # noqa: E402
 from rescore.errors import RescoreError  # noqa: E402
 from rescore.models.hf import load_hf  # noqa: E402
 from rescore.models.hf_import import RECORD, import_lm  # noqa: E402
@@ -64,8 +64,8 @@ def test_import_records_the_plain_boundary_token(smollm2_dir, smollm2):
 
 def _dev(n_utt=2, n_hyps=6):
     d = shared_data_path("tts-wikitext2-dev")
-    from rescore.combine import fixed_cost
-    from rescore.nbest import load_nbest_dir
+    from rescore.nbest.combine import fixed_cost
+    from rescore.nbest.sets import load_nbest_dir
 
     nbest = load_nbest_dir(d / "nbest", d / "data", d / "lang" / "words.txt")
     conv = nbest.conversations[0]

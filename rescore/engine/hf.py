@@ -19,7 +19,7 @@ followed by ``<eos>``); its subword costs are summed per word. Engines:
               sorted hypotheses; the cache is cropped back after each). One call per part; the
               output layer where a token is scored only (``logits_to_keep``).
 
-The carry picks the hypothesis by rescore.engine.score's rule (its ``_carry_choice``): rank 1
+The carry picks the hypothesis by the rule of every engine (rescore.engine.carry): rank 1
 (first-pass) or the best by ``fixed + weight * sum(costs)`` (rescored). On CUDA the forward runs
 under rescore.engine.forward.autocast_for (bf16 where supported, else fp16); log-probabilities are
 fp32.
@@ -32,6 +32,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
+from rescore.engine.carry import carry_choice
 from rescore.engine.forward import autocast_for, resolve_device
 from rescore.engine.types import EngineStats
 from rescore.errors import OptionError, RescoreError
@@ -75,9 +76,7 @@ def score_hf(lm, conversations, weight: float, settings: EngineSettings, device,
     enc = [[[lm.encode(h) for h in utt.hyps] for utt in conv] for conv in conversations]
     wave = {"padded": _padded_wave, "naive": _naive_wave}.get(engine)
     caches = _ContextCaches(run) if engine == "fast" else None
-    from rescore.engine.score import _carry_choice  # (it imports this module)
-
-    choose = _carry_choice(state_carry, weight, (1.0,))  # (rescore.engine.score's rule, one model)
+    choose = carry_choice(state_carry, weight, (1.0,))  # (rescore.engine.score's rule, one model)
     bar = progress_bar(total=sum(len(u.hyps) for c in conversations for u in c), desc=f"hf {engine}",
                        unit="hyp", enabled=progress)
     result: List[List[list]] = [[None] * len(conv) for conv in conversations]
