@@ -51,6 +51,9 @@ rescore-convert-nbest exp/rescored/scores.tsv exp/asr/decode_rescored/test_clean
     "rescore-import-kaldi-lm": """\
 rescore-import-kaldi-lm exp/pytorch_lstm/model.pt data/pytorchnn/words.txt exp/lm/kaldi_lstm \\
     --model-type LSTM --embedding-dim 650 --hidden-dim 650 --nlayers 2""",
+    "rescore-import-lm": """\
+rescore-import-lm SmolLM2-135M-Instruct.Q4_1.gguf exp/lm/smollm2
+rescore-import-lm lm/Qwen2.5-0.5B-Instruct exp/lm/qwen --eos '<|endoftext|>' --dtype bfloat16""",
 }
 
 

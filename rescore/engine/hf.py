@@ -9,17 +9,20 @@ followed by ``<eos>``); its subword costs are summed per word. Engines:
               The reference.
 * ``padded``  the way Hugging Face users rescore: each hypothesis (with its context) one row,
               the hypotheses of an utterance batched with right padding and a 2-D mask.
-* ``fast``    prefix sharing: the hypotheses of an utterance form a token trie; one row holds
-              the context once, then every distinct token prefix once (the trie's nodes), under a
-              tree attention mask (a node sees the context and its own ancestors) with position
-              ids ``len(context) - 1 + depth``. Rows of several conversations (utterance k of
-              each, ``conv_batch`` at a time) go side by side in one call; a trie of more than
-              ``max_tokens`` less the context (half of it at least) nodes is cut into parts of
-              sorted hypotheses.
+* ``fast``    prefix sharing: the hypotheses of an utterance form a token trie; a row holds
+              the context's last token, then every distinct token prefix once (the trie's
+              nodes), under a tree attention mask (a node sees the context and its own
+              ancestors) with position ids ``len(context) - 1 + depth``. The rest of the context
+              is the conversation's KV cache: computed once, extended by each utterance's carried
+              best hypothesis (recomputed only where the context window slides), and shared by
+              every part of a trie (one of more than ``max_tokens`` nodes is cut into parts of
+              sorted hypotheses; the cache is cropped back after each). One call per part; the
+              output layer where a token is scored only (``logits_to_keep``).
 
-The carry picks the same hypothesis as rescore.engine.score's: rank 1 (first-pass) or the best by
-``fixed + weight * sum(costs)`` (rescored). On CUDA the forward runs under
-rescore.engine.score.autocast_for (bf16 where supported, else fp16); log-probabilities are fp32.
+The carry picks the hypothesis by the rule of every engine (rescore.engine.carry): rank 1
+(first-pass) or the best by ``fixed + weight * sum(costs)`` (rescored). On CUDA the forward runs
+under rescore.engine.forward.autocast_for (bf16 where supported, else fp16); log-probabilities are
+fp32.
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
+from rescore.engine.carry import carry_choice
 from rescore.engine.forward import autocast_for, resolve_device
 from rescore.engine.types import EngineStats
 from rescore.errors import OptionError, RescoreError
-from rescore.nbest.interp import total_cost
 from rescore.settings import OOV_AUTO, EngineSettings
 from rescore.progress import progress as progress_bar
 
@@ -70,7 +73,9 @@ def score_hf(lm, conversations, weight: float, settings: EngineSettings, device,
     stats = stats if stats is not None else EngineStats()
     run = _Runner(lm, dev, settings.max_tokens, settings.precision, stats)
     enc = [[[lm.encode(h) for h in utt.hyps] for utt in conv] for conv in conversations]
-    wave = {"fast": _fast_wave, "padded": _padded_wave, "naive": _naive_wave}[engine]
+    wave = {"padded": _padded_wave, "naive": _naive_wave}.get(engine)
+    caches = _ContextCaches(run) if engine == "fast" else None
+    choose = carry_choice(state_carry, weight, (1.0,))  # (rescore.engine.score's rule, one model)
     bar = progress_bar(total=sum(len(u.hyps) for c in conversations for u in c), desc=f"hf {engine}",
                        unit="hyp", enabled=progress)
     result: List[List[list]] = [[None] * len(conv) for conv in conversations]
@@ -82,17 +87,18 @@ def score_hf(lm, conversations, weight: float, settings: EngineSettings, device,
                 convs = [c for c in block if k < len(conversations[c])]
                 items = [(_context(lm, history[c], enc[c][k], c, k), [ids for ids, _ in enc[c][k]])
                          for c in convs]
-                for c, tok_costs in zip(convs, wave(run, items)):
+                scored = _kv_wave(caches, convs, items) if caches is not None else wave(run, items)
+                for c, tok_costs in zip(convs, scored):
                     costs = [_word_costs(t, lens) for t, (_, lens) in zip(tok_costs, enc[c][k])]
                     result[c][k] = costs
                     stats.hyps += len(costs)
                     stats.tokens += sum(len(x) for x in costs)
                     bar.update(len(costs))
                     if state_carry != "none" and costs:
-                        fixed = conversations[c][k].fixed
-                        best = 0 if state_carry == "first-pass" else min(
-                            range(len(costs)), key=lambda h: total_cost(fixed[h], sum(costs[h]), weight))
+                        best = choose([[(costs, conversations[c][k].fixed)]])[0]
                         history[c] = (history[c] + enc[c][k][best][0] + [lm.eos_id])[-lm.max_positions:]
+            if caches is not None:
+                caches.clear()
     bar.close()
     log.info("%d hypotheses, %d word costs: %d token positions computed in %d forward calls",
              stats.hyps, stats.tokens, stats.rows, stats.calls)
@@ -132,7 +138,8 @@ class _Runner:
     def log_probs(self, ids, b: List[int], pos: List[int], tgt: List[int], **kw) -> List[float]:
         """log P(tgt[j] | row b[j] up to position pos[j]) after one forward of ``ids`` (B, L)."""
         with autocast_for(self.device, self.precision):
-            logits = self.lm.model(input_ids=ids, use_cache=False, **kw).logits
+            kw.setdefault("use_cache", False)
+            logits = self.lm.model(input_ids=ids, **kw).logits
         B, L = ids.shape
         self.stats.calls += 1
         self.stats.rows += B * L
@@ -249,16 +256,84 @@ def _parts(hyps: List[List[int]], budget: int) -> List[_Trie]:
     return parts
 
 
-def _fast_wave(run: _Runner, items: List[Item]) -> List[List[List[float]]]:
-    rows: List[Tuple[int, List[int], _Trie]] = []
-    for i, (ctx, hyps) in enumerate(items):
-        # a row: the context, then at most what is left of max_tokens for the trie (half of it
-        # at least: a long context does not cut the trie into single hypotheses)
-        rows += [(i, ctx, t) for t in _parts(hyps, max(1, run.max_tokens - len(ctx), run.max_tokens // 2))]
+class _ContextCaches:
+    """The KV cache of each conversation's context less its last token (the fast engine):
+    extended by the tokens carried since, rebuilt from scratch where the context is not an
+    extension of the cached tokens (the window slid, or a new conversation)."""
+
+    def __init__(self, run: _Runner):
+        self.run = run
+        self.tokens = {}
+        self.cache = {}
+
+    def clear(self) -> None:
+        self.tokens.clear()
+        self.cache.clear()
+
+    def get(self, c: int, prefix: List[int]):
+        """The cache of ``prefix`` (the context less its last token) for conversation c."""
+        from transformers import DynamicCache
+
+        old = self.tokens.get(c)
+        if old is None or len(old) > len(prefix) or prefix[:len(old)] != old:
+            old, self.cache[c] = [], DynamicCache(config=self.run.lm.model.config)
+        new = prefix[len(old):]
+        if new:
+            run, n = self.run, len(old)
+            with autocast_for(run.device, run.precision):
+                run.lm.model(input_ids=run.tensor([new]), past_key_values=self.cache[c], use_cache=True,
+                             position_ids=run.tensor([list(range(n, n + len(new)))]), logits_to_keep=1)
+            run.stats.calls += 1
+            run.stats.rows += len(new)
+        self.tokens[c] = list(prefix)
+        return self.cache[c]
+
+
+def _kv_wave(caches: _ContextCaches, convs: List[int], items: List[Item]) -> List[List[List[float]]]:
+    """The fast engine with the context from each conversation's KV cache: one call per trie part."""
+    run = caches.run
     out: List[List[Optional[List[float]]]] = [[None] * len(hyps) for _, hyps in items]
-    for batch in _batches([len(ctx) + len(t.tok) for _, ctx, t in rows], run.max_tokens):
-        _fast_call(run, [rows[r] for r in batch], out)
+    for i, (c, (ctx, hyps)) in enumerate(zip(convs, items)):
+        if not hyps:
+            continue
+        cache = caches.get(c, ctx[:-1])
+        for trie in _parts(hyps, max(1, run.max_tokens - 1)):
+            _kv_call(run, cache, ctx, trie, out[i])
+            _crop(cache, len(ctx) - 1)
     return out
+
+
+def _crop(cache, length: int) -> None:
+    """Keep the first ``length`` positions of every layer of a DynamicCache (its own crop's
+    argument changed meaning between transformers versions)."""
+    for layer in cache.layers:
+        if getattr(layer, "keys", None) is not None:
+            layer.keys = layer.keys[..., :length, :]
+            layer.values = layer.values[..., :length, :]
+
+
+def _kv_call(run: _Runner, cache, ctx: List[int], trie: _Trie, out: List[Optional[List[float]]]) -> None:
+    """One forward of [last context token] + the trie's nodes after the cached context."""
+    eos, P, N = run.lm.eos_id, len(ctx) - 1, len(trie.tok)
+    ids = [ctx[-1]] + trie.tok
+    posid = [P] + [P + d for d in trie.depth]
+    m = torch.ones(1 + N, P + 1 + N, dtype=torch.bool)
+    m[:, P + 1:] = _tree_mask(1, trie, 1 + N)[:, 1:]
+    m[0, P + 1:] = False
+    mask = m[None, None].to(run.device)
+    if getattr(run.lm.model.config, "_attn_implementation", "sdpa") == "eager":
+        mask = torch.zeros(mask.shape, device=run.device).masked_fill(~mask, torch.finfo(torch.float32).min)
+    b, pos, tgt = [], [], []
+    for path, h in zip(trie.path, trie.tok_of_paths()):
+        pos += [0] + [1 + n for n in path]
+        tgt += h + [eos]
+    b = [0] * len(tgt)
+    lp = run.log_probs(run.tensor([ids]), b, pos, tgt, attention_mask=mask, position_ids=run.tensor([posid]),
+                       past_key_values=cache, use_cache=True)
+    at = 0
+    for i, path in zip(trie.hyps, trie.path):
+        out[i] = [-x for x in lp[at:at + len(path) + 1]]
+        at += len(path) + 1
 
 
 def _tree_mask(ctx_len: int, trie: _Trie, L: int) -> torch.Tensor:
@@ -277,29 +352,3 @@ def _tree_mask(ctx_len: int, trie: _Trie, L: int) -> torch.Tensor:
     pad = torch.arange(ctx_len + N, L)
     m[pad, pad] = True
     return m
-
-
-def _fast_call(run: _Runner, rows: List[Tuple[int, List[int], _Trie]], out) -> None:
-    """One forward of rows (item, context, trie): the context then the trie's nodes per row."""
-    eos = run.lm.eos_id
-    L = max(len(ctx) + len(t.tok) for _, ctx, t in rows)
-    ids, posid, masks = [], [], []
-    b, pos, tgt = [], [], []
-    for r, (_, ctx, t) in enumerate(rows):
-        c, N = len(ctx), len(t.tok)
-        ids.append(ctx + t.tok + [eos] * (L - c - N))
-        posid.append(list(range(c)) + [c - 1 + d for d in t.depth] + [0] * (L - c - N))
-        masks.append(_tree_mask(c, t, L))
-        for path, h in zip(t.path, t.tok_of_paths()):
-            b += [r] * (len(path) + 1)
-            pos += [c - 1] + [c + n for n in path]
-            tgt += h + [eos]
-    mask = torch.stack(masks).unsqueeze(1).to(run.device)
-    if getattr(run.lm.model.config, "_attn_implementation", "sdpa") == "eager":
-        mask = torch.zeros(mask.shape, device=run.device).masked_fill(~mask, torch.finfo(torch.float32).min)
-    lp = run.log_probs(run.tensor(ids), b, pos, tgt, attention_mask=mask, position_ids=run.tensor(posid))
-    at = 0
-    for item, _, t in rows:
-        for i, path in zip(t.hyps, t.path):
-            out[item][i] = [-x for x in lp[at:at + len(path) + 1]]
-            at += len(path) + 1

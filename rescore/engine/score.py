@@ -69,8 +69,8 @@ from rescore.errors import OptionError, RescoreError
 from rescore.engine.hf import score_hf
 from rescore.engine.forward import (Forward, RunContext, autocast_for, resolve_device, resolve_normalize,
                                     target_log_prob)
+from rescore.engine.carry import carry_choice
 from rescore.engine.types import Costs, EngineStats, Hyp
-from rescore.nbest.interp import mixed_nn_cost, total_cost
 from rescore.models.base import LanguageModel, has_history
 from rescore.settings import ENGINES, NORMALIZE, PRECISIONS, SCHEDULES, STATE_CARRY, EngineSettings
 
@@ -158,7 +158,7 @@ def score_nbest(
     ctx, run, encoded, fixed = _prepare(model, conversations, weight, settings, device,
                                         _penalty(settings.oov_penalty), stats, progress)
     with torch.inference_mode():
-        result = _lockstep([run(ctx, encoded, fixed)], _carry_choice(settings.state_carry, weight, (1.0,)))[0]
+        result = _lockstep([run(ctx, encoded, fixed)], carry_choice(settings.state_carry, weight, (1.0,)))[0]
     _log_stats(ctx)
     return result
 
@@ -198,7 +198,7 @@ def score_nbest_mixed(
              for m, p in zip(models, penalties)]
     with torch.inference_mode():
         result = _lockstep([run(ctx, encoded, fixed) for ctx, run, encoded, fixed in preps],
-                           _carry_choice(settings.state_carry, weight, mix))
+                           carry_choice(settings.state_carry, weight, mix))
     for ctx, *_ in preps:
         _log_stats(ctx)
     return result
@@ -224,23 +224,6 @@ def _penalty(oov_penalty) -> float:
         raise RescoreError("an OOV penalty in nats (the job resolves 'auto' per model: rescore.jobs.scoring)",
                            got=oov_penalty)
     return float(oov_penalty)
-
-
-def _carry_choice(state_carry: str, weight: float, mix: Sequence[float]) -> Callable:
-    """The ``choose`` of _lockstep: the carried hypothesis of each conversation, rank 1
-    (first-pass) or the best by ``fixed + weight * sum_m mix[m] * sum(costs_m)`` (one model:
-    mix (1.0,), its own cost exactly)."""
-    def choose(wants):  # wants[m][j] = (costs of conversation j's utterance by model m, fixed)
-        if state_carry == "first-pass":
-            return [0] * len(wants[0])
-        out = []
-        for j, (_, fixed) in enumerate(wants[0]):
-            totals = [total_cost(f, mixed_nn_cost([sum(w[j][0][h]) for w in wants], mix), weight)
-                      for h, f in enumerate(fixed)]
-            out.append(min(range(len(totals)), key=totals.__getitem__))
-        return out
-
-    return choose
 
 
 class _Done:

