@@ -34,6 +34,8 @@ from typing import List, Optional, Tuple
 import torch
 
 from rescore.errors import RescoreError
+from rescore.models.hf import _transformers as hf_transformers
+from rescore.models.hf import load_hf
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +47,7 @@ PROBE = "the cat sat on the mat and it was closely related to the american lobst
 
 
 def _transformers():
-    from rescore.models.hf import _transformers as tf
-
-    return tf()
+    return hf_transformers()
 
 
 def resolve_source(source) -> Tuple[Path, Optional[str]]:
@@ -227,8 +227,6 @@ def import_lm(source, out_dir, bos: Optional[str] = None, eos: Optional[str] = N
     try:
         model.to(DTYPES[dtype]).save_pretrained(str(tmp), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp))
-        from rescore.models.hf import load_hf
-
         back = load_hf(str(tmp), torch.device("cpu"))
         diff = float((_probe_logits(back.model, back.tokenizer) - reference).abs().max())
         if dtype == "float32" and diff > 1e-4:

@@ -48,8 +48,8 @@ from rescore.train.ppl import stream_loss
 from rescore.progress import progress
 from rescore.train.options import TrainOptions, check_config, check_out_dir, check_resume, plain_options
 from rescore.train.state import TrainState, file_digest, get_rng, set_rng
-from rescore.vocab import Vocabulary
 from rescore.vocab import read_sentences
+from rescore.vocab import Vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -476,8 +476,6 @@ def text_fingerprint_of(run: TrainRun) -> Dict[str, Any]:
     rescore-nbest can tell how much of its references the LM was trained on without the text
     (rescore.nbest.refs)."""
     if run.fingerprint is None:
-        from rescore.vocab import read_sentences
-
         t0 = time.process_time()
         run.fingerprint = text_fingerprint(read_sentences(run.opts.train))
         log.info("fingerprint of the training text for model.pt: %.1f CPU-s", time.process_time() - t0)

@@ -44,7 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tools.common import SHARED_DATA  # noqa: E402
+from tools.common import REPO, SHARED_DATA  # noqa: E402
 DATA = SHARED_DATA
 
 
@@ -261,12 +261,12 @@ def main(argv=None) -> None:
             engine, _, norm = e_norm.partition(":")
             model = models[output or "softmax"]
             out = tmp / f"{e.replace(':', '-').replace('@', '-').replace('/', '-')}.json"
-            cmd = [sys.executable, __file__, *passthrough, "--model", model, "--worker", engine,
+            cmd = [sys.executable, "-m", "tools.bench.bench_engine", *passthrough, "--model", model, "--worker", engine,
                    "--worker-normalize", norm or "exact", "--costs-out", str(out)]
             if precision:
                 cmd += ["--worker-precision", precision]
             env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-            res = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+            res = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env, cwd=REPO)
             runs[e].append(json.loads(res.stdout.strip().splitlines()[-1]))
             costs[e] = json.loads(out.read_text())
             print(f"run {r + 1} {e}: {runs[e][-1]['wall_s']:.1f} s", file=sys.stderr)

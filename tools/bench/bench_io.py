@@ -251,8 +251,8 @@ def bench_phases(model: str, train_text: bool, repeats: int) -> dict:
     for _ in range(repeats):
         with tempfile.TemporaryDirectory(prefix="bench_io.") as tmp:
             args[1] = str(Path(tmp) / "out")
-            r = subprocess.run([sys.executable, __file__, "--phases-child", *args], env=env, capture_output=True,
-                               text=True, check=True)
+            r = subprocess.run([sys.executable, "-m", "tools.bench.bench_io", "--phases-child", *args], env=env,
+                               capture_output=True, text=True, check=True, cwd=REPO)
             runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
     out = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     out["load"] = os.getloadavg()[0]

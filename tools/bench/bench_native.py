@@ -13,7 +13,6 @@ that ``--normalize none`` is allowed (the work depends on the shapes only, not o
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -24,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from rescore.io.files import write_json
 from tools.common import SHARED_DATA as DATA
 
 CONFIGS = {
@@ -105,7 +105,7 @@ def measure(args, configs, work: Path, argv) -> None:
         print(f"{c:<12} {fused:>12.2f} {torch_:>14.2f} {torch_ / fused:>15.2f}x")
     print(f"load (1 min) before and after each round: {result['load_1min']}")
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
+        write_json(args.json, result)
 
 
 if __name__ == "__main__":

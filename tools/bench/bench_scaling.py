@@ -442,7 +442,8 @@ def main(argv=None) -> None:
         work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="bench_scaling."))
         try:
             argv = list(sys.argv[1:] if argv is None else argv)
-            subprocess.run([sys.executable, __file__, *argv, "--work-dir", str(work), "--prepare"], check=True)
+            subprocess.run([sys.executable, "-m", "tools.bench.bench_scaling", *argv, "--work-dir", str(work),
+                            "--prepare"], check=True, cwd=REPO)
             prep = read_json(work / "prepare.json")
             t0 = time.time()
             res = measure(args, work, prep["points"], prep["sets"], prep["models"])
