@@ -149,8 +149,11 @@ def test_kill_9_then_resume_is_bit_identical(corpus):
         if when == "step":
             assert proc.returncode == -signal.SIGKILL, (target, proc.stderr.read()[-2000:])
         if proc.returncode == -signal.SIGKILL and (corpus / "killed" / "train.json").exists():
-            status = json.loads((corpus / "killed" / "train.json").read_text())["status"]
-            assert status == "running"  # a killed run is marked incomplete
+            record = json.loads((corpus / "killed" / "train.json").read_text())
+            # a killed run is marked incomplete, unless the kill came after it had ended (a
+            # fast machine can finish the 5 epochs before a "time" kill lands)
+            assert record["status"] == "running" or (
+                record["status"] == "done" and len(record["records"]) == 5), record["status"]
     # the resumed run goes on from what the killed one left (a stale temporary file included)
     r = CliRunner().invoke(train_main, cli_args(corpus, corpus / "killed", setup, epochs=5)
                            + ["--save-every", "4", "--resume"])
