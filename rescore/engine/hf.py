@@ -11,8 +11,10 @@ followed by ``<eos>``); its subword costs are summed per word. Engines:
               the hypotheses of an utterance batched with right padding and a 2-D mask.
 * ``fast``    prefix sharing: the hypotheses of an utterance form a token trie; a row holds
               the context's last token, then every distinct token prefix once (the trie's
-              nodes), under a tree attention mask (a node sees the context and its own
-              ancestors) with position ids ``len(context) - 1 + depth``. The rest of the context
+              nodes), under tree attention (a node sees the context and its own ancestors:
+              _tree_attention, computed block by block over the keys each block can see; a
+              dense tree mask for model types outside TREE_ATTENTION_TYPES) with position ids
+              ``len(context) - 1 + depth``. The rest of the context
               is the conversation's KV cache: computed once, extended by each utterance's carried
               best hypothesis (recomputed only where the context window slides), and shared by
               every part of a trie (one of more than ``max_tokens`` nodes is cut into parts of
@@ -27,6 +29,8 @@ fp32.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 from typing import List, Optional, Sequence, Tuple
 
@@ -144,11 +148,16 @@ class _Runner:
         self.stats.calls += 1
         self.stats.rows += B * L
         bt, pt = self.tensor(b), self.tensor(pos)
-        # log_softmax only at the distinct (row, position) pairs read
+        # the normaliser only at the distinct (row, position) pairs read (every one in a trie call:
+        # no copy of the logits then)
         flat = bt * L + pt
         uniq, inv = torch.unique(flat, return_inverse=True)
-        lp = logits.reshape(B * L, -1)[uniq].float().log_softmax(-1)
-        return lp[inv, self.tensor(tgt)].double().tolist()
+        x = logits.reshape(B * L, -1)
+        if uniq.numel() < B * L:
+            x = x[uniq]
+        x = x.float()
+        lp = x[inv, self.tensor(tgt)] - torch.logsumexp(x, -1)[inv]
+        return lp.double().tolist()
 
 
 def _batches(lengths: Sequence[int], max_tokens: int) -> List[List[int]]:
@@ -313,27 +322,120 @@ def _crop(cache, length: int) -> None:
 
 
 def _kv_call(run: _Runner, cache, ctx: List[int], trie: _Trie, out: List[Optional[List[float]]]) -> None:
-    """One forward of [last context token] + the trie's nodes after the cached context."""
+    """One forward of [last context token] + the trie's nodes after the cached context: under tree
+    attention (_tree_attention) where the model's attention allows it, else a dense tree mask."""
     eos, P, N = run.lm.eos_id, len(ctx) - 1, len(trie.tok)
     ids = [ctx[-1]] + trie.tok
     posid = [P] + [P + d for d in trie.depth]
-    m = torch.ones(1 + N, P + 1 + N, dtype=torch.bool)
-    m[:, P + 1:] = _tree_mask(1, trie, 1 + N)[:, 1:]
-    m[0, P + 1:] = False
-    mask = m[None, None].to(run.device)
-    if getattr(run.lm.model.config, "_attn_implementation", "sdpa") == "eager":
-        mask = torch.zeros(mask.shape, device=run.device).masked_fill(~mask, torch.finfo(torch.float32).min)
     b, pos, tgt = [], [], []
     for path, h in zip(trie.path, trie.tok_of_paths()):
         pos += [0] + [1 + n for n in path]
         tgt += h + [eos]
     b = [0] * len(tgt)
-    lp = run.log_probs(run.tensor([ids]), b, pos, tgt, attention_mask=mask, position_ids=run.tensor([posid]),
-                       past_key_values=cache, use_cache=True)
+    kw = dict(position_ids=run.tensor([posid]), past_key_values=cache, use_cache=True)
+    if _tree_attention_applies(run.lm.model):
+        with _tree_mode(run.lm.model, _tree_blocks(trie, P + 1, run.device)):
+            lp = run.log_probs(run.tensor([ids]), b, pos, tgt, **kw)
+    else:
+        m = torch.ones(1 + N, P + 1 + N, dtype=torch.bool)
+        m[:, P + 1:] = _tree_mask(1, trie, 1 + N)[:, 1:]
+        m[0, P + 1:] = False
+        mask = m[None, None].to(run.device)
+        if getattr(run.lm.model.config, "_attn_implementation", "sdpa") == "eager":
+            mask = torch.zeros(mask.shape, device=run.device).masked_fill(~mask, torch.finfo(torch.float32).min)
+        lp = run.log_probs(run.tensor([ids]), b, pos, tgt, attention_mask=mask, **kw)
     at = 0
     for i, path in zip(trie.hyps, trie.path):
         out[i] = [-x for x in lp[at:at + len(path) + 1]]
         at += len(path) + 1
+
+
+# Tree attention: the fast engine's call holds Q = 1 + N query rows (the context's last token, then
+# the trie's N nodes) against C + Q keys (C cached context positions, then the same Q rows). Every
+# row sees the C + 1 "dense" keys (the context and its last token); a node also sees its
+# ancestors-or-self among the nodes. A dense (Q, C + Q) mask makes the products compute Q x N node
+# scores of which all but Q x depth are masked: on a CPU that was a fifth of the call. The nodes are
+# numbered in the order of the sorted hypotheses, a depth-first preorder, so the ancestors of any
+# node of a block of consecutive rows are the ancestors of the block's first node or in the block:
+# each block of TREE_BLOCK rows attends the dense keys and at most depth + TREE_BLOCK node keys.
+
+TREE_ATTENTION_TYPES = ("llama", "gpt2", "qwen2", "qwen3", "mistral")  # plain scaled dot-product attention
+TREE_BLOCK = 64
+_TREE_NAME = "rescore_tree"
+_TREE: "contextvars.ContextVar[Optional[List[Tuple[int, int, torch.Tensor, torch.Tensor]]]]" = \
+    contextvars.ContextVar("rescore_tree", default=None)
+
+
+def _tree_attention_applies(model) -> bool:
+    """Whether the fast engine's calls may run under _tree_attention: a model type whose attention
+    is plain scaled dot-product (no bias, soft cap or sliding window) behind sdpa or eager."""
+    cfg = model.config
+    windowed = getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True)
+    return (getattr(cfg, "model_type", None) in TREE_ATTENTION_TYPES and not windowed
+            and getattr(cfg, "_attn_implementation", None) in ("sdpa", "eager"))
+
+
+def _tree_blocks(trie: _Trie, dense: int, device) -> List[Tuple[int, int, torch.Tensor, torch.Tensor]]:
+    """Per block of query rows [r0, r1): the node keys it reads (indexes among the nodes) and its
+    mask (rows, dense + those keys), True where a row may attend."""
+    N = len(trie.tok)
+    anc = _tree_mask(0, trie, N)  # (N, N) ancestors-or-self
+    parent = trie.parent
+    blocks = []
+    for r0 in range(0, 1 + N, TREE_BLOCK):
+        r1 = min(1 + N, r0 + TREE_BLOCK)
+        n0, n1 = max(r0 - 1, 0), r1 - 1          # the block's nodes (row 1 + n is node n)
+        head, p = [], parent[n0] if N else -1
+        while p >= 0:
+            head.append(p)
+            p = parent[p]
+        sel = torch.tensor(head[::-1] + list(range(n0, n1)), dtype=torch.long)
+        mask = torch.ones(r1 - r0, dense + len(sel), dtype=torch.bool)
+        mask[r0 == 0:, dense:] = anc[n0:n1][:, sel]
+        if r0 == 0:
+            mask[0, dense:] = False
+        blocks.append((r0, r1, sel.to(device), mask.to(device)))
+    return blocks
+
+
+@contextlib.contextmanager
+def _tree_mode(model, blocks):
+    """The model's attention as _tree_attention over ``blocks`` for the duration (no mask is
+    built: the implementation has none registered)."""
+    from transformers import AttentionInterface
+
+    if _TREE_NAME not in AttentionInterface._global_mapping:
+        AttentionInterface.register(_TREE_NAME, _tree_attention)
+    cfg, token = model.config, _TREE.set(blocks)
+    before = cfg._attn_implementation
+    cfg._attn_implementation = _TREE_NAME
+    try:
+        yield
+    finally:
+        cfg._attn_implementation = before
+        _TREE.reset(token)
+
+
+def _tree_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kw):
+    """transformers' attention interface: query (1, H, Q, D), key/value (1, Hkv, C + Q, D) (the
+    query rows' own keys last; query heads grouped as repeat_kv does); returns ((1, Q, H, D), None).
+    A block's H query heads go in as Hkv heads of g x rows (no copy of the keys per group)."""
+    if kw.get("softcap") is not None or kw.get("sliding_window") is not None:
+        raise RescoreError("plain attention (no soft cap, no sliding window) for the fast engine's "
+                           "tree attention", got=type(module).__name__)
+    _, H, Q, D = query.shape
+    Hkv, K = key.shape[1], key.shape[2]
+    g, dense = H // Hkv, K - Q + 1
+    kd, vd, kn, vn = key[:, :, :dense], value[:, :, :dense], key[:, :, dense:], value[:, :, dense:]
+    outs = []
+    for r0, r1, sel, mask in _TREE.get():
+        B = r1 - r0
+        q = query[:, :, r0:r1].reshape(1, Hkv, g * B, D)
+        k = torch.cat([kd, kn.index_select(2, sel)], 2)
+        v = torch.cat([vd, vn.index_select(2, sel)], 2)
+        o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask.repeat(g, 1), scale=scaling)
+        outs.append(o.view(1, H, B, D))
+    return torch.cat(outs, 2).transpose(1, 2).contiguous(), None
 
 
 def _tree_mask(ctx_len: int, trie: _Trie, L: int) -> torch.Tensor:

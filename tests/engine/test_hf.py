@@ -16,6 +16,7 @@ from tests.conftest import NBEST_SMALL, SHARED_DATA, shared_data_path
 transformers = pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
 tokenizers = pytest.importorskip("tokenizers", reason="the hf extra (tokenizers) is not installed")
 
+from rescore.engine import hf as hf_engine  # noqa: E402
 from rescore.engine.score import UttInput, score_nbest  # noqa: E402
 from rescore.errors import RescoreError  # noqa: E402
 from rescore.models.hf import HfLM, load_hf  # noqa: E402
@@ -114,11 +115,39 @@ def test_fast_equals_naive_on_toy_nbest(tiny, carry):
     _assert_close(_score(tiny, convs, engine="fast", state_carry=carry, max_tokens=70), naive)
 
 
-def test_eager_attention_takes_the_tree_mask(tiny_dir):
+def test_eager_attention_takes_the_tree_mask(tiny_dir, monkeypatch):
     lm = load_hf(str(tiny_dir), torch.device("cpu"), context=64)
     lm.model.set_attn_implementation("eager")  # (models without sdpa): an additive float mask
+    monkeypatch.setattr(hf_engine, "TREE_ATTENTION_TYPES", ())  # a model type without tree attention
     convs = _toy_conversations(seed=4, n_conv=2, n_utt=3)
     _assert_close(_score(lm, convs, engine="fast"), _score(lm, convs, engine="naive"))
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+@pytest.mark.parametrize("block", [64, 3])
+def test_tree_attention_is_used_and_equals_the_dense_mask(tiny_dir, monkeypatch, impl, block):
+    """The fast engine's calls run under tree attention (blocks of rows reading only their nodes'
+    ancestors), with several blocks per call where TREE_BLOCK is small; the costs are those of the
+    dense tree mask and of the naive engine; the model's own attention is back after the call."""
+    lm = load_hf(str(tiny_dir), torch.device("cpu"), context=64)
+    lm.model.set_attn_implementation(impl)
+    monkeypatch.setattr(hf_engine, "TREE_BLOCK", block)
+    calls = []
+    real = hf_engine._tree_attention
+
+    def spy(*args, **kw):
+        calls.append(len(hf_engine._TREE.get()))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(hf_engine, "_tree_attention", spy)
+    monkeypatch.setattr(hf_engine, "_TREE_NAME", f"rescore_tree_test_{impl}_{block}")  # registers the spy
+    convs = _toy_conversations(seed=5, n_conv=2, n_utt=4)
+    tree = _score(lm, convs, engine="fast", state_carry="rescored")
+    assert calls and (block == 64 or max(calls) > 1)
+    assert lm.model.config._attn_implementation == impl
+    monkeypatch.setattr(hf_engine, "TREE_ATTENTION_TYPES", ())
+    _assert_close(tree, _score(lm, convs, engine="fast", state_carry="rescored"))
+    _assert_close(tree, _score(lm, convs, engine="naive", state_carry="rescored"))
 
 
 @pytest.mark.parametrize("carry", ["none", "rescored"])
