@@ -1,6 +1,7 @@
 """The prefix forests of the fast engine (rescore.engine.fast): the tries of one micro-batch of
 hypotheses, each distinct prefix once. ``PrefixForest`` node by node in plain Python (segments),
-``LevelForest`` in numpy arrays numbered level by level (rescore.engine.levels). No torch."""
+``LevelForest`` in numpy arrays numbered level by level (rescore.engine.levels); ``TokenTrie``,
+the subword-token trie of the Hugging Face engine (rescore.engine.hf). No torch."""
 
 from __future__ import annotations
 
@@ -201,3 +202,56 @@ class LevelForest:
         lo, hi = self.level_start[d], self.level_start[d + 1]
         a, b = np.searchsorted(node, [lo, hi])
         return node[a:b] - lo, tid[a:b], tident[a:b], slot[a:b]
+
+
+class TokenTrie:
+    """The token trie of some hypotheses after one context (the Hugging Face engine,
+    rescore.engine.hf): node n is a token (``tok[n]``) after its parent's prefix (-1: the
+    context); ``path[h]`` the nodes of hypothesis h's tokens. Nodes are numbered as they are
+    first met; hypotheses added in sorted order number them in depth-first preorder, which
+    rescore.engine.hf's block-wise tree attention relies on (token_tries)."""
+
+    def __init__(self):
+        self.tok: List[int] = []
+        self.parent: List[int] = []
+        self.depth: List[int] = []
+        self.child = {}
+        self.hyps: List[int] = []          # the hypotheses' indexes in their utterance
+        self.path: List[List[int]] = []
+
+    def new_nodes(self, h: List[int]) -> int:
+        """How many nodes adding ``h`` would make."""
+        node = -1
+        for j, t in enumerate(h):
+            node = self.child.get((node, t))
+            if node is None:
+                return len(h) - j
+        return 0
+
+    def add(self, index: int, h: List[int]) -> None:
+        node, path = -1, []
+        for t in h:
+            nxt = self.child.get((node, t))
+            if nxt is None:
+                nxt = self.child[node, t] = len(self.tok)
+                self.tok.append(t)
+                self.parent.append(node)
+                self.depth.append(1 + (self.depth[node] if node >= 0 else 0))
+            path.append(nxt)
+            node = nxt
+        self.hyps.append(index)
+        self.path.append(path)
+
+    def tok_of_paths(self) -> List[List[int]]:
+        return [[self.tok[n] for n in path] for path in self.path]
+
+
+def token_tries(hyps: List[List[int]], budget: int) -> List["TokenTrie"]:
+    """The tries of an utterance's hypotheses, sorted (neighbours share prefixes), each of at most
+    ``budget`` nodes (at least one hypothesis)."""
+    parts = [TokenTrie()] if hyps else []
+    for i in sorted(range(len(hyps)), key=lambda i: hyps[i]):
+        if parts[-1].hyps and len(parts[-1].tok) + parts[-1].new_nodes(hyps[i]) > budget:
+            parts.append(TokenTrie())
+        parts[-1].add(i, hyps[i])
+    return parts

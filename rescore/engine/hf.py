@@ -37,6 +37,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 from rescore.engine.carry import carry_choice
+from rescore.engine.forest import TokenTrie, token_tries
 from rescore.engine.forward import autocast_for, resolve_device
 from rescore.engine.types import EngineStats
 from rescore.errors import OptionError, RescoreError
@@ -215,56 +216,6 @@ def _padded_wave(run: _Runner, items: List[Item]) -> List[List[List[float]]]:
     return out
 
 
-class _Trie:
-    """Token prefixes of some hypotheses after one context: node n is a token (``tok[n]``) after
-    its parent's prefix (-1: the context); ``path[h]`` the nodes of hypothesis h's tokens."""
-
-    def __init__(self):
-        self.tok: List[int] = []
-        self.parent: List[int] = []
-        self.depth: List[int] = []
-        self.child = {}
-        self.hyps: List[int] = []          # the hypotheses' indexes in their utterance
-        self.path: List[List[int]] = []
-
-    def new_nodes(self, h: List[int]) -> int:
-        """How many nodes adding ``h`` would make."""
-        node = -1
-        for j, t in enumerate(h):
-            node = self.child.get((node, t))
-            if node is None:
-                return len(h) - j
-        return 0
-
-    def add(self, index: int, h: List[int]) -> None:
-        node, path = -1, []
-        for t in h:
-            nxt = self.child.get((node, t))
-            if nxt is None:
-                nxt = self.child[node, t] = len(self.tok)
-                self.tok.append(t)
-                self.parent.append(node)
-                self.depth.append(1 + (self.depth[node] if node >= 0 else 0))
-            path.append(nxt)
-            node = nxt
-        self.hyps.append(index)
-        self.path.append(path)
-
-    def tok_of_paths(self) -> List[List[int]]:
-        return [[self.tok[n] for n in path] for path in self.path]
-
-
-def _parts(hyps: List[List[int]], budget: int) -> List[_Trie]:
-    """The tries of an utterance's hypotheses, sorted (neighbours share prefixes), each of at most
-    ``budget`` nodes (at least one hypothesis)."""
-    parts = [_Trie()] if hyps else []
-    for i in sorted(range(len(hyps)), key=lambda i: hyps[i]):
-        if parts[-1].hyps and len(parts[-1].tok) + parts[-1].new_nodes(hyps[i]) > budget:
-            parts.append(_Trie())
-        parts[-1].add(i, hyps[i])
-    return parts
-
-
 class _ContextCaches:
     """The KV cache of each conversation's context less its last token (the fast engine):
     extended by the tokens carried since, rebuilt from scratch where the context is not an
@@ -306,7 +257,7 @@ def _kv_wave(caches: _ContextCaches, convs: List[int], items: List[Item]) -> Lis
         if not hyps:
             continue
         cache = caches.get(c, ctx[:-1])
-        for trie in _parts(hyps, max(1, run.max_tokens - 1)):
+        for trie in token_tries(hyps, max(1, run.max_tokens - 1)):
             _kv_call(run, cache, ctx, trie, out[i])
             _crop(cache, len(ctx) - 1)
     return out
@@ -321,7 +272,7 @@ def _crop(cache, length: int) -> None:
             layer.values = layer.values[..., :length, :]
 
 
-def _kv_call(run: _Runner, cache, ctx: List[int], trie: _Trie, out: List[Optional[List[float]]]) -> None:
+def _kv_call(run: _Runner, cache, ctx: List[int], trie: TokenTrie, out: List[Optional[List[float]]]) -> None:
     """One forward of [last context token] + the trie's nodes after the cached context: under tree
     attention (_tree_attention) where the model's attention allows it, else a dense tree mask."""
     eos, P, N = run.lm.eos_id, len(ctx) - 1, len(trie.tok)
@@ -375,7 +326,7 @@ def _tree_attention_applies(model) -> bool:
             and getattr(cfg, "_attn_implementation", None) in ("sdpa", "eager"))
 
 
-def _tree_blocks(trie: _Trie, dense: int, device) -> List[Tuple[int, int, torch.Tensor, torch.Tensor]]:
+def _tree_blocks(trie: TokenTrie, dense: int, device) -> List[Tuple[int, int, torch.Tensor, torch.Tensor]]:
     """Per block of query rows [r0, r1): the node keys it reads (indexes among the nodes) and its
     mask (rows, dense + those keys), True where a row may attend."""
     N = len(trie.tok)
@@ -394,6 +345,8 @@ def _tree_blocks(trie: _Trie, dense: int, device) -> List[Tuple[int, int, torch.
         mask[r0 == 0:, dense:] = anc[n0:n1][:, sel]
         if r0 == 0:
             mask[0, dense:] = False
+        if int(mask[:, dense:].sum()) != int(anc[n0:n1].sum()):  # (a trie not in preorder)
+            raise AssertionError("tree attention: a block's ancestors outside its keys")
         blocks.append((r0, r1, sel.to(device), mask.to(device)))
     return blocks
 
@@ -438,7 +391,7 @@ def _tree_attention(module, query, key, value, attention_mask, scaling=None, dro
     return torch.cat(outs, 2).transpose(1, 2).contiguous(), None
 
 
-def _tree_mask(ctx_len: int, trie: _Trie, L: int) -> torch.Tensor:
+def _tree_mask(ctx_len: int, trie: TokenTrie, L: int) -> torch.Tensor:
     """(L, L) bool, True where a query position may attend: the context causally, a node the
     context and its ancestors-or-self, a padding position itself."""
     N = len(trie.tok)
