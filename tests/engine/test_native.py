@@ -1,6 +1,7 @@
 """The fused LSTM cell (rescore.engine.kernels._kernels through rescore.engine.kernels.native) against PyTorch's
 arithmetic: the cell alone, and the LSTM body's step with and without it."""
 
+import itertools
 import os
 
 import pytest
@@ -215,6 +216,29 @@ def test_lstm_int8_layer_equals_integer_arithmetic(K, with_table):
     pre_q = (x_q.double() - 64) @ layer.weight_q.double().t() * (layer.scale.double() / 63)
     pre_f = x.double() @ w.double().t()
     assert (pre_q - pre_f).abs().max() < 0.02 * K ** 0.5
+
+
+def test_int8_packing_is_the_headers_layout():
+    """Both int8 layers pack through pack_int8_blocks, whose bytes are where kernels.h's tiles
+    read them: wb[kq * 128 + n * 4 + k] of block jb is column 32 jb + n, input 4 kq + k (an LSTM
+    layer's column n of block jb: gate n // 8, unit 8 jb + n % 8)."""
+    torch.manual_seed(2)
+    H, K = 16, 12
+    lstm = native.Int8LSTMLayer(torch.randn(4 * H, K))
+    out = native.Int8OutputLayer(torch.randn(40, K))
+    q_lstm = lstm.weight_q
+    flat = lstm.packed.flatten()
+    Kq = lstm.groups
+    for jb, kq, n, k in itertools.product(range(H // 8), range(Kq), range(32), range(4)):
+        row = (n // 8) * H + 8 * jb + n % 8
+        assert flat[jb * Kq * 128 + kq * 128 + n * 4 + k] == q_lstm[row, 4 * kq + k]
+    flat, Kq = out.packed.flatten(), out.groups
+    for jb, kq, n, k in itertools.product(range(out.blocks), range(Kq), range(32), range(4)):
+        v = 32 * jb + n
+        want = out.weight_q[v, 4 * kq + k] if v < 40 else 0
+        assert flat[jb * Kq * 128 + kq * 128 + n * 4 + k] == want
+    with pytest.raises(ValueError, match="multiple of 32"):
+        native.pack_int8_blocks(torch.zeros(33, 4, dtype=torch.int8))
 
 
 @needs_kernels

@@ -141,7 +141,9 @@ extern void (*quant_impl)(QUANT_ARGS);
  * pair. Weights are packed by
  * unit blocks of 8: block jb holds, for each group of 4 inputs kq, the 4 gates' 8 units x 4
  * inputs (128 bytes). Then x . w_n = (s_n / 63) (sum_k q_k w_nk - 64 sum_k w_nk): `cs64` holds
- * 64 sum_k w_nk, `mul` s_n / 63. */
+ * 64 sum_k w_nk, `mul` s_n / 63. Python writes this layout in one place, native.pack_int8_blocks
+ * (byte jb * Kq * 128 + kq * 128 + n * 4 + k = column 32 jb + n, input 4 kq + k), and
+ * tests/engine/test_native.py checks it against that index. */
 #define Q_ZERO 64
 #define Q_SCALE 63.0f
 

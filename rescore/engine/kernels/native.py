@@ -190,6 +190,17 @@ def _zero_sums(q: Tensor) -> Tensor:
     return (Q_ZERO * q.to(torch.int32).sum(1)).to(torch.int32).contiguous()
 
 
+def pack_int8_blocks(q: Tensor) -> Tensor:
+    """The int8 weight layout of kernels.h (tile_generic, tile_avx2), the one place Python writes
+    it: ``q`` (N, Kp) int8, one row per output column in the kernels' order, N a multiple of 32
+    and Kp of 4, becomes (N / 32, Kp / 4, 32, 4) contiguous: block jb, group kq holds its 32
+    columns x 4 inputs, byte ``jb * Kp * 32 + kq * 128 + n * 4 + k`` = q[32 jb + n, 4 kq + k]."""
+    N, Kp = q.shape
+    if N % 32 or Kp % 4:
+        raise ValueError(f"pack_int8_blocks: (N, Kp) with N a multiple of 32 and Kp of 4, got {(N, Kp)}")
+    return q.view(N // 32, 32, Kp // 4, 4).permute(0, 2, 1, 3).contiguous()
+
+
 class Int8LSTMLayer:
     """One LSTM layer's products ``x @ weight.T + bias`` in int8 for ``lstm_int8``: ``weight``
     (4H, K) float (gate order i, f, u, o), quantised per row (scale max |w_n| / 63), packed
@@ -202,8 +213,8 @@ class Int8LSTMLayer:
             raise ValueError(f"Int8LSTMLayer: weight (4H, K) with H a multiple of 8, got {tuple(weight.shape)}")
         q, scale, K = _int8_rows(weight)  # (inputs padded to groups of 4)
         self.hidden, self.in_features, self.groups = H, K, q.shape[1] // 4
-        # (gate, unit block, unit, group, 4) -> (unit block, group, gate, unit, 4)
-        self.packed = q.view(4, H // 8, 8, self.groups, 4).permute(1, 3, 0, 2, 4).contiguous()
+        # columns in block order: block jb's 32 columns are the 4 gates' units jb*8 .. jb*8+7
+        self.packed = pack_int8_blocks(q.view(4, H // 8, 8, -1).transpose(0, 1).reshape(H4, -1))
         self.cs64 = _zero_sums(q)
         self.mul = (scale / Q_SCALE).float().contiguous()
         self.bias = (torch.zeros(H4) if bias is None else bias.detach().float()).contiguous()
@@ -350,8 +361,7 @@ class Int8OutputLayer:
         Vp = -(-V // 32) * 32
         q = torch.cat([q, q.new_zeros(Vp - V, Kp)])
         self.in_features, self.groups, self.blocks = K, Kp // 4, Vp // 32
-        # (block, row, group, 4) -> (block, group, row, 4)
-        self.packed = q.view(Vp // 32, 32, Kp // 4, 4).permute(0, 2, 1, 3).contiguous()
+        self.packed = pack_int8_blocks(q)
         self.cs64 = _zero_sums(q)
         self.mul = torch.cat([scale, torch.ones(Vp - V)]).float().contiguous()
         b = torch.zeros(V) if bias is None else bias.detach().float()
