@@ -170,7 +170,7 @@ def word_errors(ref: Sequence[str], hyp: Sequence[str]) -> int:
 def word_errors_of_each(ref: Sequence[str], hyps: Sequence[Sequence[str]]) -> List[int]:
     """word_errors(ref, h) of each of hyps (an N-best list), in one rapidfuzz call."""
     from rapidfuzz.distance import Levenshtein  # (lazy: keeps rapidfuzz out of the commands' start-up)
-    from rapidfuzz.process import cdist
+    from rapidfuzz.process import cdist  # (lazy: likewise)
 
     if not hyps:
         return []
