@@ -53,8 +53,6 @@ def log_interval() -> float:
 
 def _zero_size_terminal() -> bool:
     """stderr is a terminal that reports 0 columns (a size never set)."""
-    import sys
-
     try:
         return sys.stderr.isatty() and os.get_terminal_size(sys.stderr.fileno()).columns == 0
     except (OSError, ValueError, AttributeError):

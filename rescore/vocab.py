@@ -17,6 +17,7 @@ from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 from rescore.bulk import gc_paused
 from rescore.errors import RescoreError
+from rescore.io.kaldi import read_symbol_table  # the one reader of symbol tables
 from rescore.io.lines import without_bom
 
 EOS = "<eos>"  # the one sentence-boundary symbol: first input and last target of a sentence
@@ -117,8 +118,6 @@ class Vocabulary:
         ``<eps>``, ``<s>``, ``</s>`` and disambiguation symbols (``#0``...) are left out; the
         recipe's OOV symbol ``unk`` becomes our ``<unk>``.
         """
-        from rescore.io.kaldi import read_symbol_table  # the one reader of symbol tables
-
         path = Path(path)
         if not path.is_file():
             raise RescoreError("an existing Kaldi words.txt", path=path)

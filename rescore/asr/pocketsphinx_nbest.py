@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
+import multiprocessing as mp
 import os
 import subprocess
 import tempfile
@@ -34,7 +35,10 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 from rescore.asr.sphinx_lattice import (DecoderSettings, LatticeScorer, NbestEntry, base_word, costs, lattice_nbest,
                                         normalize_decoder_words, read_sphinx_lattice)
 from rescore.errors import RescoreError, check
-from rescore.io.files import write_json
+from rescore.io.files import atomic_output, write_json
+from rescore.io.lines import iter_lines  # UTF-8 and gzip errors name the file and line
+from rescore.io.outputs import check_output_dir
+from rescore.progress import progress
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,7 @@ class UttResult:
 
 
 def default_model_paths() -> Dict[str, str]:
-    from pocketsphinx import get_model_path
+    from pocketsphinx import get_model_path  # (lazy: pocketsphinx is the optional 'mini' extra)
 
     m = get_model_path()
     return {
@@ -84,8 +88,6 @@ def dictionary_words(path: PathLike, fillers: Iterable[str] = (),
     Comment lines (``##``, ``;;``), lines without a pronunciation (PocketSphinx skips them too),
     the ``fillers`` (``<s>``, ``<sil>``, noise words: never words of a hypothesis) and, with
     ``known``, the dictionary words for which it is false are left out."""
-    from rescore.io.lines import iter_lines  # UTF-8 and gzip errors name the file and line
-
     skip = set(fillers)
     words: Set[str] = set()
     for _, line in iter_lines(path):
@@ -106,7 +108,7 @@ def recognizer_words(settings: DecoderSettings) -> Set[str]:
     (--dict, else cmudict-en-us.dict) that its n-gram LM (--lm, else en-us.lm.bin) knows (the
     search leaves the others out: 72,266 of cmudict's 124,991 with en-us.lm.bin), without the
     acoustic model's fillers."""
-    import pocketsphinx
+    import pocketsphinx  # (lazy: pocketsphinx is the optional 'mini' extra)
 
     paths = default_model_paths()
     cfg = pocketsphinx.Config()
@@ -125,7 +127,7 @@ class NbestDecoder:
     """A PocketSphinx decoder that returns N-best lists; one per process."""
 
     def __init__(self, settings: DecoderSettings, nbest: int = 100, search_n: Optional[int] = None):
-        import pocketsphinx
+        import pocketsphinx  # (lazy: pocketsphinx is the optional 'mini' extra)
 
         self.settings = settings
         self.nbest = nbest
@@ -196,8 +198,6 @@ class NbestDecoder:
 
 
 def _read_table(path: Path, min_fields: int) -> List[List[str]]:
-    from rescore.io.lines import iter_lines  # UTF-8 and gzip errors name the file and line
-
     rows = []
     for ln, line in iter_lines(path):
         if not line.strip():
@@ -334,10 +334,6 @@ def decode_data_dir(
     ``ps_1best.txt`` (PocketSphinx's own ``hyp()``, normalized) and ``decode.json`` (settings,
     ``inv_acwt``, ``wip`` and the rank-1 agreement).  Returns the decode.json dict.
     """
-    from rescore.progress import progress
-
-    from rescore.io.outputs import check_output_dir
-
     settings = settings or DecoderSettings()
     check_settings(settings, nbest, nj)
     check_output_dir(out_dir, "OUT_DIR", names=NBEST_OUTPUTS,
@@ -356,8 +352,6 @@ def decode_data_dir(
         it: Iterator[UttResult] = map(_decode_one, utts)
         results = list(progress(it, total=len(utts), desc="decode", unit="utt"))
     else:
-        import multiprocessing as mp
-
         ctx = mp.get_context("spawn" if os.name == "nt" else "fork")
         by_reco = sorted(utts, key=lambda u: (u.spec, u.start))
         with ctx.Pool(nj, initializer=_init_worker, initargs=(settings, nbest)) as pool:
@@ -369,8 +363,6 @@ def decode_data_dir(
 
 
 def _atomic_write(path: Path, lines: Iterable[str]) -> None:
-    from rescore.io.files import atomic_output
-
     with atomic_output(path, "w") as f:
         for line in lines:
             f.write(line + "\n")

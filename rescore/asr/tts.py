@@ -13,6 +13,7 @@ utterances of a document into one conversation, which is what state carry needs.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import subprocess
@@ -26,6 +27,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from rescore.errors import OptionError, RescoreError
+from rescore.io.files import atomic_output
+from rescore.io.lines import iter_lines  # UTF-8 and gzip errors name the file and line
+from rescore.io.outputs import check_output_dir
+from rescore.progress import progress
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +52,6 @@ def read_documents(text: Path, docids: Optional[Path] = None) -> List[Document]:
     With ``docids`` (one document id a line, as ``wikitext2-asr/*.docids``) lines with equal
     ids form a document; without it, blank lines separate documents.
     """
-    from rescore.io.lines import iter_lines  # UTF-8 and gzip errors name the file and line
-
     lines = [line for _, line in iter_lines(text)]
     docs: List[Document] = []
     if docids is not None:
@@ -100,8 +103,6 @@ def synthesize(sentence: str, voice: str, flite: str = "flite") -> np.ndarray:
 
 
 def _write_wav(path: Path, samples: np.ndarray) -> None:
-    from rescore.io.files import atomic_output
-
     with atomic_output(path, "wb") as f, wave.open(f, "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
@@ -110,8 +111,6 @@ def _write_wav(path: Path, samples: np.ndarray) -> None:
 
 
 def _write_table(path: Path, rows: Sequence[str]) -> None:
-    from rescore.io.files import atomic_output
-
     with atomic_output(path, "w") as f:
         f.write("".join(r + "\n" for r in rows))
 
@@ -129,8 +128,6 @@ def flite_voices(flite: str = "flite") -> List[str]:
 def check_options(voices: Sequence[str], gap: float, prefix: str, nj: int,
                   flite: str = "flite") -> None:
     """A RescoreError naming the option for a bad value, before any work."""
-    import math
-
     if not voices:
         raise OptionError("at least one voice", option="--voices")
     known = flite_voices(flite)
@@ -164,10 +161,6 @@ def make_tts_data_dir(
     ``<speaker>-<k>`` (k from 000), so sorted utterance ids follow speakers as Kaldi wants.
     Returns counts (documents, utterances, seconds of audio).
     """
-    from rescore.progress import progress
-
-    from rescore.io.outputs import check_output_dir
-
     flite = check_flite()
     check_options(voices, gap, prefix, nj, flite)
     out_dir = Path(out_dir)

@@ -232,7 +232,7 @@ class _ContextCaches:
 
     def get(self, c: int, prefix: List[int]):
         """The cache of ``prefix`` (the context less its last token) for conversation c."""
-        from transformers import DynamicCache
+        from transformers import DynamicCache  # (lazy: transformers is the optional 'hf' extra)
 
         old = self.tokens.get(c)
         if old is None or len(old) > len(prefix) or prefix[:len(old)] != old:
@@ -355,7 +355,7 @@ def _tree_blocks(trie: TokenTrie, dense: int, device) -> List[Tuple[int, int, to
 def _tree_mode(model, blocks):
     """The model's attention as _tree_attention over ``blocks`` for the duration (no mask is
     built: the implementation has none registered)."""
-    from transformers import AttentionInterface
+    from transformers import AttentionInterface  # (lazy: transformers is the optional 'hf' extra)
 
     if _TREE_NAME not in AttentionInterface._global_mapping:
         AttentionInterface.register(_TREE_NAME, _tree_attention)

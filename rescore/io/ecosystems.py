@@ -66,7 +66,9 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from rescore.errors import RescoreError
-from rescore.io.interchange import Hypothesis, NbestTable, Utterance, parse_score
+from rescore.io.files import read_json
+from rescore.io.interchange import Hypothesis, NbestTable, Utterance, check_columns, format_score, parse_score
+from rescore.io.kaldi import read_symbol_table, read_text_table, write_table
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -95,9 +97,6 @@ def table_to_kaldi(table: NbestTable, out_dir: PathLike, words_txt: Optional[Pat
     """Write a table with columns ac, graph, nolm as a Kaldi N-best dir: words_text, acwt,
     lmwt.withlm, lmwt.nolm (text archives, keys ``<utt>-<rank>``) and, with words_txt, words
     (ids). Returns the files written."""
-    from rescore.io.interchange import format_score
-    from rescore.io.kaldi import read_symbol_table, write_table
-
     idx = [table.column(c) for c in KALDI_COLUMNS]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -189,8 +188,6 @@ def espnet_tokens2text(tokens: Sequence[str], token_type: str) -> str:
 def _espnet_words(d: Path, tokens: Optional[str], sfx: str = ""):
     """(keys, words, lines, path) of an <n>best_recog folder: its 'text', or its 'token' joined
     (sfx: the files' suffix, _spk<k>)."""
-    from rescore.io.kaldi import read_text_table
-
     if tokens is None:
         p = d / f"text{sfx}"
         if not p.is_file():
@@ -211,8 +208,6 @@ def _espnet_words(d: Path, tokens: Optional[str], sfx: str = ""):
 
 def _espnet_scores(path: Path) -> Dict[str, Tuple[float, int]]:
     """utt -> (score, line) of an ESPnet ``score`` file."""
-    from rescore.io.kaldi import read_text_table
-
     t = read_text_table(path, "tokens", allow_empty_value=False)
     out = {}
     for key, v, line in zip(t.keys, t.values, t.lines):
@@ -240,8 +235,6 @@ def read_espnet(decode_dir: PathLike, tokens: Optional[str] = None, speaker: Opt
     a column <name> (= -score) for each optional per-scorer file ``score_<name>``. tokens:
     bpe|char|word, the words from ``token`` (espnet_tokens2text) instead of ``text``; speaker:
     k of a multi-speaker decode."""
-    from rescore.io.interchange import check_columns
-
     decode_dir = Path(decode_dir)
     if decode_dir.is_file() or (not any(decode_dir.glob("*best_recog*")) and (decode_dir / "data.json").is_file()
                                 and not (decode_dir / "logdir").is_dir()):
@@ -295,8 +288,6 @@ def read_espnet1(path: PathLike) -> NbestTable:
     ``data.json`` by ``concatjson.py``): ``{"utts": {utt: {"output": [{"name": "target1[n]",
     "rec_text": ..., "score": log-probability, "text": reference, ...}, ...]}}}`` in rank order.
     Column pass1 = -score; the references from ``text``."""
-    from rescore.io.files import read_json
-
     path = Path(path)
     js = read_json(path)
     utts_js = js.get("utts") if isinstance(js, dict) else None

@@ -156,7 +156,7 @@ def read_binary_table(path: PathLike, kind: Kind, keep: Optional[Keep] = None) -
 
 def _read_binary_int_vector(f: io.BytesIO, pos: int, where: str) -> Tuple[List[int], int]:
     """Kaldi's binary int32 vector at byte pos of f through kaldiio: ``\\0B \\4 n (\\4 int32)*n``."""
-    import kaldiio.matio as matio  # kaldiio's own int32-vector reader
+    import kaldiio.matio as matio  # its own int32-vector reader (lazy: keeps kaldiio out of the commands' start-up)
 
     f.seek(pos)
     head = f.read(2)
@@ -411,7 +411,7 @@ def _text_values(kind: Kind, keys: List[str], values: list) -> List[str]:
 def _binary_body(kind: Kind, keys: List[str], values: list, body: io.BytesIO) -> List[int]:
     """Kaldi binary entries into body (floats as float32 BaseFloat, int vectors through kaldiio);
     the byte offset of each value."""
-    import kaldiio.matio as matio
+    import kaldiio.matio as matio  # (lazy: keeps kaldiio out of the commands' start-up)
 
     bad_key = _first_bad_key(keys)
     offsets = []

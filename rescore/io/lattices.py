@@ -20,14 +20,18 @@ any cost difference that decides a 1-best. We write floats in full.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import math
 import sys
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from rescore.errors import RescoreError
+from rescore.io.files import atomic_output
+from rescore.io.lines import open_bytes
 
 PathLike = Union[str, Path]
 
@@ -151,9 +155,6 @@ _BINARY_STARTS = (b"\0B", b"\xd6\xfd\xb2\x7e")
 def _text_lines(raw: IO[bytes], path: PathLike) -> Iterator[str]:
     """The lines of a byte stream as text. A binary archive, a line that is not UTF-8 and a
     truncated or corrupt gzip stream are RescoreErrors naming the file and the line."""
-    import gzip
-    import zlib
-
     lineno = 0
     try:
         for b in raw:
@@ -176,11 +177,6 @@ def open_text(path: PathLike, mode: str = "r") -> Iterator:
     its bytes; errors as in _text_lines). Writing yields a text file, gzipped for a path
     ending in .gz, written to a temporary name and renamed only when the block succeeds
     (rescore.io.files.atomic_output)."""
-    import gzip
-
-    from rescore.io.files import atomic_output
-    from rescore.io.lines import open_bytes
-
     p = str(path)
     if mode == "r":
         if p == "-":

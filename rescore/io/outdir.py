@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import logging
 import os
 import time
@@ -62,8 +63,6 @@ def _describe(paths: Iterable[Path]) -> List[dict]:
 
 def read_manifest(out_dir: PathLike) -> Optional[dict]:
     """OUT_DIR's manifest, or None when there is none (or it cannot be read)."""
-    import json
-
     try:
         return json.loads((Path(out_dir) / MANIFEST_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -75,7 +74,7 @@ def acquire_lock(directory: PathLike) -> IO:
     holding our pid. Returns the open lock file; :func:`release_lock` removes and releases it
     (the lock also goes with the process, so a killed run leaves none held). A dir another
     process holds is a RescoreError naming that process."""
-    import fcntl
+    import fcntl  # (lazy: POSIX only; the module stays importable where there is no fcntl)
 
     lock_path = Path(directory) / LOCK_NAME
     while True:

@@ -29,6 +29,9 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rescore.errors import RescoreError
+from rescore.io.ecosystems import nemo_manifest
+from rescore.io.files import atomic_output
+from rescore.io.outputs import check_not_input
 
 PathLike = Union[str, Path]
 WRITE_FORMATS = ("espnet", "nemo", "icefall")
@@ -81,8 +84,6 @@ def nemo_names() -> List[str]:
 def nemo_files(table, costs: Costs, manifest: PathLike) -> Dict[str, str]:
     """The rescored candidates and the manifest with ``pred_text`` (module doc); the table's
     utterances are the manifest's (rescore.io.ecosystems.read_nemo), in its order."""
-    from rescore.io.ecosystems import nemo_manifest
-
     entries = nemo_manifest(manifest)
     by_id = {u.id: hyps for u, hyps in ranked(table, costs)}
     missing = [utt for utt, _, _ in entries if utt not in by_id]
@@ -255,9 +256,6 @@ def names_for(fmt: str, test_set: str = "") -> List[str]:
 def write_files(out_dir: Path, files: Mapping[str, str], inputs: Sequence[PathLike] = ()) -> List[str]:
     """Write ``files`` ({name: text}, names relative to out_dir) each atomically; none may
     replace an input. Returns the names."""
-    from rescore.io.files import atomic_output
-    from rescore.io.outputs import check_not_input
-
     for name in files:
         check_not_input(out_dir / name, inputs, "TARGET")
     for name, text in files.items():

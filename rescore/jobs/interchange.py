@@ -41,8 +41,13 @@ from typing import Dict, List, Mapping, Optional, Sequence
 from rescore.errors import OptionError, RescoreError, check
 from rescore.nbest.interp import Params
 from rescore.io.ecosystems import FORMATS, KALDI_COLUMNS, ReadOptions
+from rescore.io.files import atomic_output
+from rescore.io.interchange import with_columns, write_nbest_table
 from rescore.io.outdir import MANIFEST_NAME, OutputSet
-from rescore.jobs.nbest import NBEST_OUTPUTS, NbestJob
+from rescore.io.results import files_for, icefall_test_set, names_for
+from rescore.jobs.nbest import NBEST_OUTPUTS, NbestJob, split_share, write_rescored
+from rescore.nbest import sets as nb
+from rescore.nbest.tables import load_table
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +90,6 @@ def to_nbest_set(table, weights: Mapping[str, float], kaldi: bool, data_dir=None
     ``<utt>-<rank>``; with Kaldi's defaults ac, withlm, nolm are the columns ac, graph, nolm;
     else ac = 0 and withlm = nolm = sum_c lambda_c s_c, so that rescore.nbest.interp.fixed_cost is
     exactly that sum + wip * |h| (0/inv_acwt and (1 - w) * 0 add nothing)."""
-    from rescore.nbest import sets as nb
-
     idx = {c: table.columns.index(c) for c in table.columns}
     utts = []
     lines: Dict[str, int] = {}
@@ -150,8 +153,6 @@ class InterchangeJob(NbestJob):
 
     def written_format_names(self) -> List[str]:
         """The files of --write-format (rescore.io.results); ESPnet's 'text' is OUT_DIR/text."""
-        from rescore.io.results import icefall_test_set, names_for
-
         if self.write_format is None:
             return []
         names = names_for(self.write_format, icefall_test_set(self.nbest_dir))
@@ -193,17 +194,12 @@ def write_scores(out: OutputSet, arrays, params: Params, table, job: Optional[In
     """OUT_DIR/scores.tsv: the input's table (the utterances of the set, e.g. a --split job's)
     with the NN LM cost and the total of each hypothesis (arrays: rescore.nbest.combine.CostArrays);
     with the job's --write-format, that format's files too (rescore.io.results)."""
-    from rescore.io.interchange import with_columns, write_nbest_table
-
     ranks = [tuple(k.rsplit("-", 1)) for k in arrays.keys]
     added = {(u, int(r)): v for (u, r), v in zip(ranks, zip(arrays.lnn(params.mix), arrays.total(params)))}
     kept = replace(table, utterances=[u for u in table.utterances if (u.id, 1) in added])
     path = out.path("scores.tsv")
     write_nbest_table(path, with_columns(kept, ADDED, added, str(path)))
     if job is not None and job.write_format is not None:
-        from rescore.io.files import atomic_output
-        from rescore.io.results import files_for
-
         costs = {k: v[1] for k, v in added.items()}
         files = files_for(job.write_format, kept, costs, manifest=job.manifest, refs=refs)
         for name in job.written_format_names():
@@ -215,9 +211,6 @@ def write_scores(out: OutputSet, arrays, params: Params, table, job: Optional[In
 
 def rescore_table(job: InterchangeJob) -> Optional[dict]:
     """Run the job (module doc). Returns the report, or None without references."""
-    from rescore.nbest.tables import load_table
-    from rescore.jobs.nbest import split_share, write_rescored
-
     table = load_table(job.nbest_dir, job.fmt, job.manifest, options=job.read_options)
     for c in ADDED:
         if c in table.columns:

@@ -36,12 +36,23 @@ from functools import partial
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from rescore import metrics
+from rescore.bulk import gc_frozen
 from rescore.errors import OptionError, check
-from rescore.nbest.interp import Params, equal_mix
+from rescore.io.files import write_json
+from rescore.io.kaldi import write_nn_costs, write_table
 from rescore.io.outdir import OutputSet
+from rescore.jobs.scoring import score_models, score_sets
 # (their home is rescore.jobs.scoring; imported from here by tools and tests)
 from rescore.jobs.scoring import auto_oov_penalty, score_nbest_set  # noqa: F401
+from rescore.metrics.refnorm import normalize_refs
+from rescore.nbest import checks as sanity
+from rescore.nbest import refs as refcheck
+from rescore.nbest.combine import CostArrays, NnCosts
+from rescore.nbest.interp import Params, equal_mix
+from rescore.nbest.sets import ARCHIVES, default_words_txt, find_archive, load_nbest_dir
 from rescore.settings import OOV_AUTO, OOV_NONE, EngineSettings, is_hf_spec
+from rescore.vocab import Vocabulary, count_words, read_sentences
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -113,8 +124,6 @@ def split_share(conversation_ids: Sequence[str], k: int, n: int, block: int) -> 
 
 def nbest_input_files(nbest_dir: PathLike, data_dir: Optional[PathLike], words_txt: Optional[PathLike]) -> List[Path]:
     """The files loading this N-best dir (and data dir) reads; cheap (no file is opened)."""
-    from rescore.nbest.sets import ARCHIVES, find_archive
-
     files = [p for p in (find_archive(nbest_dir, n) for n in ARCHIVES) if p is not None]
     if data_dir is not None:
         files += [Path(data_dir) / n for n in ("text", "utt2spk", "spk2utt", "segments")]
@@ -127,16 +136,12 @@ def nbest_input_files(nbest_dir: PathLike, data_dir: Optional[PathLike], words_t
 def words_txt_of(nbest_dir: PathLike, words_txt: Optional[PathLike]) -> Optional[Path]:
     """The N-best set's words.txt: ``words_txt`` where given, else the one found beside
     NBEST_DIR (rescore.nbest.sets.default_words_txt), else None."""
-    from rescore.nbest.sets import default_words_txt
-
     return Path(words_txt) if words_txt is not None else default_words_txt(Path(nbest_dir))
 
 
 def lexicon_of(nbest_dir: PathLike, words_txt: Optional[PathLike]) -> List[str]:
     """The recognizer's words: those of the N-best set's words.txt (words_txt_of), none where
     there is none."""
-    from rescore.vocab import Vocabulary
-
     path = words_txt_of(nbest_dir, words_txt)
     return Vocabulary.from_words_txt(path).words[2:] if path is not None else []
 
@@ -220,7 +225,7 @@ class NbestJob:
                   "--oov-penalty", s.oov_penalty)
         check(self.models or s.cache_window == 0, "--model for the neural cache", "--cache-window", s.cache_window)
         if any(map(is_hf_spec, self.models)):  # a Hugging Face LM among them (rescore.models.hf)
-            from rescore.models.hf import check_settings
+            from rescore.models.hf import check_settings  # (lazy: keeps torch out of the job's checks)
 
             check_settings(s, len(self.models))
 
@@ -275,9 +280,6 @@ def rescore_nbest_dir(job: NbestJob) -> Optional[dict]:
     """Run a rescore-nbest job: OUT_DIR/{lmwt.nn (with a model), lmwt.interp, text} and, with
     references, report.json / report.txt (+ buckets.png with train_text). Returns the report,
     or None without references."""
-    from rescore.bulk import gc_frozen
-    from rescore.nbest.sets import load_nbest_dir
-
     with job.output_set() as out:
         select = None
         if job.split is not None:  # read only the job's share
@@ -311,16 +313,12 @@ class Rescored:
 def train_sentences_of(job: NbestJob):
     """The sentences of the job's LM training text (rescore.vocab.read_sentences), None without
     one: read once for the rare-word counts and the check of the references against it."""
-    from rescore.vocab import read_sentences
-
     return read_sentences(job.train_text) if job.train_text else None
 
 
 def train_counts_of(job: NbestJob, sentences=None):
     """Counter of the words of the job's LM training text (its ``sentences`` where read
     already), None without one."""
-    from rescore.vocab import count_words
-
     if sentences is None:
         sentences = train_sentences_of(job)
     return count_words(sentences) if sentences is not None else None
@@ -331,13 +329,7 @@ def check_input(job: NbestJob, nbest, train_sentences=None):
     scoring (the references against the first pass and, given its ``train_sentences``, the LM
     training text: rescore.nbest.refs), an overflow of the fixed costs included. With
     --normalize-refs the set's references are normalised first."""
-    from rescore.nbest import checks as sanity
-    from rescore.nbest import refs as refcheck
-    from rescore.nbest.combine import CostArrays
-
     if job.normalize_refs and nbest.refs is not None:
-        from rescore.metrics.refnorm import normalize_refs
-
         nbest.refs = normalize_refs(nbest.refs)
         log.info("references normalised (--normalize-refs): lower case, punctuation stripped")
     checks = sanity.check_nbest_input(nbest, job.models, job.words_txt, job.allow_oov_rate)
@@ -352,8 +344,6 @@ def rescore_loaded(out_dir: PathLike, job: NbestJob, nbest, checks, results, tra
     """The job's NN costs (the engine's ``results``, rescore.jobs.scoring.score_models, with models;
     else read from its cost files), interpolated into the 1-best and, with ``graph``, the new
     graph costs: checked, nothing written."""
-    from rescore.nbest.combine import CostArrays, NnCosts
-
     names = []
     if job.models:
         names = ["lmwt.nn"] if len(job.models) == 1 else [f"lmwt.nn.{k}" for k in range(1, len(job.models) + 1)]
@@ -371,8 +361,6 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest, write_costs=None) -> Op
     the costs (lmwt.interp, or what ``write_costs(out, arrays)`` writes from the set's
     rescore.nbest.combine.CostArrays, returning its path: rescore.jobs.interchange's scores.tsv), the
     1-best and the report."""
-    from rescore.jobs.scoring import score_models
-
     sentences = train_sentences_of(job)
     train_counts = train_counts_of(job, sentences)
     checks, fixed = check_input(job, nbest, sentences)
@@ -400,10 +388,6 @@ def warn_unusual(job: NbestJob, nbest) -> None:
 def write_outputs(out: OutputSet, job: NbestJob, r: Rescored, write_costs=None) -> Optional[dict]:
     """Write a rescored set into its open output set (write_rescored): each model's lmwt.nn, the
     mixed one, the costs, the 1-best (text) and, with references, the report."""
-    from rescore import metrics
-    from rescore.io.files import write_json
-    from rescore.io.kaldi import write_nn_costs, write_table
-
     params, nbest = job.params, r.nbest
     for k, name in enumerate(r.nn_names):
         write_nn_costs(out.path(name), r.nn.model(k))
@@ -537,9 +521,6 @@ def rescore_nbest_jobs(jobs: Mapping[int, NbestJob]) -> Dict[int, Optional[dict]
     is written, so a bad input in one job (a RescoreError naming its file and line) fails the
     run with every job's older outputs as they were. Returns job -> its report (None without
     references)."""
-    from rescore.nbest.sets import load_nbest_dir
-    from rescore.jobs.scoring import score_sets
-
     first = check_jobs(jobs)
     with contextlib.ExitStack() as stack:
         outs = {k: stack.enter_context(j.output_set()) for k, j in jobs.items()}

@@ -27,14 +27,19 @@ fixed costs and as rescored at its setting) and a paired bootstrap of refined ag
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
 
 from rescore.errors import OptionError, RescoreError
+from rescore.jobs.scoring import load_model, score_nbest_set
 from rescore.nbest.interp import KALDI_DEFAULT_WEIGHT, Params
-from rescore.settings import EngineSettings
+from rescore.settings import OOV_AUTO, EngineSettings
 
+# rescore-tune's command module imports this one at its start-up: the N-best stack (numpy) and the
+# engine (torch, through jobs.scoring) are imported inside the functions that use them.
 if TYPE_CHECKING:
     from rescore.nbest.combine import NnCosts
     from rescore.jobs.tune import TuneJob
@@ -60,8 +65,6 @@ class ModelScorer:
     """
 
     def __init__(self, model: str, settings: EngineSettings, train_counts=None, lexicon=()):
-        from rescore.jobs.scoring import load_model
-
         self.model, self.settings = model, settings
         self.loaded = load_model(model, settings, train_counts, lexicon)  # (model, device, OOV penalty)
         self.depends = settings.state_carry == "rescored" or settings.cache_window > 0
@@ -69,8 +72,7 @@ class ModelScorer:
         self.scorings = 0
 
     def __call__(self, nbest, params: Params) -> "NnCosts":
-        from rescore.nbest.combine import NnCosts
-        from rescore.jobs.scoring import score_nbest_set
+        from rescore.nbest.combine import NnCosts  # (lazy: keeps numpy out of rescore-tune's start-up)
 
         key = params if self.depends else None
         ids = {c.id for c in nbest.conversations}
@@ -101,7 +103,7 @@ def refine(nbest, scorer: Scorer, *, weights: Sequence[float], inv_acwts: Sequen
     "stop": "stable" | "cycle" | "rounds", "rounds": [{"round", "scored_at", "scored_wer",
     "tuned", "predicted_wer"}], "dev_utts", "dev_conversations", "dev_choice", "scorings"}.
     """
-    from rescore.nbest.combine import CostArrays, tune
+    from rescore.nbest.combine import CostArrays, tune  # (lazy: keeps numpy out of rescore-tune's start-up)
 
     if nbest.refs is None:
         raise RescoreError("references for the tuning set (a data dir with 'text')", path=nbest.path)
@@ -138,7 +140,7 @@ def refine(nbest, scorer: Scorer, *, weights: Sequence[float], inv_acwts: Sequen
 
 def _held_out(part, costs: "NnCosts", setting: Params) -> dict:
     """WER, errors, ref words and choice of part under setting with these costs."""
-    from rescore.nbest.combine import CostArrays
+    from rescore.nbest.combine import CostArrays  # (lazy: keeps numpy out of rescore-tune's start-up)
 
     arrays = CostArrays(part, costs)
     return {"wer": arrays.wer(setting), "errors": arrays.errors_of(setting), "ref_words": arrays.ref_words,
@@ -161,7 +163,7 @@ def refine_cross_validate(nbest, scorer: Scorer, *, weights: Sequence[float], in
     "plain_wer", "comparison" (rescore.metrics.compare_systems, as JSON), "pooled_choice",
     "plain_choice"}.
     """
-    from rescore.nbest.combine import cross_validate, split_half
+    from rescore.nbest.combine import cross_validate, split_half  # (lazy: keeps numpy out of rescore-tune's start-up)
 
     grids = dict(weights=weights, inv_acwts=inv_acwts, wips=wips)
     first = scorer(nbest, start)  # round 1 of both folds and the plain tune's costs, one scoring
@@ -205,7 +207,7 @@ def refine_cross_validate(nbest, scorer: Scorer, *, weights: Sequence[float], in
 def compare_choices(nbest, choices: Dict[str, Dict[str, int]], draws: int = 1000):
     """rescore.metrics.compare_systems of the 1-bests of nbest (name -> utt -> rank; the first
     is the baseline), the bootstrap resampling whole conversations (recordings or speakers)."""
-    from rescore.metrics import compare_systems
+    from rescore.metrics import compare_systems  # (lazy: keeps numpy out of rescore-tune's start-up)
 
     utts = {u.id: u for u in nbest.utterances()}
     systems = {name: {u: utts[u].hyps[r].words for u, r in c.items()} for name, c in choices.items()}
@@ -235,10 +237,8 @@ class RefineJob:
     allow_oov_rate: bool = False  # score an LM that lacks most of the words (rescore.nbest.checks)
 
     def __post_init__(self):
-        from pathlib import Path
-
-        from rescore.io.outdir import check_not_input
-        from rescore.jobs.nbest import model_oov_penalty
+        from rescore.io.outdir import check_not_input  # (lazy: keeps numpy out of rescore-tune's start-up)
+        from rescore.jobs.nbest import model_oov_penalty  # (lazy: keeps numpy out of rescore-tune's start-up)
 
         t = self.tune
         for option, v in (("--nn-costs", t.nn_costs), ("--split-half", t.split_half), ("--dev-utts", t.dev_utts),
@@ -273,13 +273,12 @@ def _strip(result: dict) -> dict:
 def run_refine(job: RefineJob) -> dict:
     """Run a refining tune job: refine() or refine_cross_validate()'s result; the outputs of
     job.tune written (atomically) at the end."""
-    from rescore.nbest import checks as sanity
-    from rescore.io.files import write_json
-    from rescore.nbest.sets import load_nbest_dir
-    from rescore.jobs.nbest import lexicon_of
-    from rescore.settings import OOV_AUTO
-    from rescore.jobs.tune import write_one_best
-    from rescore.vocab import count_words, read_sentences
+    from rescore.nbest import checks as sanity  # (lazy: keeps numpy out of rescore-tune's start-up)
+    from rescore.io.files import write_json  # (lazy: keeps numpy out of rescore-tune's start-up)
+    from rescore.nbest.sets import load_nbest_dir  # (lazy: keeps numpy out of rescore-tune's start-up)
+    from rescore.jobs.nbest import lexicon_of  # (lazy: keeps numpy out of rescore-tune's start-up)
+    from rescore.jobs.tune import write_one_best  # (lazy: keeps numpy out of rescore-tune's start-up)
+    from rescore.vocab import count_words, read_sentences  # (lazy: keeps numpy out of rescore-tune's start-up)
 
     t = job.tune
     nbest = load_nbest_dir(t.nbest_dir, t.data_dir, t.words_txt, allow_missing=t.allow_missing)
@@ -308,7 +307,7 @@ def run_refine(job: RefineJob) -> dict:
 
 
 def _fmt(s: dict) -> str:
-    from rescore.jobs.tune import format_setting
+    from rescore.jobs.tune import format_setting  # (lazy: keeps numpy out of rescore-tune's start-up)
 
     return format_setting(s)
 
@@ -328,7 +327,7 @@ def format_refine(result: dict) -> str:
     """The readable result of run_refine."""
     if "folds" not in result:
         return "\n".join(format_rounds(result))
-    from rescore.metrics import describe_bootstrap
+    from rescore.metrics import describe_bootstrap  # (lazy: keeps numpy out of rescore-tune's start-up)
 
     lines = []
     for f in result["folds"]:
@@ -377,9 +376,6 @@ def warn_carried_costs(nn_cost_files: Sequence[str]) -> List[str]:
     carry (or a cache), as its OUT_DIR's manifest.json records: those costs hold only at the
     setting they were scored at, so a sweep over them predicts WERs that rescore-nbest --params
     does not give. Returns the warnings (none for a file without such a record)."""
-    import json
-    from pathlib import Path
-
     out = []
     for f in nn_cost_files:
         manifest = Path(f).parent / "manifest.json"

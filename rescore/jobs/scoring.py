@@ -36,21 +36,21 @@ def load_model(path: str, settings: EngineSettings, train_counts=None, lexicon=(
     """(model on its device, device, OOV penalty in nats) of one checkpoint for scoring, with the
     settings' neural cache; the OOV penalty 'auto' is the model's own (auto_oov_penalty of
     train_counts and the recognizer's lexicon)."""
-    from rescore.engine.score import resolve_device
-    from rescore.models import load_checkpoint
+    from rescore.engine.score import resolve_device  # (lazy: keeps torch out until a model is scored)
+    from rescore.models import load_checkpoint  # (lazy: keeps torch out until a model is scored)
 
     dev = resolve_device(settings.device)
     if is_hf_spec(path):  # a Hugging Face causal LM
-        from rescore.models.hf import load_for_scoring
+        from rescore.models.hf import load_for_scoring  # (lazy: keeps torch out until a model is scored)
 
         return load_for_scoring(path, dev, settings)
     lm = load_checkpoint(path, dev)
     if dev.type == "cpu":
-        from rescore.engine.kernels import native
+        from rescore.engine.kernels import native  # (lazy: keeps torch out until a model is scored)
 
         log.info(native.describe())
     if settings.cache_window > 0:
-        from rescore.models.cache import with_cache
+        from rescore.models.cache import with_cache  # (lazy: keeps torch out until a model is scored)
 
         lm = with_cache(lm, settings.cache_window, settings.cache_theta, settings.cache_lambda)
         log.info("neural cache: window %d, theta %g, lambda %g", settings.cache_window,
@@ -66,10 +66,10 @@ def engine_inputs(nbest, fixed: Optional[Sequence[float]] = None, params: Option
     """The engine's conversations (rescore.engine.score.UttInput: words and fixed costs) of a set;
     fixed: (num_hyps,) the fixed costs in the set's order (combine.CostArrays.fixed), else
     those of params."""
-    from rescore.engine.score import UttInput
+    from rescore.engine.score import UttInput  # (lazy: keeps torch out until a model is scored)
 
     if fixed is None:
-        from rescore.nbest.combine import CostArrays
+        from rescore.nbest.combine import CostArrays  # (lazy: keeps numpy out of rescore-tune's start-up)
 
         fixed = CostArrays(nbest).fixed(params)
     fixed = list(map(float, fixed))
@@ -100,7 +100,7 @@ def score_nbest_set(model, nbest, params: Params, settings: Optional[EngineSetti
     ``lmwt.nn``. ``params`` gives the fixed costs and the weight that pick the carried best
     hypothesis; ``settings`` and ``changes`` (stats, progress, settings' fields) go to
     ``rescore.engine.score.score_nbest``."""
-    from rescore.engine.score import score_nbest
+    from rescore.engine.score import score_nbest  # (lazy: keeps torch out until a model is scored)
 
     return by_key(nbest, score_nbest(model, engine_inputs(nbest, params=params), weight=params.weight,
                                      settings=settings, **changes))
@@ -123,9 +123,9 @@ def score_sets(sets: Sequence[tuple], params: Params, models: Sequence[str], set
     conversations are scored as one list (so that the forward calls batch across sets), and the
     results are split back: ``out[i]`` is score_models' result for set i. The costs equal those
     of one run per set up to float rounding (other batches)."""
-    import torch
+    import torch  # (lazy: keeps torch out until a model is scored)
 
-    from rescore.engine.score import score_nbest, score_nbest_mixed
+    from rescore.engine.score import score_nbest, score_nbest_mixed  # (lazy: keeps torch out until a model is scored)
 
     loaded = [load_model(m, settings, train_counts, lexicon) for m in models]
     per_set = [engine_inputs(nbest, fixed) for nbest, fixed in sets]

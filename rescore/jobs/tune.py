@@ -13,8 +13,14 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rescore.errors import OptionError, RescoreError, check
+from rescore.io.files import atomic_output, write_json
+from rescore.io.kaldi import read_text_table
+from rescore.io.outdir import check_not_input
+from rescore.nbest.combine import NnCosts, cross_validate, mix_grid, split_half, tune
 from rescore.nbest.interp import Params, check_inv_acwt, check_mix, check_weight, check_wip
 from rescore.jobs.nbest import NbestJob, check_paths, nbest_input_files, rescore_nbest_dir
+from rescore.nbest.sets import load_nbest_dir
+from rescore.nbest.step_output import default_cost_names, load_step_output, step_input_files, step_jobs
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -89,8 +95,6 @@ class TuneJob:
               self.apply.num_models if self.apply is not None else 0)
         outputs = [("--params-out", self.params_out), ("--report", self.report), ("--hyp-out", self.hyp_out)]
         inputs = self.inputs()
-        from rescore.io.outdir import check_not_input
-
         for option, p in outputs:
             if p is not None:
                 check_not_input(Path(p), inputs, option)
@@ -102,8 +106,6 @@ class TuneJob:
     def _step_dir(self) -> None:
         """A step's output dir (rescore.nbest.step_output): nn_costs are file names of its archives.JOB,
         by default the ones the step wrote."""
-        from rescore.nbest.step_output import default_cost_names, step_jobs
-
         jobs = step_jobs(self.nbest_dir)
         object.__setattr__(self, "step_jobs", jobs)
         if jobs is None:
@@ -119,8 +121,6 @@ class TuneJob:
 
     def _check_mixes(self) -> None:
         """nn_costs as a tuple; mixes: one share per cost file (default: the grid)."""
-        from rescore.nbest.combine import mix_grid
-
         object.__setattr__(self, "nn_costs", check_paths(self.nn_costs, "--nn-costs"))
         k = len(self.nn_costs)
         if self.mixes is None:
@@ -135,8 +135,6 @@ class TuneJob:
     def inputs(self) -> List[Path]:
         files = nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
         if self.step_jobs is not None:
-            from rescore.nbest.step_output import step_input_files
-
             files += step_input_files(self.nbest_dir, self.nn_costs)
         else:
             files += [Path(p) for p in self.nn_costs]
@@ -148,8 +146,6 @@ class TuneJob:
 
 def read_utt_list(path: PathLike) -> List[str]:
     """First field of each line: a plain list, or a data/text, utt2spk, segments file."""
-    from rescore.io.kaldi import read_text_table
-
     keys = read_text_table(path, "tokens").keys
     if not keys:
         raise RescoreError("at least one utterance id", path=path, got="an empty file")
@@ -172,8 +168,6 @@ def _select(nbest, path: PathLike, what: str):
 def write_one_best(path: PathLike, nbest, choice: Dict[str, int]) -> None:
     """Kaldi text (``utt w1 w2 ...``, no trailing space) of each utterance's chosen hypothesis
     (choice: utt -> 0-based rank), in the set's order; written atomically."""
-    from rescore.io.files import atomic_output
-
     with atomic_output(path) as f:
         for u in nbest.utterances():
             f.write(" ".join([u.id, *u.hyps[choice[u.id]].words]) + "\n")
@@ -228,16 +222,10 @@ def tune_nbest_dir(job: TuneJob) -> dict:
     """Run a rescore-tune job. Returns tune()'s result (with ``cross_validate``:
     combine.cross_validate's); with ``apply``, result['applied'] holds the report of the applied
     set (or None without its references)."""
-    from rescore.nbest.combine import NnCosts, cross_validate, split_half, tune
-    from rescore.io.files import write_json
-    from rescore.nbest.sets import load_nbest_dir
-
     if job.apply is not None:
         job.apply.output_set().check()
     warn_unusual(job)
     if job.step_jobs is not None:  # every job of a step's output dir, and their costs
-        from rescore.nbest.step_output import load_step_output
-
         nbest, costs = load_step_output(job.nbest_dir, job.data_dir, job.words_txt,
                                         allow_missing=job.allow_missing, cost_names=job.nn_costs)
     else:

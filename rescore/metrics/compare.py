@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+import numpy as np
+
 from rescore.errors import RescoreError
 from rescore.metrics.buckets import BUCKET_RULE, BucketMap, bucket_wer, rare_word_buckets
 from rescore.metrics.record import JsonRecord
@@ -163,7 +165,7 @@ class Comparison(JsonRecord):
 def read_groups(path: PathLike) -> Dict[str, str]:
     """utt -> group from a Kaldi table whose second field names the group: ``segments``
     (utt reco start end: recordings) or ``utt2spk`` (utt spk: speakers)."""
-    from rescore.io.kaldi import read_text_table
+    from rescore.io.kaldi import read_text_table  # (lazy: keeps rescore.io out of the commands' start-up)
 
     table = read_text_table(path, "tokens").as_dict()
     out = {}
@@ -182,8 +184,6 @@ def _finite(x: Optional[float]) -> Optional[float]:
 def _resample_counts(n_units: int, draws: int, seed: int):
     """(draws, n_units) float64: how often each unit is drawn in each bootstrap sample of
     n_units units drawn with replacement; a sample's sums are then one matrix product."""
-    import numpy as np
-
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, n_units, size=(draws, n_units))  # (draws, G) the units drawn
     flat = (idx + n_units * np.arange(draws)[:, None]).ravel()
@@ -202,8 +202,6 @@ def _bootstrap(counts, errors, ref_words, confidence: float) -> Tuple[List[Optio
     "probability of improvement", Kaldi's "probability of Set2 improving Set1").
     Intervals and p are None where no draw has reference words.
     """
-    import numpy as np
-
     err = counts @ errors.T  # (draws, S) errors per system in each draw
     ref = counts @ ref_words  # (draws,)
     ok = ref > 0
@@ -262,8 +260,6 @@ class _UnitCounts:
     @classmethod
     def of(cls, refs: Mapping[str, Sequence[str]], alignments: Sequence[Mapping[str, Alignment]],
            unit_of: Mapping[str, int], n_units: int, buckets: Optional[BucketMap]) -> "_UnitCounts":
-        import numpy as np
-
         K = buckets.n if buckets else 0
         S = len(alignments)
         c = cls(np.zeros(n_units), np.zeros((S, n_units)), np.zeros((K, n_units)), np.zeros((S, K, n_units)))

@@ -3,6 +3,7 @@ more series, and a comparison's per-bucket WER with the differences and their bo
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -33,16 +34,16 @@ def nbest_chart_title(nbest) -> str:
 
 
 def _pyplot():
-    import matplotlib
+    import matplotlib  # (lazy: keeps matplotlib out of the commands' start-up; only a chart needs it)
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # (lazy, and only after the Agg backend is chosen)
 
     return plt
 
 
 def _save(fig, path: PathLike) -> None:
-    from rescore.io.kaldi import atomic_output
+    from rescore.io.kaldi import atomic_output  # (lazy: keeps rescore.io out of the commands' start-up)
 
     with atomic_output(path, "wb") as f:
         fig.savefig(f, format="png", dpi=110)
@@ -68,8 +69,6 @@ def plot_bucket_series(path: PathLike, ticks: Sequence[str], series: Mapping[str
     whiskers (name -> (values, [lo, hi] per bar or None)), a line at 0. separate_last draws a
     dotted line before the last group (an "all" group beside the buckets). The difference bars
     take the colour of the series they belong to (the last ones), or diff_color."""
-    import textwrap
-
     plt = _pyplot()
     xs = list(range(len(ticks)))
     panels = 2 if diffs else 1

@@ -163,7 +163,7 @@ def wer_report(ref_text: PathLike, hyp_text: PathLike, *, train_text: Optional[P
     utterances are an error unless allow_missing (then a missing hypothesis counts as empty, an
     extra one is ignored). JSON-ready: a WER of no reference words with errors is None. refs:
     ref_text's references as read (and normalised: rescore-wer --normalize-refs), else read here."""
-    from rescore.io.kaldi import read_text_table
+    from rescore.io.kaldi import read_text_table  # (lazy: keeps rescore.io out of the commands' start-up)
 
     if refs is None:
         refs = read_text_table(ref_text, "tokens").as_dict()
@@ -174,7 +174,7 @@ def wer_report(ref_text: PathLike, hyp_text: PathLike, *, train_text: Optional[P
                        missing_hyps=sum(1 for u in refs if u not in hyps),
                        extra_hyps=sum(1 for u in hyps if u not in refs))
     if train_counts is None and train_text is not None:
-        from rescore.vocab import count_words, read_sentences
+        from rescore.vocab import count_words, read_sentences  # (lazy: keeps rescore.io out of the commands' start-up)
 
         train_counts = count_words(read_sentences(train_text))
     if train_counts is not None:

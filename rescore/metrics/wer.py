@@ -16,6 +16,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Uni
 import numpy as np
 
 from rescore.errors import RescoreError
+from rescore.metrics.refnorm import reference_style_hint
 from rescore.metrics.spelling import reference_spelling_hint
 
 log = logging.getLogger(__name__)
@@ -96,8 +97,6 @@ def warn_suspect_inputs(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Se
                         ", ".join(beside))
     hyp_words = [w for ws in hyps.values() for w in ws]
     ref_words = [w for ws in refs.values() for w in ws]
-    from rescore.metrics.refnorm import reference_style_hint
-
     hint = reference_style_hint(ref_words, hyp_words) or reference_spelling_hint(ref_words, set(hyp_words))
     if hint:
         log.warning("%s against %s: %s", ref_path or "the references", hyp_path or "the hypotheses", hint)
@@ -126,7 +125,7 @@ def align(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]], 
           allow_missing: bool = False, ref_path: Optional[PathLike] = None,
           hyp_path: Optional[PathLike] = None) -> Tuple[WerStats, Dict[str, Alignment]]:
     """Align hypotheses to references (utt -> token lists) with jiwer; corpus counts + per-utt."""
-    import jiwer
+    import jiwer  # (lazy: keeps jiwer out of the commands' start-up)
 
     utts = _check_keys(refs, hyps, allow_missing, ref_path, hyp_path)
     stats = WerStats(num_utts=len(utts))
@@ -163,15 +162,15 @@ def align(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]], 
 
 def word_errors(ref: Sequence[str], hyp: Sequence[str]) -> int:
     """Levenshtein distance between two token lists (S + D + I), via rapidfuzz."""
-    from rapidfuzz.distance import Levenshtein
+    from rapidfuzz.distance import Levenshtein  # (lazy: keeps rapidfuzz out of the commands' start-up)
 
     return Levenshtein.distance(ref, hyp)
 
 
 def word_errors_of_each(ref: Sequence[str], hyps: Sequence[Sequence[str]]) -> List[int]:
     """word_errors(ref, h) of each of hyps (an N-best list), in one rapidfuzz call."""
-    from rapidfuzz.distance import Levenshtein
-    from rapidfuzz.process import cdist
+    from rapidfuzz.distance import Levenshtein  # (lazy: keeps rapidfuzz out of the commands' start-up)
+    from rapidfuzz.process import cdist  # (lazy: likewise)
 
     if not hyps:
         return []

@@ -48,7 +48,7 @@ _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_m
 
 def _transformers():
     try:
-        import transformers
+        import transformers  # (lazy: transformers is the optional 'hf' extra)
     except ImportError:
         raise RescoreError("the transformers package for an hf: model "
                            "(the hf extra: pip install -e '.[hf]' in rescore's repository)",

@@ -23,6 +23,7 @@ turns. The BOS is the tokenizer's own where it is a document-start token (``<s>`
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -166,8 +167,6 @@ def _probe_logits(model, tokenizer) -> torch.Tensor:
 
 
 def _sha256(path: Path) -> str:
-    import hashlib
-
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -203,7 +202,7 @@ def import_lm(source, out_dir, bos: Optional[str] = None, eos: Optional[str] = N
     if gguf is not None:
         kw["gguf_file"] = gguf
         try:
-            import gguf as _  # noqa: F401
+            import gguf as _  # noqa: F401  (lazy: gguf is the optional 'hf' extra)
         except ImportError:
             raise RescoreError("the gguf package to read a GGUF file (pip install 'rescore[hf]')",
                                path=directory / gguf, got="gguf not installed") from None

@@ -41,8 +41,10 @@ from typing import Collection, Iterable, List, Mapping, Optional, Sequence, Unio
 
 from rescore.errors import RescoreError
 from rescore.metrics.record import JsonRecord
+from rescore.metrics.refnorm import reference_style_hint
 from rescore.metrics.report import format_input_checks
 from rescore.metrics.spelling import reference_spelling_hint, spelling_hint  # noqa: F401  (also this module's)
+from rescore.metrics.wer import align
 from rescore.settings import is_hf_spec
 
 log = logging.getLogger(__name__)
@@ -137,8 +139,6 @@ def symbol_table_check(first_pass: Mapping[str, Sequence[str]], refs: Mapping[st
                        words_txt: Optional[PathLike]) -> SymbolTableCheck:
     """A warning naming words_txt when the first pass shares almost nothing with the references
     (WER above MAX_FIRST_PASS_WER or token overlap below MIN_TOKEN_OVERLAP)."""
-    from rescore.metrics.wer import align
-
     utts = [u for u in refs if u in first_pass]
     stats, _ = align({u: refs[u] for u in utts}, {u: first_pass[u] for u in utts})
     found = sum(sum((Counter(first_pass[u]) & Counter(refs[u])).values()) for u in utts)
@@ -172,7 +172,7 @@ class InputChecks(JsonRecord):
 def model_vocabulary(path: PathLike) -> List[str]:
     """The words of a rescore checkpoint (its vocabulary; nothing else of it is used here; the
     dict read is kept for the model's loading, which follows)."""
-    from rescore.models import read_checkpoint
+    from rescore.models import read_checkpoint  # (lazy: keeps torch out of rescore-nbest's start-up)
 
     vocab = read_checkpoint(path, "cpu", keep=True)["vocab"]
     if not isinstance(vocab, (list, tuple)) or not all(isinstance(w, str) for w in vocab):
@@ -181,7 +181,7 @@ def model_vocabulary(path: PathLike) -> List[str]:
 
 
 def _lexicon(words_txt: Optional[Path]) -> Optional[List[str]]:
-    from rescore.vocab import Vocabulary
+    from rescore.vocab import Vocabulary  # (lazy: keeps rescore.io out of rescore-nbest's start-up)
 
     return Vocabulary.from_words_txt(words_txt).words[2:] if words_txt is not None else None
 
@@ -192,7 +192,7 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
     checkpoint of ``models`` against its words, the symbol table when the words come from
     integer archives. Logs the warnings; an LM with more than OOV_ERROR_RATE of the hypothesis
     tokens outside its vocabulary is a RescoreError unless allow_oov_rate."""
-    from rescore.nbest.sets import default_words_txt, find_archive
+    from rescore.nbest.sets import default_words_txt, find_archive  # (lazy: keeps rescore.io out of the start-up)
 
     nd = Path(nbest.path)
     wt = Path(words_txt) if words_txt is not None else default_words_txt(nd)
@@ -207,8 +207,6 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
         checks.vocabulary.append(vocabulary_check(str(m), model_vocabulary(m), hyp_tokens, ref_tokens,
                                                   lexicon=lexicon, words_txt=wt))
     if ref_tokens is not None:
-        from rescore.metrics.refnorm import reference_style_hint
-
         hint = reference_style_hint(ref_tokens, hyp_tokens) or reference_spelling_hint(ref_tokens, set(hyp_tokens))
         if hint:
             log.warning("the data dir's text: %s", hint)

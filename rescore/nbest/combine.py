@@ -18,8 +18,11 @@ import numpy as np
 
 from rescore.nbest import interp
 from rescore.errors import RescoreError, check
+from rescore.io.kaldi import read_nn_costs, read_table
+from rescore.metrics.wer import word_errors, word_errors_of_each
 from rescore.nbest.interp import Params, total_cost
-from rescore.nbest.sets import Hypothesis, NbestSet
+from rescore.nbest.sets import Hypothesis, NbestSet, find_archive
+from rescore.progress import progress  # a bar on a terminal, log lines in a log
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -89,8 +92,6 @@ class NnCosts:
     def read(cls, nbest: NbestSet, paths: Sequence[PathLike], share: bool = False) -> "NnCosts":
         """The lmwt.nn files of K models (read_nn_costs), checked against the set (share: as
         for check)."""
-        from rescore.io.kaldi import read_nn_costs
-
         return cls.check(nbest, [read_nn_costs(p) for p in paths], list(paths), share)
 
     @classmethod
@@ -167,8 +168,6 @@ def _line_of(path: Optional[PathLike], key: str, kind: str = "tokens") -> Option
     read back (only for an error message, so a failure here must not hide that error)."""
     if path is None:
         return None
-    from rescore.io.kaldi import read_table
-
     try:
         keys = read_table(path, kind).keys
         return keys.index(key) + 1
@@ -217,8 +216,6 @@ class CostArrays:
     @property
     def errors(self) -> Optional[np.ndarray]:
         if self._errors is None and self._nbest.refs is not None:
-            from rescore.metrics.wer import word_errors_of_each
-
             refs = self._nbest.refs
             self._errors = np.array([e for u in self._nbest.utterances()
                                      for e in word_errors_of_each(refs[u.id], [h.words for h in u.hyps])],
@@ -312,8 +309,6 @@ class CostArrays:
                 f"inv_acwt {inv:g}, wip {wip:g} (column {column})", path=table[0], line=table[1].get(key) or None,
                 got=f"{key} ({int(value)} words)" if term == "wip * words" else f"{key} {float(value)!r}")
         else:
-            from rescore.nbest.sets import find_archive
-
             if source == "words":
                 source = "words_text" if find_archive(self._nbest.path, "words_text") else "words"
             path = find_archive(self._nbest.path, source)
@@ -347,8 +342,6 @@ def progress_mixes(mixes: Sequence[tuple]):
     """The mixes of a sweep, with a bar (or log lines) when there are several."""
     if len(mixes) == 1:
         return mixes
-    from rescore.progress import progress
-
     return progress(mixes, desc="tune", unit="mix")
 
 
@@ -389,8 +382,6 @@ def sweep(arrays: CostArrays, weights: Sequence[float], inv_acwts: Sequence[floa
           wips: Sequence[float], mix: Sequence[float] = (1.0,)) -> List[dict]:
     """WER (percent) of every setting of the grid: [{weight, inv_acwt, wip, wer}] in grid order
     (each row with its "mix" too when there are several models)."""
-    from rescore.progress import progress  # a bar on a terminal, log lines in a log
-
     mix = tuple(mix)
     rows = []
     for w in progress(weights, desc="tune", unit="weight", leave=False):
@@ -503,6 +494,4 @@ def cross_validate(nbest: NbestSet, **tune_args) -> dict:
 
 def word_errors_rank1(nbest: NbestSet) -> List[int]:
     """Word errors of each utterance's rank-1 hypothesis (the first pass), in the set's order."""
-    from rescore.metrics import word_errors
-
     return [word_errors(nbest.refs[u.id], u.hyps[0].words) for u in nbest.utterances()]

@@ -156,7 +156,7 @@ class Params:
         return d
 
     def to_json(self, path: PathLike, **extra) -> None:
-        from rescore.io.files import write_json
+        from rescore.io.files import write_json  # (lazy: keeps numpy (rescore.io) out of rescore-tune's start-up)
 
         write_json(path, {**self.as_dict(), **extra})
 
@@ -165,7 +165,7 @@ class Params:
         """Read a --params file (rescore-tune --params-out): an object with numeric weight,
         inv_acwt and wip, and optionally mix (a list of shares; absent: one model); other keys
         are notes, e.g. tuned_on. Every value checked."""
-        from rescore.io.files import read_json
+        from rescore.io.files import read_json  # (lazy: keeps numpy (rescore.io) out of rescore-tune's start-up)
 
         d = read_json(path)
         keys = ("weight", "inv_acwt", "wip")

@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
+import numpy as np
+
 from rescore.errors import OptionError, RescoreError
 from rescore.io.lattices import (Arc, Lattice, format_lattice, iter_lattices, open_text,  # noqa: F401  (re-exported)
                                  read_lattices, write_lattices)
@@ -361,8 +363,6 @@ def best_paths(lat: Lattice, acoustic_scales: Sequence[float], wips: Sequence[fl
     word insertion penalties inner): what ``lattice-add-penalty --word-ins-penalty=wip |
     lattice-best-path --acoustic-scale=a`` gives, for all settings in one pass (numpy over the
     grid). Cost of a path: lm_scale * graph + a * acoustic + wip * (number of words)."""
-    import numpy as np
-
     a = np.repeat(np.asarray(acoustic_scales, dtype=np.float64), len(wips))   # (G,)
     p = np.tile(np.asarray(wips, dtype=np.float64), len(acoustic_scales))      # (G,)
     G = a.shape[0]

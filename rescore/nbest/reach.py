@@ -30,6 +30,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 from rescore.errors import RescoreError
 from rescore.metrics import BucketMap, align, bucket_wer, rare_word_buckets, word_errors
+from rescore.nbest.sets import load_nbest_dir
+from rescore.vocab import count_words, read_sentences
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -122,9 +124,6 @@ def reach_report(nbest_dir: PathLike, data_dir: PathLike, train_text: PathLike, 
     """bucket_reach of an N-best dir (rescore.nbest.sets.load_nbest_dir) against the references of
     data_dir, buckets cut by the counts of the LM training text (one sentence a line), with
     what was read: nbest_dir, data_dir, train_text, num_buckets, num_utts, num_hyps."""
-    from rescore.nbest.sets import load_nbest_dir
-    from rescore.vocab import count_words, read_sentences
-
     train_counts = count_words(read_sentences(train_text))
     if not train_counts:
         raise RescoreError("a training text with at least one word", path=train_text, got="no words")

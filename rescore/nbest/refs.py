@@ -38,7 +38,9 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from rescore.metrics.record import JsonRecord
+from rescore.metrics.wer import align
 from rescore.nbest.checks import MAX_FIRST_PASS_WER, MIN_TOKEN_OVERLAP
+from rescore.settings import is_hf_spec
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +92,6 @@ def first_pass_check(first_pass: Mapping[str, Sequence[str]], refs: Mapping[str,
     """The first pass (utt -> rank-1 words, in the set's order) against the references: a
     warning naming the likely causes of ``fmt`` when it shares almost nothing with them (module
     doc). None when no utterance has a reference."""
-    from rescore.metrics.wer import align
-
     utts = [u for u in first_pass if u in refs]
     if not utts:
         return None
@@ -196,7 +196,7 @@ def text_fingerprint(sentences: Sequence[Sequence[str]]) -> dict:
     """What a checkpoint records of its training text for the check of the references against
     it (module doc): sorted int64 tensors of the hashes of every sentence and of the sampled
     NGRAM-grams."""
-    import torch
+    import torch  # (lazy: keeps torch out of the reference checks; only the training loop fingerprints)
 
     sent = {_hash(s) for s in sentences if s}
     grams = set()
@@ -242,8 +242,7 @@ def reference_checks(nbest, fmt: str = "kaldi", train_sentences: Optional[Sequen
     if train_sentences is not None and train_text is not None:
         checks.append(train_text_overlap(nbest.refs, train_sentences, train_text))
     else:  # the fingerprints the models' checkpoints record of their training texts
-        from rescore.models import read_checkpoint
-        from rescore.settings import is_hf_spec
+        from rescore.models import read_checkpoint  # (lazy: keeps torch out of the reference checks)
 
         for m in models:
             fp = None if is_hf_spec(m) else read_checkpoint(m, "cpu", keep=True).get(FINGERPRINT_KEY)

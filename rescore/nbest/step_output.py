@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple, Union
 
 from rescore.errors import RescoreError
+from rescore.io.kaldi import read_nn_costs
+from rescore.nbest.combine import NnCosts
+from rescore.nbest.sets import ARCHIVES, assemble_set, find_archive, load_nbest_dir
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -76,10 +79,6 @@ def load_step_output(path: PathLike, data_dir: Optional[PathLike], words_txt: Op
                      allow_missing: bool = False, cost_names: Sequence[str] = ()):
     """(NbestSet of every job's utterances, NnCosts of ``cost_names`` or None) of a step's output
     dir; each job checked on its own, costs against its own hypotheses."""
-    from rescore.io.kaldi import read_nn_costs
-    from rescore.nbest.combine import NnCosts
-    from rescore.nbest.sets import assemble_set, load_nbest_dir
-
     jobs = step_jobs(path)
     if jobs is None:
         raise RescoreError("a step's output dir (num_jobs and archives.1 ...)", path=path)
@@ -108,8 +107,6 @@ def load_step_output(path: PathLike, data_dir: Optional[PathLike], words_txt: Op
 
 def step_input_files(path: PathLike, cost_names: Sequence[str]) -> List[Path]:
     """The files reading a step's output dir reads (for the checks that no output overwrites one)."""
-    from rescore.nbest.sets import ARCHIVES, find_archive
-
     files = [Path(path) / "num_jobs", Path(path) / "words.txt"]
     for j in step_jobs(path) or []:
         files += [p for p in (find_archive(j, n) for n in ARCHIVES) if p is not None]

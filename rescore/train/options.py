@@ -121,7 +121,7 @@ def parse_save_every(spec: str) -> Tuple[int, float]:
 
 def check_config(config: ModelConfig) -> None:
     """An OptionError naming the option when a config value is out of range or does nothing."""
-    from rescore.models import HEADS
+    from rescore.models import HEADS  # (lazy: keeps torch out of rescore-train-lm's start-up)
 
     def need(field, ok, expected):
         check(ok, expected, option_name(field), getattr(config, field))
@@ -187,7 +187,7 @@ def check_resume(ckpt: Dict[str, Any], config: ModelConfig, opts: TrainOptions, 
         log.warning("%s records no options: resuming without checking them (and without the "
                     "RNG and carried state: not exact)", path)
         return
-    from rescore.models import ModelConfig
+    from rescore.models import ModelConfig  # (lazy: keeps torch out of rescore-train-lm's start-up)
 
     now = plain_options(opts)
     diffs = []
