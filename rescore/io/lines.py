@@ -46,6 +46,8 @@ def iter_lines(path: PathLike) -> Iterator[Tuple[int, str]]:
                 lineno += 1
                 if lineno == 1:  # (a Windows editor's UTF-8 signature is not text)
                     raw = without_bom(raw)
+                    if not raw:  # the file is only a signature: no lines (as read whole)
+                        return
                 yield lineno, decode_line(raw, path, lineno)
         except (EOFError, zlib.error, gzip.BadGzipFile) as e:
             raise RescoreError("a complete gzip stream", path=path, line=lineno + 1,

@@ -396,7 +396,7 @@ def test_keep_gives_the_full_reads_message_for_a_bad_kept_line(tmp_path):
 def test_byte_order_mark_is_not_part_of_the_first_key(tmp_path, keep, gz):
     """A UTF-8 byte order mark first in a text table (as Windows editors write) is dropped by
     every reader path: bulk, a kept share, and line by line (a bad later line forces it)."""
-    from rescore.io.text_tables import read_text_table as read
+    from rescore.io.text_tables import _read_text_lines, read_text_table as read
     from rescore.vocab import read_sentences
 
     body = "u1 a b\nu2 c\n"
@@ -410,3 +410,7 @@ def test_byte_order_mark_is_not_part_of_the_first_key(tmp_path, keep, gz):
     with pytest.raises(RescoreError, match=r"bad:2: .*empty line"):
         read(bad, "tokens", keep=keep)
     assert read_sentences(p) == [["u1", "a", "b"], ["u2", "c"]]
+    only = tmp_path / "only"
+    only.write_bytes(b"\xef\xbb\xbf")  # a signature and nothing else: an empty table either way
+    assert read(only, "tokens", keep=keep).keys == []
+    assert _read_text_lines(only, "tokens", True, keep).keys == []
