@@ -270,16 +270,31 @@ def _padded_wave(run: _Runner, items: List[Item]) -> List[List[List[float]]]:
 class _ContextCaches:
     """The KV cache of each conversation's context less its last token (the fast engine):
     extended by the tokens carried since, rebuilt from scratch where the context is not an
-    extension of the cached tokens (the window slid, or a new conversation)."""
+    extension of the cached tokens (the window slid, or a new conversation). The carried tokens
+    (the context's last token and the chosen hypothesis) take the keys and values the trie call
+    already computed for them (``keep``): the carry computes nothing."""
 
     def __init__(self, run: _Runner):
         self.run = run
         self.tokens = {}
         self.cache = {}
+        self.kept = {}  # c -> (cached length P, the context's last token, {hypothesis tokens: (kv, rows)})
 
     def clear(self) -> None:
         self.tokens.clear()
         self.cache.clear()
+        self.kept.clear()
+
+    def keep(self, c: int, ctx: List[int], cache, trie: TokenTrie, hyps: List[List[int]]) -> None:
+        """Hold the keys and values of a trie call (before its crop) for the carry: row P the
+        context's last token, row P + 1 + n trie node n."""
+        P = len(ctx) - 1
+        kept = self.kept.get(c)
+        if kept is None or kept[0] != P:
+            kept = self.kept[c] = (P, ctx[-1], {})
+        kv = [(layer.keys, layer.values) for layer in cache.layers]
+        for i, path in zip(trie.hyps, trie.path):
+            kept[2][tuple(hyps[i])] = (kv, [P] + [P + 1 + n for n in path])
 
     def get(self, c: int, prefix: List[int]):
         """The cache of ``prefix`` (the context less its last token) for conversation c."""
@@ -289,7 +304,8 @@ class _ContextCaches:
         if old is None or len(old) > len(prefix) or prefix[:len(old)] != old:
             old, self.cache[c] = [], DynamicCache(config=self.run.lm.model.config)
         new = prefix[len(old):]
-        if new:
+        kept = self.kept.pop(c, None)
+        if new and not self._from_kept(self.cache[c], kept, len(old), new):
             run, n = self.run, len(old)
             with autocast_for(run.device, run.precision):
                 run.lm.model(input_ids=run.tensor([new]), past_key_values=self.cache[c], use_cache=True,
@@ -298,6 +314,20 @@ class _ContextCaches:
             run.stats.rows += len(new)
         self.tokens[c] = list(prefix)
         return self.cache[c]
+
+    def _from_kept(self, cache, kept, P: int, new: List[int]) -> bool:
+        """Extend ``cache`` (P positions) by ``new`` from the kept rows of the last trie call,
+        where ``new`` is that call's context's last token and one of its hypotheses."""
+        if kept is None or kept[0] != P or new[0] != kept[1] or tuple(new[1:]) not in kept[2]:
+            return False
+        kv, rows = kept[2][tuple(new[1:])]
+        if len(kv) != len(cache.layers) or any(getattr(layer, "keys", None) is None for layer in cache.layers):
+            return False
+        idx = self.run.tensor(rows)
+        for layer, (k, v) in zip(cache.layers, kv):
+            layer.keys = torch.cat([layer.keys[..., :P, :], k.index_select(-2, idx)], -2)
+            layer.values = torch.cat([layer.values[..., :P, :], v.index_select(-2, idx)], -2)
+        return True
 
 
 def _kv_wave(caches: _ContextCaches, convs: List[int], items: List[Item]) -> List[List[List[float]]]:
@@ -310,6 +340,7 @@ def _kv_wave(caches: _ContextCaches, convs: List[int], items: List[Item]) -> Lis
         cache = caches.get(c, ctx[:-1])
         for trie in token_tries(hyps, max(1, run.max_tokens - 1)):
             _kv_call(run, cache, ctx, trie, out[i])
+            caches.keep(c, ctx, cache, trie, hyps)
             _crop(cache, len(ctx) - 1)
     return out
 

@@ -150,6 +150,33 @@ def test_tree_attention_is_used_and_equals_the_dense_mask(tiny_dir, monkeypatch,
     _assert_close(tree, _score(lm, convs, engine="naive", state_carry="rescored"))
 
 
+@pytest.mark.parametrize("carry", ["rescored", "first-pass"])
+def test_the_carry_takes_the_trie_calls_keys_and_values(tiny_dir, monkeypatch, carry):
+    """Where the window does not slide, the carried tokens (the context's last token, the chosen
+    hypothesis) are not run again: every forward is a trie call; costs as the naive engine's."""
+    from rescore.engine.types import EngineStats
+
+    lm = load_hf(str(tiny_dir), torch.device("cpu"), context=250)
+    trie_calls = []
+    real = hf_engine._kv_call
+    monkeypatch.setattr(hf_engine, "_kv_call", lambda *a: trie_calls.append(1) or real(*a))
+    convs = _toy_conversations(seed=6, n_conv=2, n_utt=4)
+    stats = EngineStats()
+    fast = _score(lm, convs, engine="fast", state_carry=carry, stats=stats, max_tokens=40)
+    assert stats.calls == len(trie_calls) > len(convs)
+    _assert_close(fast, _score(lm, convs, engine="naive", state_carry=carry))
+
+
+def test_output_layer_in_slices_equals_the_whole_logits(tiny, monkeypatch):
+    """On a CPU the output layer runs over HEAD_COLUMNS vocabulary entries at a time from the last
+    hidden states; the costs are those of the model's own logits."""
+    convs = _toy_conversations(seed=7, n_conv=2, n_utt=3)
+    monkeypatch.setattr(hf_engine, "HEAD_COLUMNS", 37)  # several slices, the last one short
+    sliced = _score(tiny, convs, engine="fast", state_carry="rescored")
+    monkeypatch.setattr(hf_engine, "PLAIN_HEAD_TYPES", ())
+    _assert_close(sliced, _score(tiny, convs, engine="fast", state_carry="rescored"), tol=1e-5)
+
+
 @pytest.mark.parametrize("carry", ["none", "rescored"])
 def test_fast_equals_naive_on_dev_nbest(tiny, carry, dev_conversations):
     convs = dev_conversations
