@@ -16,10 +16,14 @@ followed by ``<eos>``); its subword costs are summed per word. Engines:
               dense tree mask for model types outside TREE_ATTENTION_TYPES) with position ids
               ``len(context) - 1 + depth``. The rest of the context
               is the conversation's KV cache: computed once, extended by each utterance's carried
-              best hypothesis (recomputed only where the context window slides), and shared by
-              every part of a trie (one of more than ``max_tokens`` nodes is cut into parts of
-              sorted hypotheses; the cache is cropped back after each). One call per part; the
-              output layer where a token is scored only (``logits_to_keep``).
+              best hypothesis with the keys and values its trie call computed (recomputed only
+              where the context window slides), and shared by every part of a trie (one of more
+              than ``max_tokens`` nodes is cut into parts of sorted hypotheses; the cache is
+              cropped back after each). One call per part.
+
+The output layer runs only where a token is scored; on a CPU, for the model types whose logits
+are the last hidden state times the output layer (PLAIN_HEAD_TYPES), over HEAD_COLUMNS vocabulary
+entries at a time, so that a call's logits are never held whole (_head_log_probs).
 
 The carry picks the hypothesis by the rule of every engine (rescore.engine.carry): rank 1
 (first-pass) or the best by ``fixed + weight * sum(costs)`` (rescored). On CUDA the forward runs
