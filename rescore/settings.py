@@ -104,8 +104,9 @@ class EngineSettings:
                   "0: keep every word, which measured best (docs/models.md). Needs "
                   "--state-carry rescored.")
     hf_context: int = _setting(
-        512, low=1, help="--model hf:DIR (a Hugging Face causal LM): tokens of carried context, the "
-                         "last ones of the conversation's best hypotheses so far.")
+        512, low=1, help="--model hf:DIR (a Hugging Face causal LM): at most this many tokens of "
+                         "carried context, the last ones of the conversation's best hypotheses so "
+                         "far; past it the oldest quarter of the window is dropped at once.")
 
     def __post_init__(self):
         check_device(self.device)

@@ -2,8 +2,8 @@
 contract (``result[c][u][h]``: per-word costs, end of sentence last) for subword models.
 
 Each hypothesis is scored after its utterance's context (rescore.models.hf: ``<bos>`` without
-carry, else the last ``lm.context`` tokens of the conversation's stream of best hypotheses, each
-followed by ``<eos>``); its subword costs are summed per word. Engines:
+carry, else the conversation's stream of best hypotheses, each followed by ``<eos>``, kept within
+``lm.context`` tokens by _slide); its subword costs are summed per word. Engines:
 
 * ``naive``   one hypothesis at a time: context + hypothesis as one causal forward, no padding.
               The reference.
@@ -17,9 +17,9 @@ followed by ``<eos>``); its subword costs are summed per word. Engines:
               ``len(context) - 1 + depth``. The rest of the context
               is the conversation's KV cache: computed once, extended by each utterance's carried
               best hypothesis with the keys and values its trie call computed (recomputed only
-              where the context window slides), and shared by every part of a trie (one of more
-              than ``max_tokens`` nodes is cut into parts of sorted hypotheses; the cache is
-              cropped back after each). One call per part.
+              where the context window slides: a quarter window at a time, _slide), and shared
+              by every part of a trie (one of more than ``max_tokens`` nodes is cut into parts
+              of sorted hypotheses; the cache is cropped back after each). One call per part.
 
 The output layer runs only where a token is scored; on a CPU, for the model types whose logits
 are the last hidden state times the output layer (PLAIN_HEAD_TYPES), over HEAD_COLUMNS vocabulary
@@ -105,7 +105,7 @@ def score_hf(lm, conversations, weight: float, settings: EngineSettings, device,
                     bar.update(len(costs))
                     if state_carry != "none" and costs:
                         best = choose([[(costs, conversations[c][k].fixed)]])[0]
-                        history[c] = (history[c] + enc[c][k][best][0] + [lm.eos_id])[-lm.max_positions:]
+                        history[c] = _slide(lm, history[c] + enc[c][k][best][0] + [lm.eos_id])
             if caches is not None:
                 caches.clear()
     bar.close()
@@ -114,9 +114,25 @@ def score_hf(lm, conversations, weight: float, settings: EngineSettings, device,
     return result
 
 
+CONTEXT_SLIDE = 4  # past its window, the carried stream drops a quarter of the window at a time
+
+
+def _slide(lm, stream: List[int]) -> List[int]:
+    """The carried stream kept within the context window (``lm.context`` tokens, at most the
+    model's positions): past it, only the last three quarters of the window are kept, so the
+    context starts at the same token for the next utterances, and the fast engine extends its
+    cache of the context instead of recomputing all of it after every utterance (about once per
+    quarter window of carried tokens)."""
+    window = min(lm.context, lm.max_positions)
+    if len(stream) <= window:
+        return stream
+    return stream[-max(1, window - window // CONTEXT_SLIDE):]
+
+
 def _context(lm, history: List[int], hyps, c: int, k: int) -> List[int]:
-    """The last ``lm.context`` tokens of ``history`` (at least the boundary token), fewer where the
-    utterance's longest hypothesis would not fit in the model's positions."""
+    """The carried stream ``history`` (_slide: at most ``lm.context`` tokens; at least the boundary
+    token), its last tokens only where the utterance's longest hypothesis would not fit in the
+    model's positions with all of it."""
     longest = max((len(ids) for ids, _ in hyps), default=0)
     if longest + 1 > lm.max_positions:
         raise RescoreError(f"hypotheses of at most {lm.max_positions - 1} tokens for a model of "

@@ -20,9 +20,9 @@ Sentence start and end: a conversation is the token stream
 ``<bos> s1 <eos> s2 <eos> ...`` (``<bos>``: the tokenizer's BOS token, its EOS token where it has
 none, as GPT-2's ``<|endoftext|>`` is both); a hypothesis is scored after the context, and its
 end-of-sentence cost is that of the EOS token after its last piece. The context is ``<bos>``
-alone without carry; with carry it is the last ``context`` tokens (at least one: the boundary
-token) of the stream of the best hypotheses of the conversation's earlier utterances, reset at
-each conversation's start (rescore.engine.hf).
+alone without carry; with carry it is the stream of the best hypotheses of the conversation's
+earlier utterances, reset at each conversation's start and kept within ``context`` tokens (at
+least one: the boundary token) a quarter window at a time (rescore.engine.hf._slide).
 """
 
 from __future__ import annotations

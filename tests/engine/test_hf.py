@@ -167,6 +167,30 @@ def test_the_carry_takes_the_trie_calls_keys_and_values(tiny_dir, monkeypatch, c
     _assert_close(fast, _score(lm, convs, engine="naive", state_carry=carry))
 
 
+def test_the_window_slides_a_quarter_at_a_time(tiny_dir, monkeypatch):
+    """Past --hf-context the carried stream keeps the last three quarters of the window, so the
+    context starts at the same token for the next utterances: the fast engine rebuilds its cache
+    of the context once per slide, not after every utterance; costs as the naive engine's."""
+    from rescore.engine.types import EngineStats
+
+    lm = load_hf(str(tiny_dir), torch.device("cpu"), context=24)
+    stream = [lm.bos_id]
+    lengths = []
+    for n in [5, 9, 3, 7, 11, 4, 6, 30, 2]:
+        stream = hf_engine._slide(lm, stream + [7] * n + [lm.eos_id])
+        lengths.append(len(stream))
+    assert max(lengths) <= 24 and min(lengths[4:]) >= 18, lengths
+    trie_calls = []
+    real = hf_engine._kv_call
+    monkeypatch.setattr(hf_engine, "_kv_call", lambda *a: trie_calls.append(1) or real(*a))
+    convs = _toy_conversations(seed=8, n_conv=1, n_utt=12)
+    stats = EngineStats()
+    fast = _score(lm, convs, engine="fast", state_carry="rescored", stats=stats)
+    rebuilds = stats.calls - len(trie_calls)
+    assert 1 <= rebuilds <= (len(convs[0]) - 1) // 2, rebuilds
+    _assert_close(fast, _score(lm, convs, engine="naive", state_carry="rescored"))
+
+
 def test_output_layer_in_slices_equals_the_whole_logits(tiny, monkeypatch):
     """On a CPU the output layer runs over HEAD_COLUMNS vocabulary entries at a time from the last
     hidden states; the costs are those of the model's own logits."""
