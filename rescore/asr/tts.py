@@ -125,16 +125,10 @@ def flite_voices(flite: str = "flite") -> List[str]:
     return out[1].split() if len(out) == 2 else []
 
 
-def check_options(voices: Sequence[str], gap: float, prefix: str, nj: int,
-                  flite: str = "flite") -> None:
+def check_options(voices: Sequence[str], gap: float, prefix: str, nj: int) -> None:
     """A RescoreError naming the option for a bad value, before any work."""
     if not voices:
         raise OptionError("at least one voice", option="--voices")
-    known = flite_voices(flite)
-    bad = [v for v in voices if known and v not in known]
-    if bad:
-        raise OptionError(f"flite voices among {' '.join(known)}", option="--voices",
-                           got=",".join(bad))
     if not (isinstance(gap, (int, float)) and math.isfinite(gap) and 0 <= gap <= 60):
         raise OptionError("a gap in seconds in [0, 60]", option="--gap", got=str(gap))
     if any(c.isspace() for c in prefix) or "/" in prefix:
@@ -142,6 +136,15 @@ def check_options(voices: Sequence[str], gap: float, prefix: str, nj: int,
                            got=prefix)
     if not (isinstance(nj, int) and nj >= 1):
         raise OptionError("an integer >= 1", option="--nj", got=str(nj))
+
+
+def check_voices(voices: Sequence[str], flite: str) -> None:
+    """An OptionError for a voice the flite program does not list."""
+    known = flite_voices(flite)
+    bad = [v for v in voices if known and v not in known]
+    if bad:
+        raise OptionError(f"flite voices among {' '.join(known)}", option="--voices",
+                           got=",".join(bad))
 
 
 def make_tts_data_dir(
@@ -161,11 +164,12 @@ def make_tts_data_dir(
     ``<speaker>-<k>`` (k from 000), so sorted utterance ids follow speakers as Kaldi wants.
     Returns counts (documents, utterances, seconds of audio).
     """
-    flite = check_flite()
-    check_options(voices, gap, prefix, nj, flite)
+    check_options(voices, gap, prefix, nj)
     out_dir = Path(out_dir)
     check_output_dir(out_dir, "OUT_DIR", names=OUTPUTS, inputs=(text, docids))
     docs = read_documents(text, docids)
+    flite = check_flite()  # after the options and the inputs: their errors need no flite
+    check_voices(voices, flite)
     (out_dir / "wav").mkdir(parents=True, exist_ok=True)
     jobs: List[Tuple[int, int, str, str]] = []
     for di, doc in enumerate(docs):

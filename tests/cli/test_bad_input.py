@@ -1,4 +1,4 @@
-"""The bad-input suite: every command refuses bad input cleanly (issue 12).
+"""The bad-input suite: every command refuses bad input cleanly.
 
 Each case builds a small world in a temporary dir (the nbest-small fixture, a tiny checkpoint,
 tiny texts and a WAV data dir), breaks one thing, runs one command in-process (click's
@@ -12,8 +12,7 @@ CliRunner) and asserts:
 
 A case that exits 0 is a silent acceptance. Failures say which of the three it was (the first
 word of the assertion message: SILENT, TRACEBACK, STATUS, MESSAGE, WRITTEN), so a run's counts
-come from ``RESCORE_BAD_INPUT_STRICT=1 pytest tests/cli/test_bad_input.py | grep -c
-'^E *AssertionError: SILENT'`` (the variable turns the pending cases below into plain ones).
+come from ``pytest tests/cli/test_bad_input.py | grep -c '^E *AssertionError: SILENT'``.
 """
 
 from __future__ import annotations
@@ -321,6 +320,7 @@ def add(cmd, id, args, must=(), codes=(1,), setup=(), skip=None):
 
 USAGE = (2,)
 NOT_ROOT = "runs as root: every path is writable" if ROOT else None
+NO_FLITE = None if shutil.which("flite") else "needs flite (Debian: apt-get install flite)"
 
 # --- rescore-train-lm ----------------------------------------------------------------------
 T = ["--train", "{w}/train.txt", "--valid", "{w}/valid.txt", "--out-dir", "{w}/out",
@@ -530,7 +530,7 @@ add("nbest", "model-missing", N + ["--model", "{w}/none.pt"], must=["none.pt"], 
 add("nbest", "train-text-not-utf8", N + ["--train-text", "{w}/train.txt"], must=["train.txt:1"],
     setup=[put("train.txt", b"\xe9t\xe9\n")])
 add("nbest", "model-and-nn-costs", NM + ["--nn-costs", "{w}/lmwt.nn"], must=["--nn-costs"], codes=USAGE)
-# several NN LMs (issue 16): --mix, one cost file per model, a params file's mix
+# several NN LMs: --mix, one cost file per model, a params file's mix
 N2 = N + ["--nn-costs", "{w}/lmwt.nn", "--nn-costs", "{w}/lmwt2.nn"]
 for id, value in [("sum", "0.5,0.6"), ("negative", "-0.5,1.5"), ("three-for-two", "0.2,0.3,0.5"),
                   ("words", "a,b"), ("nan", "nan,1"), ("empty", "")]:
@@ -690,7 +690,8 @@ S = ["{w}/text.txt", "{w}/out", "--nj", "1"]
 for opt, value in [("--gap", "nan"), ("--gap", "-1"), ("--gap", "inf"), ("--nj", "0"),
                    ("--voices", "nosuchvoice"), ("--voices", ","), ("--voices", "rms,bogus"),
                    ("--prefix", "a b"), ("--prefix", "x/y")]:
-    add("tts-data", f"{opt}={value}", S + [opt, value], must=[opt], codes=USAGE)
+    add("tts-data", f"{opt}={value}", S + [opt, value], must=[opt], codes=USAGE,
+        skip=NO_FLITE if opt == "--voices" and value != "," else None)  # checked against flite's list
 add("tts-data", "text-empty", S, must=["text.txt"], setup=[put("text.txt", "")])
 add("tts-data", "text-blank", S, must=["text.txt"], setup=[put("text.txt", "\n\n  \n")])
 add("tts-data", "text-not-utf8", S, must=["text.txt:3", "UTF-8"], setup=[line("text.txt", 3, b"\xffx")])
@@ -844,17 +845,7 @@ def run_case(case: Case, world: Path):
     return result, before
 
 
-# Cases known to fail (expected failures, not strict: each shows as XPASS once fixed). Empty now
-# that the job layer of issue 12 has landed; keep it empty.
-PENDING = set("""
-""".split())
-if os.environ.get("RESCORE_BAD_INPUT_STRICT"):  # count every failure: no case is pending
-    PENDING = set()
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(
-    reason="pending: issue 12's job layer", strict=False)) if c.name in PENDING else c
-    for c in CASES], ids=[c.name for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_bad_input(case: Case, base: Path, tmp_path: Path):
     if case.skip:
         pytest.skip(case.skip)

@@ -1,4 +1,4 @@
-"""Self-normalisation (issue 13): log Z of every head, the alpha (log Z)^2 training term,
+"""Self-normalisation: log Z of every head, the alpha (log Z)^2 training term,
 unnormalised scoring (``normalize=False`` / ``--normalize none``) in every engine."""
 
 from __future__ import annotations

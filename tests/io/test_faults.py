@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from rescore.io import outdir
+
 from tests.conftest import NBEST_SMALL
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
 OUTPUTS = ("lmwt.nn", "lmwt.interp", "text")
-
-outdir = pytest.importorskip("rescore.io.outdir", reason="needs the output-set layer (issue 12)")
 
 
 @pytest.fixture(scope="module")

@@ -179,15 +179,6 @@ JSONISH = st.one_of(
 )
 
 
-try:
-    import rescore.io.files  # noqa: F401  (the strict JSON reader of issue 12's job layer)
-    _JSON_PENDING = False
-except ImportError:
-    _JSON_PENDING = True
-
-
-@pytest.mark.xfail(_JSON_PENDING, reason="non-UTF-8 --params until the strict JSON reader lands",
-                   strict=False)
 @FUZZ
 @given(data=JSONISH)
 def test_params_json(data):

@@ -84,7 +84,7 @@ def test_old_checkpoints_with_retired_config_fields_still_load(tmp_path):
     model = build_model(ModelConfig(hidden=8, layers=1, dropout=0.0), Vocabulary(["<eos>", "<unk>", "a"]))
     save_checkpoint(model, tmp_path / "m.pt")
     ckpt = torch.load(tmp_path / "m.pt", weights_only=True)
-    ckpt["config"].update(cache_theta=0.3, cache_lambda=0.1)  # as checkpoints before issue 12
+    ckpt["config"].update(cache_theta=0.3, cache_lambda=0.1)  # as older checkpoints
     torch.save(ckpt, tmp_path / "old.pt")
     assert not hasattr(ModelConfig(), "cache_theta")
     loaded = load_checkpoint(tmp_path / "old.pt")

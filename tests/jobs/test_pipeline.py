@@ -421,7 +421,7 @@ def test_wer_of_empty_files_or_wordless_references_is_an_error(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# Several NN LMs (issue 16): the job's mix, outputs and manifest
+# Several NN LMs: the job's mix, outputs and manifest
 
 
 def test_a_job_of_several_cost_files(tmp_path):

@@ -1,4 +1,4 @@
-"""The class-factored output layer (issue 13, item 3): ``--output class --classes C``.
+"""The class-factored output layer: ``--output class --classes C``.
 
 Frequency binning, exact normalisation of every head that takes it, its gradient, training,
 checkpoints (and old ones without the fields), the engines' agreement, and bad options."""

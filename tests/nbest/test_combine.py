@@ -106,7 +106,7 @@ def test_tune_with_weight_dependent_costs(nbest_small):
 
 
 # --------------------------------------------------------------------------------------------
-# Interpolating several NN LMs (issue 16): Params.mix, the mixed cost, the mix sweep
+# Interpolating several NN LMs: Params.mix, the mixed cost, the mix sweep
 
 
 def test_mix_is_checked_and_round_trips(tmp_path):
