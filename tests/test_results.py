@@ -112,7 +112,7 @@ def test_generated_regions_are_up_to_date():
         text = (REPO_ROOT / page).read_text()
         assert not tool.missing_regions(text, page), f"{page}: generated region markers missing"
         assert tool.render(text, page, results) == text, \
-            f"{page}: a generated table differs from docs/results.json (run python tools/results.py)"
+            f"{page}: a generated table differs from docs/results.json (run python -m tools.results)"
 
 
 def test_no_page_quotes_a_headline_figure_missing_from_the_results_file():
