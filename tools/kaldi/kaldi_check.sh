@@ -22,7 +22,8 @@
 # out, so that it rejects hypotheses and whole utterances.
 # Each check runs a step and verifies its output (verify_output): exit status 0; every lattice
 # reads with lattice-copy; the lattices' 1-best (lattice-best-path) equals rescore-nbest's on
-# the step's N-best run in one process; compute-wer equals rescore-wer on it.
+# the step's N-best run in one process (at the step's OOV penalty); compute-wer equals
+# rescore-wer on it.
 # ours_tune also scores with Kaldi's steps/score_kaldi.sh (as local/score.sh), tunes on the
 # step's output dir (rescore-tune, all NJ jobs) and reruns the step with --params: its 1-best is
 # verified at the tuned setting, and its printed WERs against compute-wer's files and rescore-wer.
@@ -169,8 +170,16 @@ verify_output() {
   local models=() m
   while read -r m; do models+=(--model "$m"); done < "$out/check.model"  # one line per model
   if [ -f "$out/check.mix" ]; then models+=(--mix "$(cat "$out/check.mix")"); fi
+  # the OOV penalty as the step's own rescore-nbest had it (run.pl's first log line is the
+  # command): auto for ours, 0 for Kaldi's name; auto reads the step's words.txt or train text
+  local cmdline opt val oov=()
+  cmdline=$(head -1 "$(find "$out/log" -name 'rescore*.log' | sort | head -1)")
+  for opt in --oov-penalty --words-txt --train-text; do
+    val=$(sed -n "s/.* $opt \([^ ]*\).*/\1/p" <<< "$cmdline")
+    [ -n "$val" ] && oov+=("$opt" "$val")
+  done
   rescore-nbest "$v/nbest" "$v/rescored" --data-dir "$v/nbest_data" "${models[@]}" \
-    --weight "$vw" --inv-acwt "$via" --wip "$vwip" --state-carry "$carry" --oov-penalty 0 \
+    --weight "$vw" --inv-acwt "$via" --wip "$vwip" --state-carry "$carry" "${oov[@]}" \
     --device cpu > "$v/rescore_nbest.log" 2>&1 ||
     { echo "FAIL $name: rescore-nbest on the N-best (log $v/rescore_nbest.log)"; return 1; }
   sed 's/ *$//' "$v/rescored/text" | sort > "$v/rescore_nbest_1best.txt"
