@@ -364,6 +364,7 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest, write_costs=None) -> Op
     sentences = train_sentences_of(job)
     train_counts = train_counts_of(job, sentences)
     checks, fixed = check_input(job, nbest, sentences)
+    del sentences  # (the training text as lists of words, tens of MB: not held while scoring)
     warn_unusual(job, nbest)
     results = None
     if job.models:
@@ -533,6 +534,7 @@ def rescore_nbest_jobs(jobs: Mapping[int, NbestJob]) -> Dict[int, Optional[dict]
             loaded[k] = (nbest, *check_input(job, nbest, sentences))
             log.info("job %d: %d conversations, %d utterances, %d hypotheses", k, len(nbest.conversations),
                      nbest.num_utts, nbest.num_hyps)
+        del sentences  # (the training text as lists of words, tens of MB: not held while scoring)
         results = dict.fromkeys(jobs)
         if first.models:
             lexicon = first.lexicon() if first.scoring.oov_penalty == OOV_AUTO else ()
