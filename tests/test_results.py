@@ -36,32 +36,23 @@ def load_tool():
     return results
 
 
-def numbers(obj) -> set:
-    """Every number anywhere in a JSON value."""
+def numbers(obj, ratios_only: bool = False, key: str = "") -> set:
+    """Every number anywhere in a JSON value; ``ratios_only``: only the ratios, the numbers under a
+    key (or inside a dict under a key) with "ratio" or "_over_" in its name."""
+    is_ratio = "ratio" in key or "_over_" in key
     if isinstance(obj, bool):
         return set()
     if isinstance(obj, (int, float)):
-        return {float(obj)}
+        return {float(obj)} if is_ratio or not ratios_only else set()
     if isinstance(obj, dict):
-        return set().union(*(numbers(v) for v in obj.values())) if obj else set()
+        return set().union(*(numbers(v, ratios_only, key if is_ratio else k) for k, v in obj.items()))
     if isinstance(obj, list):
-        return set().union(*(numbers(v) for v in obj)) if obj else set()
+        return set().union(*(numbers(v, ratios_only, key) for v in obj))
     return set()
 
 
-def ratios(obj, key: str = "") -> set:
-    """Every number of a JSON value that is a ratio: under a key (or inside a dict under a key)
-    with "ratio" or "_over_" in its name."""
-    if isinstance(obj, bool):
-        return set()
-    if isinstance(obj, (int, float)):
-        return {float(obj)} if "ratio" in key or "_over_" in key else set()
-    if isinstance(obj, dict):
-        inherit = key if ("ratio" in key or "_over_" in key) else ""
-        return set().union(*(ratios(v, inherit or k) for k, v in obj.items())) if obj else set()
-    if isinstance(obj, list):
-        return set().union(*(ratios(v, key) for v in obj)) if obj else set()
-    return set()
+def ratios(obj) -> set:
+    return numbers(obj, ratios_only=True)
 
 
 def in_file(quoted: str, known: set) -> bool:

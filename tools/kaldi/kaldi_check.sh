@@ -172,14 +172,14 @@ verify_output() {
   if [ -f "$out/check.mix" ]; then models+=(--mix "$(cat "$out/check.mix")"); fi
   # the OOV penalty as the step's own rescore-nbest had it (run.pl's first log line is the
   # command): auto for ours, 0 for Kaldi's name; auto reads the step's words.txt or train text
-  local cmdline opt val oov=()
+  local cmdline opt val step_opts=()
   cmdline=$(head -1 "$(find "$out/log" -name 'rescore*.log' | sort | head -1)")
   for opt in --oov-penalty --words-txt --train-text; do
     val=$(sed -n "s/.* $opt \([^ ]*\).*/\1/p" <<< "$cmdline")
-    [ -n "$val" ] && oov+=("$opt" "$val")
+    [ -n "$val" ] && step_opts+=("$opt" "$val")
   done
   rescore-nbest "$v/nbest" "$v/rescored" --data-dir "$v/nbest_data" "${models[@]}" \
-    --weight "$vw" --inv-acwt "$via" --wip "$vwip" --state-carry "$carry" "${oov[@]}" \
+    --weight "$vw" --inv-acwt "$via" --wip "$vwip" --state-carry "$carry" "${step_opts[@]}" \
     --device cpu > "$v/rescore_nbest.log" 2>&1 ||
     { echo "FAIL $name: rescore-nbest on the N-best (log $v/rescore_nbest.log)"; return 1; }
   sed 's/ *$//' "$v/rescored/text" | sort > "$v/rescore_nbest_1best.txt"
