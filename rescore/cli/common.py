@@ -1,5 +1,6 @@
 """What every command shares: one decorator (``@command()``: help on -h/--help, defaults shown,
-``--version``, errors as ``error: ...``), logging to stderr, and the grid option parser.
+``--version``, errors as ``error: ...``), logging to stderr, and the grid parser of
+the library's callers; the options' types, rules and help groups are rescore.cli.options'.
 
 Exit statuses, the same in every command:
 
@@ -15,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from typing import Iterator, Mapping, Optional
+from typing import Iterator, Mapping, Optional, Sequence
 
 import click
 
 from rescore import __version__
 from rescore.bulk import collect_less, exit_now
+from rescore.cli.options import MAX_GRID_POINTS, Conflict, Need, check_rules, format_grouped  # noqa: F401
+from rescore.cli.options import parse_grid as _parse_grid
 from rescore.errors import OptionError, RescoreError
 
 verbose_option = click.option("-v", "--verbose", count=True, help="More log output on stderr (-vv: debug).")
@@ -71,20 +74,48 @@ class _Errors:
 
 
 class Command(_Errors, click.Command):
-    """A click command with rescore's error messages and exit statuses (_Errors)."""
+    """A click command with rescore's error messages and exit statuses (_Errors), its options'
+    declared requirements and conflicts checked before it runs, and its --help in groups
+    (rescore.cli.options): ``groups`` maps a group title to its options' long names, ``needs``
+    an option to what it needs to act (a Need), ``conflicts`` lists the pairs that exclude each
+    other."""
+
+    def __init__(self, *args, groups: Optional[Mapping[str, Sequence[str]]] = None,
+                 needs: Optional[Mapping[str, Need]] = None, conflicts: Sequence[Conflict] = (), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.groups = dict(groups or {})
+        self.needs = dict(needs or {})
+        self.conflicts = tuple(conflicts)
+
+    def invoke(self, ctx: click.Context):
+        check_rules(ctx, self.needs, self.conflicts)  # (an OptionError: exit 2, before any work)
+        return super().invoke(ctx)
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        format_grouped(self, ctx, formatter, self.groups)
 
 
 class Group(_Errors, click.Group):
     """A click group (a command with subcommands) with rescore's error messages and exit
-    statuses; declare it with ``@click.group(cls=Group)`` and add ``@version_option``."""
+    statuses; declare it with ``@click.group(cls=Group)`` and add ``@version_option``. Its
+    subcommands (``@group.command(...)``) are :class:`Command` s."""
+
+    command_class = Command
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        format_grouped(self, ctx, formatter, {})
+        self.format_commands(ctx, formatter)
 
 
-def command(**kwargs):
-    """``@click.command`` with rescore's settings: -h/--help, defaults shown, --version, and the
-    ``error: ...`` messages and exit statuses of :class:`Command`."""
+def command(groups: Optional[Mapping[str, Sequence[str]]] = None, needs: Optional[Mapping[str, Need]] = None,
+            conflicts: Sequence[Conflict] = (), **kwargs):
+    """``@click.command`` with rescore's settings: -h/--help, defaults shown, --version, the
+    ``error: ...`` messages and exit statuses, the options' rules and help groups of
+    :class:`Command`."""
 
     def decorate(f):
-        return click.command(cls=Command, context_settings=CONTEXT_SETTINGS, **kwargs)(version_option(f))
+        return click.command(cls=Command, context_settings=CONTEXT_SETTINGS, groups=groups, needs=needs,
+                             conflicts=conflicts, **kwargs)(version_option(f))
 
     return decorate
 
@@ -108,57 +139,11 @@ def errors_to_exit() -> Iterator[None]:
         fail(e)
 
 
-def refuse_idle_options(needs: Mapping[str, Optional[str]]) -> None:
-    """The one rule for options that would do nothing in the mode given: ``needs`` maps a
-    parameter name of the current command to None where the option acts, else to what it needs
-    and why; an option the user gave (on the command line or in the environment, whatever its
-    value) that would not act is an OptionError (exit 2) naming it, before any work."""
-    ctx = click.get_current_context()
-    for p in ctx.command.params:
-        need = needs.get(p.name or "")
-        if need is None:
-            continue
-        source = ctx.get_parameter_source(p.name)  # type: ignore[arg-type]
-        if source in (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT):
-            option = max(p.opts, key=len) if p.opts else p.name
-            raise OptionError(f"{need}; without it {option} would do nothing", option=option,
-                              got=_shown(ctx.params.get(p.name)))
-
-
-def _shown(value) -> str:
-    if isinstance(value, (list, tuple)):
-        return ",".join(map(str, value))
-    return str(value)
-
-
-MAX_GRID_POINTS = 10_000  # per axis; rescore-tune also bounds the product of the axes
-
-
 def parse_grid(spec: str, name: str) -> list:
     """'0,0.5,1' or 'start:stop:step' (stop included) -> sorted list of finite floats, at most
-    MAX_GRID_POINTS of them."""
-    import math
-
+    MAX_GRID_POINTS of them, none twice (rescore.cli.options.parse_grid; an OptionError naming
+    ``name``). Commands take grids through the option type rescore.cli.options.Grid."""
     try:
-        if ":" in spec:
-            start, stop, step = (float(x) for x in spec.split(":"))
-            if not all(math.isfinite(x) for x in (start, stop, step)) or step <= 0 or stop < start:
-                raise ValueError
-            n = int(round((stop - start) / step))
-            if n + 1 > MAX_GRID_POINTS:
-                raise OptionError(f"at most {MAX_GRID_POINTS} values", option=name,
-                                  got=f"{spec} ({n + 1} values)")
-            vals = [round(start + i * step, 10) for i in range(n + 1)]
-        else:
-            vals = [float(x) for x in spec.split(",") if x.strip()]
-            if not all(math.isfinite(v) for v in vals):
-                raise ValueError
-        if not vals:
-            raise ValueError
-    except ValueError:
-        raise OptionError("'a,b,c' or 'start:stop:step' (finite numbers, stop >= start, step > 0)",
-                          option=name, got=spec) from None
-    vals = sorted(set(vals))
-    if len(vals) > MAX_GRID_POINTS:
-        raise OptionError(f"at most {MAX_GRID_POINTS} values", option=name, got=f"{len(vals)} values")
-    return vals
+        return _parse_grid(spec)
+    except ValueError as e:
+        raise OptionError(str(e).removeprefix("expected "), option=name, got=spec) from None

@@ -12,21 +12,37 @@ from dataclasses import MISSING, fields
 
 import click
 
-from rescore.settings import OOV_AUTO, EngineSettings, option_name
+from rescore.cli.options import MAX_BATCH, MAX_TOKENS, MAX_WINDOW, Count, Need, Real
+from rescore.settings import OOV_AUTO, EngineSettings, is_hf_spec, option_name
 
 
 class OovPenalty(click.ParamType):
-    """A float, or 'auto' (resolved once the model and the training text are loaded)."""
+    """A finite number of nats >= 0, or 'auto' (resolved once the model and the training text are
+    loaded)."""
 
     name = "NATS|auto"
 
     def convert(self, value, param, ctx):
-        if isinstance(value, float) or value == OOV_AUTO:
+        if value == OOV_AUTO:
             return value
         try:
-            return float(value)
-        except ValueError:
-            self.fail(f"expected a number or '{OOV_AUTO}', got {value!r}", param, ctx)
+            return Real(0.0).convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(f"expected a finite number of nats >= 0 or '{OOV_AUTO}', got {value!r}", param, ctx)
+
+
+# The type of each numeric setting (rescore.cli.options: finite, in range, bounded where memory
+# follows the value); a numeric setting without one fails at import.
+_TYPES = {
+    "max_tokens": Count(1, MAX_TOKENS),
+    "conv_batch": Count(1, MAX_BATCH),
+    "cache_window": Count(0, MAX_WINDOW),
+    "cache_theta": Real(0.0, low_open=True),
+    "cache_lambda": Real(0.0, 1.0, high_open=True),
+    "history_min_posterior": Real(0.0, 1.0),
+    "hf_context": Count(1, MAX_TOKENS),
+    "oov_penalty": OovPenalty(),
+}
 
 
 _MODEL = click.option(
@@ -50,16 +66,16 @@ _AFTER = {"conv_batch": _SPLIT}  # --split's place among the settings in --help
 
 
 def _option(f, help=None) -> click.Option:
-    """The click option of one EngineSettings field (its metadata: help, choices, bound; help:
-    another help text)."""
+    """The click option of one EngineSettings field (its metadata: help, choices; its type of
+    _TYPES; help: another help text)."""
     meta = f.metadata
     kw = {"help": help or meta["help"], "default": f.default}
     if meta["choices"] is not None:
         kw["type"] = click.Choice(meta["choices"])
-    elif f.name == "oov_penalty":
-        kw["type"] = OovPenalty()
+    elif f.name in _TYPES:
+        kw["type"] = _TYPES[f.name]
     elif f.default is not MISSING and not isinstance(f.default, str):
-        kw["type"] = type(f.default)
+        raise TypeError(f"EngineSettings.{f.name}: a numeric setting needs its option type in _TYPES")
     if meta["show_default"] is not None:
         kw["show_default"] = meta["show_default"]
     return click.option(option_name(f.name), f.name, **kw)
@@ -91,12 +107,30 @@ def engine_option(name: str, help: str):
 MODEL_NEEDED = "--model (it sets how the NN LM scores; with --nn-costs, or no NN LM, none is run)"
 
 
-def idle_without_model(model, split_spec=None) -> dict:
-    """What each engine setting needs to act (cli.common.refuse_idle_options): --model, but for
-    --conv-batch, which also sizes the blocks of --split; None for the settings that act."""
-    needs = {f.name: None if model else MODEL_NEEDED for f in fields(EngineSettings)}
-    if split_spec is not None:
-        needs["conv_batch"] = None
+def _model(p) -> bool:
+    return bool(p["model"])
+
+
+def engine_needs() -> dict:
+    """What each engine setting needs to act (rescore.cli.options.Need, by option): --model; the
+    neural cache's settings a cache; --mix-carry several models that carry the rescored state;
+    --hf-context a Hugging Face LM; --schedule the fast engine; --conv-batch, which also sizes
+    the blocks of --split, --model or --split."""
+    needs = {option_name(f.name): Need(_model, MODEL_NEEDED) for f in fields(EngineSettings)}
+    cache = Need(lambda p: _model(p) and p["cache_window"] > 0,
+                 "--model with --cache-window > 0 (the neural cache it sets)")
+    needs.update({
+        "--conv-batch": Need(lambda p: _model(p) or p["split_spec"] is not None,
+                             "--model or --split (it sizes the blocks of conversations scored or split)"),
+        "--cache-theta": cache,
+        "--cache-lambda": cache,
+        "--mix-carry": Need(lambda p: len(p["model"]) >= 2 and p["state_carry"] == "rescored",
+                            "two or more --model with --state-carry rescored (the carried states it chooses)"),
+        "--hf-context": Need(lambda p: any(map(is_hf_spec, p["model"])),
+                             "a --model hf:DIR (the carried context of a Hugging Face LM)"),
+        "--schedule": Need(lambda p: _model(p) and p["engine"] == "fast",
+                           "--model with --engine fast (the fast engine's order of work)"),
+    })
     return needs
 
 

@@ -8,23 +8,25 @@ import click
 
 from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.examples import attach
+from rescore.cli.options import MAX_LAYERS, MAX_TOKENS, MAX_WIDTH, Count
 
 # A copy of rescore.models.kaldi_lm.MODEL_TYPES, so that --help does not import torch.
 MODEL_TYPES = ("LSTM", "GRU", "Transformer")
 
 
-@command()
+@command(groups={"Model": ["--model-type", "--embedding-dim", "--hidden-dim", "--nlayers", "--nhead", "--tied",
+                           "--context"], "Input": ["--oov", "--sent-boundary"]})
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.argument("vocab", type=click.Path(dir_okay=False))
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--model-type", "--model_type", type=click.Choice(MODEL_TYPES), required=True,
               help="Kaldi's --model-type (train.py --model).")
-@click.option("--embedding-dim", "--embedding_dim", type=click.IntRange(min=1), required=True,
+@click.option("--embedding-dim", "--embedding_dim", type=Count(1, MAX_WIDTH), required=True,
               help="Kaldi's --embedding-dim (train.py --emsize).")
-@click.option("--hidden-dim", "--hidden_dim", type=click.IntRange(min=1), required=True,
+@click.option("--hidden-dim", "--hidden_dim", type=Count(1, MAX_WIDTH), required=True,
               help="Kaldi's --hidden-dim (train.py --nhid; a Transformer's feed-forward size).")
-@click.option("--nlayers", type=click.IntRange(min=1), required=True, help="Layers (train.py --nlayers).")
-@click.option("--nhead", type=click.IntRange(min=1), default=2,
+@click.option("--nlayers", type=Count(1, MAX_LAYERS), required=True, help="Layers (train.py --nlayers).")
+@click.option("--nhead", type=Count(1, MAX_WIDTH), default=2,
               help="Transformer attention heads (train.py --nhead).")
 @click.option("--tied", is_flag=True,
               help="The model was trained with train.py --tied: check that its input and "
@@ -32,7 +34,7 @@ MODEL_TYPES = ("LSTM", "GRU", "Transformer")
 @click.option("--oov", default="<unk>", help="Kaldi's OOV symbol (compute_sentence_scores.py --oov).")
 @click.option("--sent-boundary", default="<s>",
               help="Kaldi's sentence boundary symbol (compute_sentence_scores.py --sent-boundary).")
-@click.option("--context", type=click.IntRange(min=1), default=200,
+@click.option("--context", type=Count(1, MAX_TOKENS), default=200,
               help="Transformer: attention window in tokens; the costs equal Kaldi's for "
                    "sentences of up to this many words + 1.")
 @verbose_option

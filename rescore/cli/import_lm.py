@@ -7,11 +7,14 @@ import click
 
 from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.examples import attach
+from rescore.cli.options import Conflict
 
 DTYPES = ("float32", "bfloat16", "float16")  # a copy of rescore.models.hf_import.DTYPES (--help without torch)
 
 
-@command()
+@command(groups={"Model": ["--eos", "--bos", "--boundary"], "Output": ["--dtype"]},
+         conflicts=[Conflict("--boundary", "--bos", "--boundary sets both"),
+                    Conflict("--boundary", "--eos", "--boundary sets both")])
 @click.argument("source", type=click.Path(exists=True))
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--eos", metavar="TOKEN",
@@ -34,12 +37,9 @@ def main(source, out_dir, eos, bos, boundary, dtype, verbose):
     choice. Offline; no code from the model is run (a model that needs custom code, auto_map,
     is refused). An existing OUT_DIR is replaced only if an earlier import wrote it."""
     setup_logging(verbose)
-    from rescore.errors import OptionError
     from rescore.models.hf_import import import_lm
 
     if boundary is not None:
-        if bos is not None or eos is not None:
-            raise OptionError("--boundary alone, or --bos/--eos", option="--boundary", got=boundary)
         bos = eos = boundary
     import_lm(source, out_dir, bos=bos, eos=eos, dtype=dtype)
 

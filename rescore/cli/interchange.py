@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from rescore.cli.common import command, setup_logging, verbose_option
+from rescore.cli.options import Count, Need
 from rescore.cli.examples import attach
 
 # rescore.io.ecosystems.FORMATS and rescore.io.results.WRITE_FORMATS, NEMO_TEXT_PROCESSING and
@@ -19,10 +20,12 @@ FORMATS = ("kaldi", "interchange", "espnet", "icefall", "nemo")
 WRITE_FORMATS = ("espnet", "nemo", "icefall")
 NEMO_TEXT_PROCESSING = ("lowercase", "rm_punctuation", "separate_punctuation")
 ESPNET_TOKEN_TYPES = ("bpe", "char", "word")
+MAX_BEAM = 100_000  # a beam width (its file holds W hypotheses per utterance)
+MAX_SPEAKERS = 1_000  # speakers of a multi-speaker ESPnet decode
 
 # the readers' own options (rescore.io.ecosystems.ReadOptions), of rescore-nbest and rescore-convert-nbest
 _READ_OPTIONS = [
-    click.option("--nemo-beam", type=click.IntRange(min=1), metavar="W",
+    click.option("--nemo-beam", type=Count(1, MAX_BEAM), metavar="W",
                  help="With --format nemo: the beam width of a predictions file whose name does not give it "
                       "(NeMo's names: preds_out_width{W}_alpha*_beta*.tsv, preds_out_{strategy}_bw{W}*.tsv)."),
     click.option("--nemo-text-processing", metavar="STEPS",
@@ -35,7 +38,7 @@ _READ_OPTIONS = [
                  help="With --format espnet: take the words from 'token' (ESPnet writes no 'text' without a "
                       "tokenizer), joined as ESPnet's tokenizer of that --token_type joins them: bpe ('\u2581' "
                       "starts a word), char ('<space>' between words), word."),
-    click.option("--speaker", type=click.IntRange(min=1), metavar="K",
+    click.option("--speaker", type=Count(1, MAX_SPEAKERS), metavar="K",
                  help="With --format espnet: speaker K of a multi-speaker decode (<n>best_recog_spk<K>/ "
                       "folders); one run per speaker."),
 ]
@@ -65,17 +68,13 @@ _OPTIONS = [
 ]
 
 
-def read_options(options: dict, fmt: str):
-    """Pop the readers' options; a rescore.io.ecosystems.ReadOptions (a UsageError for one that
-    is not for ``fmt``)."""
+def read_options(options: dict):
+    """Pop the readers' options; a rescore.io.ecosystems.ReadOptions (whether they are for the
+    input's format is a declared requirement: format_needs)."""
     from rescore.io.ecosystems import ReadOptions
 
     o = {k: options.pop(k) for k in ("nemo_beam", "nemo_text_processing", "nemo_punctuation_marks",
                                      "espnet_tokens", "speaker")}
-    for k, owner in (("nemo_beam", "nemo"), ("nemo_text_processing", "nemo"), ("espnet_tokens", "espnet"),
-                     ("speaker", "espnet")):
-        if o[k] is not None and fmt != owner:
-            raise click.UsageError(f"--{k.replace('_', '-')} is for --format {owner} (the input is {fmt})")
     steps = tuple(x.strip() for x in (o["nemo_text_processing"] or "").split(",") if x.strip())
     bad = [x for x in steps if x not in NEMO_TEXT_PROCESSING]
     if bad:
@@ -84,6 +83,44 @@ def read_options(options: dict, fmt: str):
     return ReadOptions(nemo_beam=o["nemo_beam"], nemo_text_processing=steps,
                        nemo_punctuation_marks=o["nemo_punctuation_marks"], espnet_tokens=o["espnet_tokens"],
                        speaker=o["speaker"])
+
+
+def _format(p, path: str, fmt: str) -> str:
+    """The input's format: the parameter ``fmt``, or what 'auto' makes of the parameter ``path``."""
+    from rescore.io.ecosystems import input_format  # (only when an option that needs it is given)
+
+    return input_format(p[path], p[fmt])
+
+
+def format_needs(path: str, fmt: str) -> dict:
+    """What the readers' options need to act (rescore.cli.options.Need, by option): the input
+    format they are for; ``path``, ``fmt``: the command's parameters of the input and its
+    format option."""
+    def reads(owner: str, what: str):
+        return Need(lambda p: _format(p, path, fmt) == owner, f"--{'format' if fmt == 'input_format' else 'from'} "
+                    f"{owner} ({what})")
+
+    return {"--nemo-beam": reads("nemo", "NeMo's predictions file"),
+            "--nemo-text-processing": reads("nemo", "NeMo's manifest"),
+            "--nemo-punctuation-marks": Need(lambda p: bool(p["nemo_text_processing"]),
+                                             "--nemo-text-processing (the punctuation it strips)"),
+            "--espnet-tokens": reads("espnet", "ESPnet's decode dir"),
+            "--speaker": reads("espnet", "ESPnet's multi-speaker decode dir")}
+
+
+def other_format(p) -> bool:
+    return _format(p, "nbest_dir", "input_format") != "kaldi"
+
+
+# What rescore-nbest's other-format options need (rescore.cli.options.Need, by option).
+NBEST_NEEDS = {
+    **format_needs("nbest_dir", "input_format"),
+    "--score-weight": Need(other_format, "an input other than a Kaldi dir (--format; a Kaldi dir's costs are "
+                                          "weighted by --inv-acwt and --weight)"),
+    "--write-format": Need(other_format, "an input other than a Kaldi dir (--format)"),
+    "--manifest": Need(lambda p: "nemo" in (_format(p, "nbest_dir", "input_format"), p["write_format"]),
+                       "--format nemo or --write-format nemo (the manifest is NeMo's)"),
+}
 
 
 def interchange_options(f):
@@ -99,13 +136,8 @@ def pop_other_format(nbest_dir, options: dict):
 
     fmt = input_format(nbest_dir, options.pop("input_format"))
     other = {"fmt": fmt, "score_weights": options.pop("score_weights"), "manifest": options.pop("manifest"),
-             "write_format": options.pop("write_format"), "read_options": read_options(options, fmt)}
-    if other["fmt"] != "kaldi":
-        return other
-    if other["score_weights"] or other["manifest"] or other["write_format"]:
-        raise click.UsageError("--score-weight, --manifest and --write-format are for inputs other than a Kaldi "
-                               "dir (--format)")
-    return None
+             "write_format": options.pop("write_format"), "read_options": read_options(options)}
+    return other if other["fmt"] != "kaldi" else None
 
 
 def run_other_format(other: dict, job: dict):
@@ -124,7 +156,28 @@ def _read_options(f):
     return f
 
 
-@command()
+def _convert_format(p) -> str:
+    return _format(p, "source", "src_format")
+
+
+# What rescore-convert-nbest's options need (rescore.cli.options.Need) and their --help groups.
+CONVERT_NEEDS = {
+    **format_needs("source", "src_format"),
+    "--manifest": Need(lambda p: "nemo" in (_convert_format(p), p["dst_format"]),
+                       "--from nemo or --to nemo (the manifest is NeMo's)"),
+    "--words-txt": Need(lambda p: "kaldi" in (_convert_format(p), p["dst_format"]),
+                        "a Kaldi N-best dir as SOURCE or --to kaldi (the symbol table of its 'words' ids)"),
+    "--no-trailing-space": Need(lambda p: p["dst_format"] == "kaldi", "--to kaldi (the line ends of its archives)"),
+}
+CONVERT_GROUPS = {
+    "Input": ["--from", "--words-txt", "--manifest"],
+    "Output": ["--to", "--no-trailing-space"],
+    "Other formats": ["--nemo-beam", "--nemo-text-processing", "--nemo-punctuation-marks", "--espnet-tokens",
+                      "--speaker"],
+}
+
+
+@command(groups=CONVERT_GROUPS, needs=CONVERT_NEEDS)
 @click.argument("source", type=click.Path(exists=True))
 @click.argument("target", type=click.Path())
 @click.option("--from", "src_format", type=click.Choice(("auto", *FORMATS)), default="auto",
@@ -152,15 +205,12 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
     into an interchange file; or an interchange file into a Kaldi N-best dir. Kaldi -> interchange
     -> Kaldi gives the same bytes for text archives."""
     setup_logging(verbose)
-    from rescore.errors import OptionError
     from rescore.io.ecosystems import input_format, table_to_kaldi
     from rescore.nbest.tables import load_table
     from rescore.io.interchange import write_nbest_table
     from rescore.io.outputs import check_not_input, check_output_dir
 
     fmt = input_format(source, src_format)
-    if manifest is not None and "nemo" not in (fmt, dst_format):
-        raise OptionError("--from nemo or --to nemo (the manifest is NeMo's)", option="--manifest", got=manifest)
     inputs = [source, manifest, words_txt]
     if fmt == "kaldi" and words_txt is None:
         from rescore.nbest.sets import default_words_txt
@@ -171,7 +221,7 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
     else:
         check_not_input(Path(target), inputs, "TARGET")
     table = load_table(source, fmt, manifest if fmt == "nemo" else None, words_txt if fmt == "kaldi" else None,
-                       read_options(options, fmt))
+                       read_options(options))
     if dst_format in WRITE_FORMATS:
         from rescore.io.results import files_for, ranking_costs, write_files
 

@@ -21,14 +21,32 @@ import click
 
 from rescore.cli.common import Group, setup_logging, verbose_option, version_option
 from rescore.cli.examples import attach
+from rescore.cli.options import Grid, Real
 
 log = logging.getLogger("rescore-lattice")
 
+class WeightDir(click.ParamType):
+    """W=DIR: a weight in [0, 1] and the decode dir rescored with it -> (weight, dir)."""
+
+    name = "W=DIR"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        w, sep, d = value.partition("=")
+        if not sep or not d:
+            self.fail(f"{value!r}: expected W=DIR (a weight, '=', a decode dir)", param, ctx)
+        try:
+            return Real(0.0, 1.0).convert(w, param, ctx), d
+        except click.BadParameter as e:
+            self.fail(f"{value!r}: the weight: {e.message}", param, ctx)
+
+
 _CTX = {"show_default": True, "help_option_names": ["-h", "--help"]}
 _scale_options = [
-    click.option("--acoustic-scale", type=float, required=True,
+    click.option("--acoustic-scale", type=Real(0.0, low_open=True), required=True,
                  help="Acoustic scale of the path costs (1 / inv_acwt), as lattice-path-cover's."),
-    click.option("--lm-scale", type=float, default=1.0, help="Scale of the graph costs of the path costs."),
+    click.option("--lm-scale", type=Real(0.0), default=1.0, help="Scale of the graph costs of the path costs."),
 ]
 
 
@@ -46,7 +64,7 @@ def main():
     `apply` gives every arc the NN LM cost of its best history and adds it to the lattice."""
 
 
-@main.command(context_settings=_CTX)
+@main.command(context_settings=_CTX, groups={"Weights": ["--acoustic-scale", "--lm-scale"]})
 @click.argument("lats", type=click.Path(dir_okay=False, allow_dash=True))
 @click.argument("nbest_out", type=click.Path(dir_okay=False, allow_dash=True))
 @_scales
@@ -68,12 +86,12 @@ def cover(lats, nbest_out, acoustic_scale, lm_scale, verbose):
              stats.paths, stats.paths / max(stats.lattices, 1))
 
 
-@main.command(context_settings=_CTX)
+@main.command(context_settings=_CTX, groups={"Weights": ["--acoustic-scale", "--lm-scale", "--weight"]})
 @click.argument("lats", type=click.Path(dir_okay=False, allow_dash=True))
 @click.argument("archives", type=click.Path(file_okay=False, exists=True))
 @click.argument("lats_out", type=click.Path(dir_okay=False, allow_dash=True))
 @_scales
-@click.option("--weight", type=float, required=True,
+@click.option("--weight", type=Real(0.0, 1.0), required=True,
               help="NN LM weight w: graph cost += w * NN cost (the old LM's w * cost comes off in Kaldi next).")
 @verbose_option
 def apply(lats, archives, lats_out, acoustic_scale, lm_scale, weight, verbose):
@@ -102,8 +120,9 @@ def apply(lats, archives, lats_out, acoustic_scale, lm_scale, weight, verbose):
              stats.arcs, stats.paths, stats.uncovered)
 
 
-@main.command(context_settings=_CTX)
-@click.argument("dirs", nargs=-1, required=True, metavar="W=DIR...")
+@main.command(context_settings=_CTX, groups={"Input": ["--nbest-dir", "--data-dir", "--words-txt"],
+                                             "Weights": ["--inv-acwts", "--wips"], "Output": ["--report"]})
+@click.argument("dirs", nargs=-1, required=True, type=WeightDir(), metavar="W=DIR...")
 @click.option("--nbest-dir", type=click.Path(file_okay=False, exists=True), required=True,
               help="An N-best dir of the same utterances: their conversations (the split-half's halves, as "
                    "rescore-tune --split-half's).")
@@ -111,8 +130,9 @@ def apply(lats, archives, lats_out, acoustic_scale, lm_scale, weight, verbose):
               help="The data dir: references (text) and conversations (segments, utt2spk).")
 @click.option("--words-txt", type=click.Path(dir_okay=False, exists=True), required=True,
               help="The lattices' words.txt.")
-@click.option("--inv-acwts", default="6:16:0.5", help="Grid of inv_acwt (LMWT): 'a,b,c' or 'start:stop:step'.")
-@click.option("--wips", default="-1:3:0.5", help="Grid of word insertion penalties, as --inv-acwts.")
+@click.option("--inv-acwts", type=Grid(0.0, low_open=True), default="6:16:0.5",
+              help="Grid of inv_acwt (LMWT): 'a,b,c' or 'start:stop:step'.")
+@click.option("--wips", type=Grid(), default="-1:3:0.5", help="Grid of word insertion penalties, as --inv-acwts.")
 @click.option("--report", type=click.Path(dir_okay=False), default=None, help="Write the result as JSON.")
 @verbose_option
 def tune(dirs, nbest_dir, data_dir, words_txt, inv_acwts, wips, report, verbose):
@@ -122,26 +142,18 @@ def tune(dirs, nbest_dir, data_dir, words_txt, inv_acwts, wips, report, verbose)
     WER over every utterance, and split-half: tuned on the first half of the conversations, the
     WER of the second."""
     setup_logging(verbose)
-    from rescore.cli.common import errors_to_exit, parse_grid
+    from rescore.cli.common import errors_to_exit
     from rescore.io.files import write_json
     from rescore.io.outputs import check_output_file
     from rescore.jobs.lattice_tune import format_tuned, tune_lattices
 
     with errors_to_exit():
-        by_weight = {}
-        for spec in dirs:
-            w, sep, d = spec.partition("=")
-            try:
-                weight = float(w)
-            except ValueError:
-                weight = None
-            if not sep or weight is None or not d:
-                raise click.BadParameter(f"{spec!r}: expected W=DIR (a weight, '=', a decode dir)",
-                                         param_hint="W=DIR")
-            by_weight[weight] = d
+        by_weight = dict(dirs)
+        if len(by_weight) < len(dirs):
+            twice = next(w for w in by_weight if [x for x, _ in dirs].count(w) > 1)
+            raise click.BadParameter(f"one decode dir per weight, got two for {twice:g}", param_hint="W=DIR")
         check_output_file(report, "--report", [nbest_dir, data_dir, words_txt, *by_weight.values()])
-        out = tune_lattices(nbest_dir, data_dir, words_txt, by_weight, parse_grid(inv_acwts, "--inv-acwts"),
-                            parse_grid(wips, "--wips"))
+        out = tune_lattices(nbest_dir, data_dir, words_txt, by_weight, inv_acwts, wips)
         click.echo(format_tuned(out))
         if report:
             write_json(report, out)

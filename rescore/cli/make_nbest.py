@@ -8,21 +8,25 @@ import click
 
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 from rescore.cli.examples import attach
+from rescore.cli.options import MAX_JOBS, MAX_STEPS, Count, Real
 
 log = logging.getLogger("rescore-make-nbest")
 
 
-@command()
+@command(groups={"Input": ["--hmm", "--dict", "--lm"], "Weights": ["--lw", "--fwdflatlw", "--bestpathlw", "--wip"],
+                 "Output": ["--nbest"], "Performance": ["--nj", "--maxhmmpf"]})
 @click.argument("data_dir", type=click.Path(file_okay=False, exists=True))
 @click.argument("out_dir", type=click.Path(file_okay=False))
-@click.option("--nbest", "-n", type=click.IntRange(1, 10000), default=100,
+@click.option("--nbest", "-n", type=Count(1, 10000), default=100,
               help="Distinct word sequences per utterance (at most).")
-@click.option("--nj", type=click.IntRange(1), default=2, help="Decoding processes.")
-@click.option("--lw", type=float, default=6.5, help="PocketSphinx fwdtree LM weight.")
-@click.option("--fwdflatlw", type=float, default=8.5, help="PocketSphinx fwdflat LM weight.")
-@click.option("--bestpathlw", type=float, default=9.5, help="LM weight of the lattice search; the N-best's inv_acwt.")
-@click.option("--wip", type=float, default=0.65, help="PocketSphinx word insertion probability.")
-@click.option("--maxhmmpf", type=int, default=10000, help="PocketSphinx's cap on active HMMs per frame (speed).")
+@click.option("--nj", type=Count(1, MAX_JOBS), default=2, help="Decoding processes.")
+@click.option("--lw", type=Real(0.0, low_open=True), default=6.5, help="PocketSphinx fwdtree LM weight.")
+@click.option("--fwdflatlw", type=Real(0.0, low_open=True), default=8.5, help="PocketSphinx fwdflat LM weight.")
+@click.option("--bestpathlw", type=Real(0.0, low_open=True), default=9.5,
+              help="LM weight of the lattice search; the N-best's inv_acwt.")
+@click.option("--wip", type=Real(0.0, low_open=True), default=0.65, help="PocketSphinx word insertion probability.")
+@click.option("--maxhmmpf", type=Count(-1, MAX_STEPS), default=10000,
+              help="PocketSphinx's cap on active HMMs per frame (speed); -1: none.")
 @click.option("--hmm", type=click.Path(file_okay=False, exists=True),
               help="Acoustic model dir (default: PocketSphinx's en-us).")
 @click.option("--dict", "dict_", type=click.Path(dir_okay=False, exists=True),

@@ -7,10 +7,11 @@ import logging
 
 import click
 
-from rescore.cli.common import command, refuse_idle_options, setup_logging, verbose_option
+from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.examples import attach
-from rescore.cli.engine_options import MODEL_NEEDED, engine_options, engine_settings, idle_without_model
-from rescore.cli.interchange import interchange_options, pop_other_format, run_other_format
+from rescore.cli.engine_options import MODEL_NEEDED, engine_needs, engine_options, engine_settings
+from rescore.cli.interchange import NBEST_NEEDS, interchange_options, other_format, pop_other_format, run_other_format
+from rescore.cli.options import MAX_BUCKETS, Count, Need, Real
 from rescore.nbest.checks import OOV_ERROR_RATE, OOV_WARN_RATE
 
 log = logging.getLogger("rescore-nbest")
@@ -48,7 +49,42 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
     return Params(weight=weight, inv_acwt=inv_acwt, wip=wip, mix=mix)
 
 
-@command()
+def _has_refs(p) -> bool:
+    """Whether a run has references to read: a data dir's text, or an input of another format
+    (which may hold its own)."""
+    return p["data_dir"] is not None or other_format(p)
+
+
+REFS_NEEDED = "--data-dir, or an input of another format with references (the references it acts on)"
+# What each option needs to act (rescore.cli.options.Need): the engine's settings a model
+# (rescore.cli.engine_options), the readers' options their format (rescore.cli.interchange).
+NEEDS = {
+    **engine_needs(),
+    **NBEST_NEEDS,
+    "--allow-oov-rate": Need(lambda p: bool(p["model"]),
+                             MODEL_NEEDED.replace("it sets how the NN LM scores", "the vocabulary is the LM's")),
+    "--mix": Need(lambda p: max(len(p["model"]), len(p["nn_costs"])) >= 2,
+                  "two or more --model or --nn-costs (one share per model)"),
+    "--buckets": Need(lambda p: p["train_text"] is not None, "--train-text (the word counts of the buckets)"),
+    "--allow-missing": Need(_has_refs, REFS_NEEDED),
+    "--normalize-refs": Need(_has_refs, REFS_NEEDED),
+}
+# --help's sections (rescore.cli.options.GROUPS), core first
+GROUPS = {
+    "Input": ["--data-dir", "--words-txt", "--nn-costs", "--train-text", "--allow-missing", "--normalize-refs"],
+    "Model": ["--model", "--oov-penalty", "--allow-oov-rate", "--normalize", "--hf-context"],
+    "Weights": ["--params", "--weight", "--inv-acwt", "--wip", "--mix"],
+    "Carry and pointer": ["--state-carry", "--mix-carry", "--history-min-posterior", "--cache-window",
+                          "--cache-theta", "--cache-lambda"],
+    "Output": ["--buckets", "--plot"],
+    "Other formats": ["--format", "--score-weight", "--manifest", "--write-format", "--nemo-beam",
+                      "--nemo-text-processing", "--nemo-punctuation-marks", "--espnet-tokens", "--speaker"],
+    "Performance": ["--device", "--engine", "--schedule", "--precision", "--max-tokens", "--conv-batch", "--jobs",
+                    "--split"],
+}
+
+
+@command(groups=GROUPS, needs=NEEDS)
 @click.argument("nbest_dir", type=click.Path())
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--data-dir", type=click.Path(file_okay=False),
@@ -64,18 +100,19 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
               help="JSON with weight, inv_acwt, wip and, for several models, mix (as rescore-tune writes); options "
                    "given on the command line win.")
 @click.option("--weight",
-              type=float, default=None, show_default="0.8 with --model or --nn-costs (Kaldi's default), else 0",
+              type=Real(0.0, 1.0), default=None,
+              show_default="0.8 with --model or --nn-costs (Kaldi's default), else 0",
               help="NN LM weight w in [0, 1]: cost = ac/inv_acwt + nolm + (1-w)(withlm-nolm) + w*nn + wip*|h|.")
 @click.option("--mix", "mix_spec", metavar="S1,S2,...", default=None, show_default="equal shares",
               help="With several --model (or --nn-costs): each model's share of the NN term, >= 0 and summing to 1, "
                    "in the order given: nn = S1*nn_1 + S2*nn_2 + ... (log-linear interpolation; w stays the total NN "
                    "weight).")
-@click.option("--inv-acwt", type=float, default=None, show_default="10",
+@click.option("--inv-acwt", type=Real(0.0, low_open=True), default=None, show_default="10",
               help="Inverse acoustic scale (Kaldi's LMWT), > 0.")
-@click.option("--wip", type=float, default=None, show_default="0", help="Word insertion penalty (cost per word).")
+@click.option("--wip", type=Real(), default=None, show_default="0", help="Word insertion penalty (cost per word).")
 @click.option("--train-text", type=click.Path(dir_okay=False),
               help="LM training text: adds the per rare-word bucket table and buckets.png.")
-@click.option("--buckets", "num_buckets", type=int, default=10, help="Number of rare-word buckets (>= 1).")
+@click.option("--buckets", "num_buckets", type=Count(1, MAX_BUCKETS), default=10, help="Number of rare-word buckets.")
 @click.option("--plot/--no-plot", default=True, show_default=True,
               help="With --train-text and references, draw buckets.png (about a CPU-second: the Kaldi "
                    "step's per-job runs leave it out).")
@@ -120,10 +157,6 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     from rescore.jobs.nbest import (NbestJob, job_numbers, job_path, nbest_jobs, parse_split, rescore_nbest_dir,
                                   rescore_nbest_jobs)
 
-    # options that would do nothing without a model (one rule: rescore.cli.common.refuse_idle_options)
-    refuse_idle_options({**idle_without_model(model, split_spec),
-                         "allow_oov_rate": None if model else MODEL_NEEDED.replace("it sets how the NN LM scores",
-                                                                                   "the vocabulary is the LM's")})
     numbers = None
     if jobs_spec is not None:  # (checked before --params is read)
         numbers = job_numbers(jobs_spec, nbest_dir=nbest_dir, out_dir=out_dir, split=split_spec, models=model,

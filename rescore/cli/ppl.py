@@ -8,9 +8,34 @@ import click
 
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 from rescore.cli.examples import attach
+from rescore.cli.options import MAX_BATCH, MAX_BUCKETS, MAX_TOKENS, MAX_WINDOW, Conflict, Count, Grid, Need, Real
 
 
-@command()
+TRAIN_TEXT = "--train-text (the word counts of the buckets)"
+# What each option needs to act (rescore.cli.options.Need), the pairs that exclude each other
+# (--tune-cache reports the cache's grid only) and --help's sections
+NEEDS = {
+    "--plot": Need(lambda p: p["train_text"] is not None, TRAIN_TEXT),
+    "--buckets": Need(lambda p: p["train_text"] is not None, TRAIN_TEXT),
+    "--compare-name": Need(lambda p: p["compare"] is not None, "--compare (the model it names)"),
+    "--title": Need(lambda p: p["plot"] is not None, "--plot (the chart it names)"),
+    "--cache-theta": Need(lambda p: p["cache_window"] > 0, "--cache-window > 0 (the neural cache it sets)"),
+    "--cache-lambda": Need(lambda p: p["cache_window"] > 0, "--cache-window > 0 (the neural cache it sets)"),
+    **{name: Need(lambda p: p["tune_cache"], "--tune-cache (the grid it sweeps)")
+       for name in ("--cache-windows", "--cache-thetas", "--cache-lambdas")},
+}
+CONFLICTS = [Conflict("--tune-cache", name, "--tune-cache reports the neural cache's grid alone")
+             for name in ("--cache-window", "--train-text", "--compare", "--plot", "--name")]
+GROUPS = {
+    "Input": ["--train-text", "--compare"],
+    "Carry and pointer": ["--cache-window", "--cache-theta", "--cache-lambda", "--tune-cache", "--cache-windows",
+                          "--cache-thetas", "--cache-lambdas"],
+    "Output": ["--buckets", "--report", "--plot", "--name", "--compare-name", "--title"],
+    "Performance": ["--device", "--batch-size", "--bptt"],
+}
+
+
+@command(groups=GROUPS, needs=NEEDS, conflicts=CONFLICTS)
 @click.argument("ckpt", type=click.Path(exists=True, dir_okay=False))
 @click.argument("text", type=click.Path(exists=True, dir_okay=False))
 @click.option("--train-text", type=click.Path(exists=True, dir_okay=False), default=None,
@@ -25,23 +50,25 @@ from rescore.cli.examples import attach
                    "memory'.")
 @click.option("--compare-name", default=None, help="Name of the --compare checkpoint. Default: from its config.")
 @click.option("--title", default=None, help="Title of the chart. Default: the text and the model names.")
-@click.option("--buckets", "n_buckets", type=int, default=10, help="Number of rare-word buckets.")
-@click.option("--batch-size", type=int, default=10, help="Parallel streams the text is cut into.")
-@click.option("--bptt", type=int, default=100, help="Tokens per forward call.")
+@click.option("--buckets", "n_buckets", type=Count(1, MAX_BUCKETS), default=10, help="Number of rare-word buckets.")
+@click.option("--batch-size", type=Count(1, MAX_BATCH), default=10, help="Parallel streams the text is cut into.")
+@click.option("--bptt", type=Count(1, MAX_TOKENS), default=100, help="Tokens per forward call.")
 @click.option("--device", default="auto", help="auto, cpu, cuda, cuda:N.")
-@click.option("--cache-window", type=click.IntRange(min=0), default=0,
+@click.option("--cache-window", type=Count(0, MAX_WINDOW), default=0,
               help="Neural cache (Grave et al. 2017) on CKPT: pairs kept; 0: no cache.")
-@click.option("--cache-theta", type=float, default=0.3, help="Neural cache flatness theta.")
-@click.option("--cache-lambda", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.1,
+@click.option("--cache-theta", type=Real(0.0, low_open=True), default=0.3, help="Neural cache flatness theta.")
+@click.option("--cache-lambda", type=Real(0.0, 1.0, high_open=True), default=0.1,
               help="Neural cache interpolation weight lambda.")
 @click.option("--tune-cache", is_flag=True,
               help="Tune the neural cache on TEXT (a validation text, never the test text): the perplexity of "
                    "every point of --cache-windows x --cache-thetas x --cache-lambdas from one pass of the "
                    "model, and the best; --report writes them as JSON.")
-@click.option("--cache-windows", default="100", show_default=True, help="--tune-cache: windows, 'a,b,c'.")
-@click.option("--cache-thetas", default="0.1,0.3,0.6", show_default=True, help="--tune-cache: thetas, 'a,b,c'.")
-@click.option("--cache-lambdas", default="0.05,0.1,0.2", show_default=True,
-              help="--tune-cache: lambdas in [0, 1), 'a,b,c'.")
+@click.option("--cache-windows", type=Grid(1, MAX_WINDOW, integer=True), default="100", show_default=True,
+              help="--tune-cache: windows, 'a,b,c'.")
+@click.option("--cache-thetas", type=Grid(0.0, low_open=True), default="0.1,0.3,0.6", show_default=True,
+              help="--tune-cache: thetas, 'a,b,c' or 'start:stop:step'.")
+@click.option("--cache-lambdas", type=Grid(0.0, 1.0, high_open=True), default="0.05,0.1,0.2", show_default=True,
+              help="--tune-cache: lambdas in [0, 1), 'a,b,c' or 'start:stop:step'.")
 @verbose_option
 def main(ckpt, text, train_text, compare, report, plot, name, compare_name, title, n_buckets, batch_size, bptt, device,
          cache_window, cache_theta, cache_lambda, tune_cache, cache_windows, cache_thetas, cache_lambdas, verbose):
@@ -58,8 +85,6 @@ def main(ckpt, text, train_text, compare, report, plot, name, compare_name, titl
     from rescore.io.files import write_json
     from rescore.train.ppl import format_report, perplexity_report, plot_report
 
-    if plot and not train_text:
-        raise click.UsageError("--plot needs --train-text (the buckets come from training counts)")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     with errors_to_exit():
@@ -80,23 +105,10 @@ def main(ckpt, text, train_text, compare, report, plot, name, compare_name, titl
             plot_report(rep, plot, title)
 
 
-def _values(spec: str, option: str, kind, low=None, high=None) -> list:
-    """'a,b,c' -> the values, each of ``kind`` and in [low, high)."""
-    try:
-        values = [kind(x) for x in spec.split(",")]
-    except ValueError:
-        raise click.BadParameter(f"{spec!r}: expected comma-separated numbers", param_hint=option) from None
-    if any((low is not None and v < low) or (high is not None and v >= high) for v in values):
-        raise click.BadParameter(f"{spec!r}: each value in [{low}, {high})", param_hint=option)
-    return values
-
-
 def _tune_cache(ckpt, text, report, batch_size, bptt, device, windows, thetas, lambdas) -> None:
     """rescore-ppl --tune-cache: one pass of the model over TEXT, then every grid point from the
     kept outputs (rescore.models.cache.tune_cache; equal to scoring with --cache-*)."""
-    grid = dict(windows=_values(windows, "--cache-windows", int, 1),
-                thetas=_values(thetas, "--cache-thetas", float, 1e-12),
-                lambdas=_values(lambdas, "--cache-lambdas", float, 0.0, 1.0))
+    grid = dict(windows=windows, thetas=thetas, lambdas=lambdas)
     import torch
 
     from rescore.io.files import write_json

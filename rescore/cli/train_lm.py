@@ -11,10 +11,48 @@ import click
 
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 from rescore.cli.examples import attach
+from rescore.cli.options import (MAX_BATCH, MAX_LAYERS, MAX_SEED, MAX_STEPS, MAX_THREADS, MAX_TOKENS, MAX_VOCAB,
+                                 MAX_WIDTH, Count, Need, Real)
 from rescore.train.options import DEFAULT_LR  # torch-free: --help stays instant
 
 
-@command()
+class Classes(click.ParamType):
+    """--classes: a number of word classes, or 'auto'."""
+
+    name = "C|auto"
+
+    def convert(self, value, param, ctx):
+        if value == "auto" or isinstance(value, int):
+            return value
+        try:
+            return Count(1, MAX_WIDTH).convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(f"expected an integer or auto (classes in [1, {MAX_WIDTH}]), got {value!r}", param, ctx)
+
+
+TRANSFORMER = Need(lambda p: p["arch"] == "transformer", "--arch transformer (a Transformer's setting)")
+# What each option needs to act (rescore.cli.options.Need): a body's or a head's options the body
+# or head; and --help's sections
+NEEDS = {
+    **{name: TRANSFORMER for name in ("--n-heads", "--context", "--positions", "--ff-mult")},
+    "--history": Need(lambda p: p["head"] != "softmax", "a --head that keeps a history (not softmax)"),
+    "--memory-aug": Need(lambda p: p["head"] == "pointer", "--head pointer (its memory augmentation)"),
+    "--coverage": Need(lambda p: p["head"] == "pointer-generator", "--head pointer-generator (its coverage loss)"),
+    "--classes": Need(lambda p: p["output"] == "class", "--output class (its word classes)"),
+}
+GROUPS = {
+    "Input": ["--train", "--valid", "--words-txt", "--max-vocab"],
+    "Model": ["--arch", "--head", "--hidden", "--layers", "--dropout", "--output", "--classes", "--self-norm",
+              "--n-heads", "--context", "--positions", "--ff-mult"],
+    "Carry and pointer": ["--history", "--memory-aug", "--coverage"],
+    "Output": ["--out-dir", "--resume", "--save-every"],
+    "Performance": ["--device", "--threads", "--batch-size", "--eval-batch-size", "--bptt"],
+    "Other": ["--epochs", "--epoch-batches", "--max-minutes", "--optimizer", "--lr", "--warmup", "--anneal",
+              "--max-anneals", "--clip", "--seed"],
+}
+
+
+@command(groups=GROUPS, needs=NEEDS)
 @click.option("--train", "train", required=True, type=click.Path(exists=True, dir_okay=False),
               help="Training text, one sentence per line.")
 @click.option("--valid", required=True, type=click.Path(exists=True, dir_okay=False),
@@ -26,21 +64,21 @@ from rescore.train.options import DEFAULT_LR  # torch-free: --help stays instant
               help="Output head: softmax, pointer (implicit cache pointer), or another name "
                    "registered in rescore.models.HEADS (psmm, pointer-generator).")
 @click.option("--memory-aug", is_flag=True, help="Pointer: memory augmentation m_k = v . h_k.")
-@click.option("--history", type=int, default=None,
-              help="L, history slots of the pointer head [default: --bptt].")
-@click.option("--bptt", type=int, default=100, help="T, tokens per training chunk.")
-@click.option("--hidden", type=int, default=256, help="H, hidden = embedding size (tied).")
-@click.option("--layers", type=int, default=2, help="LSTM layers / Transformer blocks.")
-@click.option("--dropout", type=float, default=0.2, help="Dropout probability.")
-@click.option("--n-heads", type=int, default=4, help="Transformer attention heads.")
-@click.option("--context", type=int, default=None,
-              help="Transformer attention window W (KV-cache size) [default: --bptt].")
+@click.option("--history", type=Count(1, MAX_TOKENS), default=None, show_default="--bptt",
+              help="L, history slots of the pointer head.")
+@click.option("--bptt", type=Count(1, MAX_TOKENS), default=100, help="T, tokens per training chunk.")
+@click.option("--hidden", type=Count(1, MAX_WIDTH), default=256, help="H, hidden = embedding size (tied).")
+@click.option("--layers", type=Count(1, MAX_LAYERS), default=2, help="LSTM layers / Transformer blocks.")
+@click.option("--dropout", type=Real(0.0, 1.0, high_open=True), default=0.2, help="Dropout probability.")
+@click.option("--n-heads", type=Count(1, MAX_WIDTH), default=4, help="Transformer attention heads.")
+@click.option("--context", type=Count(1, MAX_TOKENS), default=None, show_default="--bptt",
+              help="Transformer attention window W (KV-cache size).")
 @click.option("--positions", type=click.Choice(["learned", "sinusoidal", "none"]),
               default="learned", help="Transformer positions (learned = relative bias).")
-@click.option("--ff-mult", type=int, default=4, help="Transformer feed-forward width / H.")
-@click.option("--coverage", "coverage_weight", type=float, default=0.0, metavar="LAMBDA",
+@click.option("--ff-mult", type=Count(1, MAX_LAYERS), default=4, help="Transformer feed-forward width / H.")
+@click.option("--coverage", "coverage_weight", type=Real(0.0), default=0.0, metavar="LAMBDA",
               help="Pointer-generator: coverage (See et al. 2017) with loss weight LAMBDA; 0: off.")
-@click.option("--self-norm", type=click.FloatRange(min=0.0), default=0.0, metavar="ALPHA",
+@click.option("--self-norm", type=Real(0.0), default=0.0, metavar="ALPHA",
               help="Self-normalisation: add ALPHA * (log Z)^2 to the loss (Devlin et al. 2014), "
                    "Z the head's softmax normaliser (over V + L for the pointer), so that "
                    "rescore-nbest --normalize none can skip it; 0: off.")
@@ -53,37 +91,38 @@ from rescore.train.options import DEFAULT_LR  # torch-free: --help stays instant
                    "a 2x256 LSTM, docs/benchmarks.md). "
                    "Heads: softmax, pointer, psmm, pointer-generator; --self-norm with the "
                    "softmax head (it then self-normalises both factors).")
-@click.option("--classes", default="auto", metavar="C|auto",
+@click.option("--classes", type=Classes(), default="auto", metavar="C|auto",
               help="Word classes of --output class, binned by training frequency; auto: "
                    "round(sqrt(V)) of the vocabulary trained (174 for wikitext-2's 30,379 "
                    "words), where a token costs least. Stored in the checkpoint.")
-@click.option("--epochs", type=int, default=10, help="Maximum epochs.")
-@click.option("--batch-size", type=int, default=20, help="Parallel streams per process.")
-@click.option("--eval-batch-size", type=int, default=10, help="Parallel streams for validation.")
+@click.option("--epochs", type=Count(1, MAX_STEPS), default=10, help="Maximum epochs.")
+@click.option("--batch-size", type=Count(1, MAX_BATCH), default=20, help="Parallel streams per process.")
+@click.option("--eval-batch-size", type=Count(1, MAX_BATCH), default=10, help="Parallel streams for validation.")
 @click.option("--optimizer", type=click.Choice(["sgd", "adam"]), default="sgd",
               help="SGD (annealed on valid loss) or Adam (with --warmup) for Transformers.")
-@click.option("--lr", type=float, default=None,
-              help=f"Initial learning rate [default: {DEFAULT_LR} by optimizer].")
-@click.option("--warmup", type=int, default=0, help="Linear learning-rate warm-up steps.")
-@click.option("--anneal", type=float, default=4.0, help="Learning-rate divisor when valid loss stalls.")
-@click.option("--max-anneals", type=int, default=3, help="Early stop after this many stalls.")
-@click.option("--clip", type=float, default=0.25, help="Gradient-norm clipping (0: none).")
-@click.option("--max-vocab", type=int, default=None,
-              help="Keep the most frequent training words (counting <eos>, <unk>) [default: all].")
+@click.option("--lr", type=Real(0.0, low_open=True), default=None,
+              show_default=", ".join(f"{lr:g} with --optimizer {opt}" for opt, lr in DEFAULT_LR.items()),
+              help="Initial learning rate.")
+@click.option("--warmup", type=Count(0, MAX_STEPS), default=0, help="Linear learning-rate warm-up steps.")
+@click.option("--anneal", type=Real(1.0), default=4.0, help="Learning-rate divisor when valid loss stalls.")
+@click.option("--max-anneals", type=Count(1, MAX_STEPS), default=3, help="Early stop after this many stalls.")
+@click.option("--clip", type=Real(0.0), default=0.25, help="Gradient-norm clipping (0: none).")
+@click.option("--max-vocab", type=Count(3, MAX_VOCAB), default=None, show_default="all",
+              help="Keep the most frequent training words (counting <eos>, <unk>).")
 @click.option("--words-txt", type=click.Path(exists=True, dir_okay=False),
               help="Vocabulary from a Kaldi words.txt (all but <eps>, <s>, </s>, #n) instead of "
                    "the training text; words outside it are <unk>, as in Kaldi's pytorchnn "
                    "recipes.")
-@click.option("--epoch-batches", type=int, default=None,
-              help="Batches per epoch (cycling through the text) [default: the whole text].")
-@click.option("--max-minutes", type=float, default=0.0, metavar="M",
+@click.option("--epoch-batches", type=Count(1, MAX_STEPS), default=None, show_default="the whole text",
+              help="Batches per epoch (cycling through the text).")
+@click.option("--max-minutes", type=Real(0.0), default=0.0, metavar="M",
               help="Training-time budget: stop at the first epoch end after M minutes of "
                    "training steps (validation not counted): this process's CPU time on a CPU "
                    "(so a busy machine delays a run but does not shrink it), wall time on a "
                    "GPU; with --epoch-batches for short epochs. 0: no budget.")
-@click.option("--seed", type=int, default=1, help="Random seed.")
+@click.option("--seed", type=Count(0, MAX_SEED), default=1, help="Random seed.")
 @click.option("--device", default="auto", help="auto, cpu, cuda, cuda:N.")
-@click.option("--threads", type=int, default=0, help="CPU threads per process (0: torch default).")
+@click.option("--threads", type=Count(0, MAX_THREADS), default=0, help="CPU threads per process (0: torch default).")
 @click.option("--resume", is_flag=True,
               help="Continue from OUT_DIR/last.pt, exactly where it stopped (same options "
                    "needed; --epochs, --max-anneals, --max-minutes, --save-every, --device, --threads may "
@@ -104,17 +143,12 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
     SIGTERM; --resume continues from it to the same weights as a run never stopped. OUT_DIR's
     train.json says "status": "running" until the run ends ("done", "interrupted", "failed")."""
     setup_logging(verbose)
-    _refuse_unused_options(click.get_current_context(), arch, head)
     from rescore.models import ModelConfig
     from rescore.train.loop import auto_classes, train_lm
     from rescore.train.options import TrainOptions, parse_save_every
 
     auto = classes == "auto"  # resolved for --output class once the options are known
-    try:
-        classes = 0 if auto else int(classes)
-    except ValueError:
-        raise click.BadParameter(f"an integer or auto, not {classes!r}",
-                                 param_hint="'--classes'") from None
+    classes = 0 if auto else classes
 
     config = ModelConfig(arch=arch, head=head, hidden=hidden, layers=layers, dropout=dropout,
                          history=bptt if history is None else history,
@@ -144,24 +178,6 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
     except KeyboardInterrupt:
         sys.exit(130)
     logging.getLogger("rescore.train").info("done: %s", summary)
-
-
-# Options of one body or head only: given with another, they would do nothing, so they are refused.
-TRANSFORMER_ONLY = ("n_heads", "context", "positions", "ff_mult")
-
-
-def _refuse_unused_options(ctx: click.Context, arch: str, head: str) -> None:
-    from click.core import ParameterSource
-
-    given = [p for p in ctx.params if ctx.get_parameter_source(p) == ParameterSource.COMMANDLINE]
-    if arch != "transformer":
-        bad = [p for p in given if p in TRANSFORMER_ONLY]
-        if bad:
-            raise click.UsageError(f"{', '.join('--' + p.replace('_', '-') for p in bad)}: "
-                                   f"only with --arch transformer (they do nothing with --arch {arch})")
-    if head == "softmax" and "history" in given:
-        raise click.UsageError("--history: only with a head that keeps a history (it does "
-                               "nothing with --head softmax)")
 
 
 attach(main, "rescore-train-lm")  # the example at the end of --help (rescore/cli/examples.py)

@@ -8,19 +8,22 @@ import click
 
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 from rescore.cli.examples import attach
+from rescore.cli.options import MAX_JOBS, Count, Real
 
 log = logging.getLogger("rescore-tts-data")
+MAX_GAP = 60.0  # seconds of silence between sentences (the recordings' samples follow it)
 
 
-@command()
+@command(groups={"Input": ["--docids"], "Output": ["--voices", "--gap", "--prefix"], "Performance": ["--nj"]})
 @click.argument("text", type=click.Path(dir_okay=False, exists=True))
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--docids", type=click.Path(dir_okay=False, exists=True),
               help="Document id per line of TEXT; without it blank lines separate documents.")
 @click.option("--voices", default="rms,awb,slt,kal16", help="flite voices, cycled over documents.")
-@click.option("--gap", type=float, default=0.3, help="Seconds of silence between sentences of a recording.")
+@click.option("--gap", type=Real(0.0, MAX_GAP), default=0.3,
+              help="Seconds of silence between sentences of a recording.")
 @click.option("--prefix", default="", help="Prefix of recording, speaker and utterance ids.")
-@click.option("--nj", type=click.IntRange(1), default=2, help="Parallel flite processes.")
+@click.option("--nj", type=Count(1, MAX_JOBS), default=2, help="Parallel flite processes.")
 @verbose_option
 def main(text, out_dir, docids, voices, gap, prefix, nj, verbose):
     """Synthesize TEXT (one sentence a line) with flite into OUT_DIR: wav/ (one 16 kHz 16-bit

@@ -7,7 +7,8 @@ import logging
 
 import click
 
-from rescore.cli.common import command, parse_grid, refuse_idle_options, setup_logging, verbose_option
+from rescore.cli.common import command, setup_logging, verbose_option
+from rescore.cli.options import Count, Grid, Need
 from rescore.cli.examples import attach
 from rescore.cli.engine_options import engine_option
 from rescore.jobs.refine import DEFAULT_ROUNDS, MAX_ROUNDS
@@ -15,7 +16,37 @@ from rescore.jobs.refine import DEFAULT_ROUNDS, MAX_ROUNDS
 log = logging.getLogger("rescore-tune")
 
 
-@command()
+def _models(p) -> int:
+    """How many models' costs a run tunes: --nn-costs, else a step's output dir's own."""
+    if p["nn_costs"]:
+        return len(p["nn_costs"])
+    from rescore.nbest.step_output import default_cost_names, step_jobs
+
+    jobs = step_jobs(p["nbest_dir"])
+    return 0 if jobs is None else len(default_cost_names(jobs))
+
+
+APPLY = Need(lambda p: p["apply_to"] is not None, "--apply-to (the test dir the tuned setting is applied to)")
+REFINE = Need(lambda p: p["refine_model"] is not None, "--refine-model (the LM a refining tune scores with)")
+# What each option needs to act (rescore.cli.options.Need) and --help's sections
+NEEDS = {
+    "--mixes": Need(lambda p: _models(p) >= 2, "two or more --nn-costs (one per model)"),
+    **{name: APPLY for name in ("--apply-data-dir", "--apply-nn-costs", "--apply-words-txt")},
+    **{name: REFINE for name in ("--refine-rounds", "--refine-start", "--state-carry", "--oov-penalty",
+                                 "--train-text", "--allow-oov-rate", "--device")},
+}
+GROUPS = {
+    "Input": ["--data-dir", "--words-txt", "--nn-costs", "--allow-missing"],
+    "Weights": ["--weights", "--inv-acwts", "--wips", "--mixes"],
+    "Output": ["--split-half", "--dev-utts", "--eval-utts", "--cross-validate", "--params-out", "--report",
+               "--hyp-out", "--apply-to", "--apply-data-dir", "--apply-nn-costs", "--apply-words-txt"],
+    "Model": ["--refine-model", "--refine-rounds", "--refine-start", "--state-carry", "--oov-penalty",
+              "--train-text", "--allow-oov-rate"],
+    "Performance": ["--device"],
+}
+
+
+@command(groups=GROUPS, needs=NEEDS)
 @click.argument("nbest_dir", type=click.Path(file_okay=False), metavar="NBEST_DIR|STEP_OUTPUT_DIR")
 @click.option("--data-dir", type=click.Path(file_okay=False), required=True,
               help="Data dir of NBEST_DIR (text = references).")
@@ -26,10 +57,11 @@ log = logging.getLogger("rescore-tune")
                    "model, e.g. rescore-nbest's lmwt.nn.1 and lmwt.nn.2) to tune the models' shares (--mixes) too. "
                    "With a step's output dir: file names in each archives.JOB (default: the step's lmwt.nn, or "
                    "lmwt.nn.1 ... lmwt.nn.K of K models).")
-@click.option("--weights", default="0:1:0.1", help="NN LM weights: 'a,b,c' or 'start:stop:step'.")
-@click.option("--inv-acwts", default="6:16:0.5", help="Inverse acoustic scales (LMWT): 'a,b,c' or 'start:stop:step'.")
-@click.option("--wips", default="-1:1:0.5", help="Word insertion penalties: 'a,b,c' or 'start:stop:step'.")
-@click.option("--mixes", default="0:1:0.1", show_default=True,
+@click.option("--weights", type=Grid(0.0, 1.0), default="0:1:0.1", help="NN LM weights: 'a,b,c' or 'start:stop:step'.")
+@click.option("--inv-acwts", type=Grid(0.0, low_open=True), default="6:16:0.5",
+              help="Inverse acoustic scales (LMWT): 'a,b,c' or 'start:stop:step'.")
+@click.option("--wips", type=Grid(), default="-1:1:0.5", help="Word insertion penalties: 'a,b,c' or 'start:stop:step'.")
+@click.option("--mixes", type=Grid(0.0, 1.0), default="0:1:0.1", show_default=True,
               help="With several --nn-costs: the first model's share for two models ('a,b,c' or 'start:stop:step'; "
                    "the second gets the rest); for K > 2, every mix whose K shares all lie in this grid.")
 @click.option("--split-half", is_flag=True,
@@ -67,7 +99,7 @@ log = logging.getLogger("rescore-tune")
                    "(its WER is then rescore-nbest's), each round logged; with --cross-validate each fold is "
                    "refined on its half and reported on the other half scored at its setting, beside plain "
                    "tuning and a paired bootstrap of the two.")
-@click.option("--refine-rounds", type=click.IntRange(1, MAX_ROUNDS), default=DEFAULT_ROUNDS, show_default=True,
+@click.option("--refine-rounds", type=Count(1, MAX_ROUNDS), default=DEFAULT_ROUNDS, show_default=True,
               help="--refine-model: most scorings per tuning set (the best scored setting is kept when the "
                    "tuned one is not yet stable).")
 @click.option("--refine-start", type=click.Path(dir_okay=False),
@@ -113,29 +145,20 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
             raise click.UsageError("--refine-model takes an N-best dir, not a step's output dir (tune on the "
                                    "step's costs, or refine on one N-best dir)")
         nn_costs = nn_costs or default_cost_names(jobs)
-    # options that would do nothing in this mode (one rule: rescore.cli.common.refuse_idle_options)
-    apply_needed = None if apply_to else "--apply-to (the test dir the tuned setting is applied to)"
-    refine_needed = None if refine_kw.get("refine_model") else "--refine-model (the LM a refining tune scores with)"
-    refuse_idle_options({"mixes": None if len(nn_costs) >= 2 else "two or more --nn-costs (one per model)",
-                         "apply_data_dir": apply_needed, "apply_nn_costs": apply_needed,
-                         "apply_words_txt": apply_needed,
-                         **{name: refine_needed for name in refine_kw if name != "refine_model"}})
     apply = None
     if apply_to:
         test_dir, out_dir = apply_to
         apply = NbestJob(nbest_dir=test_dir, out_dir=out_dir, data_dir=apply_data_dir, nn_costs=apply_nn_costs,
                          words_txt=apply_words_txt, allow_missing=allow_missing)
     job = TuneJob(nbest_dir=nbest_dir, data_dir=data_dir, words_txt=words_txt, nn_costs=nn_costs,
-                  weights=parse_grid(weights, "--weights"), inv_acwts=parse_grid(inv_acwts, "--inv-acwts"),
-                  wips=parse_grid(wips, "--wips"), split_half=split_half, dev_utts=dev_utts, eval_utts=eval_utts,
+                  weights=weights, inv_acwts=inv_acwts, wips=wips, split_half=split_half, dev_utts=dev_utts,
+                  eval_utts=eval_utts,
                   params_out=params_out, report=report, apply=apply, allow_missing=allow_missing,
                   cross_validate=cross_validate, hyp_out=hyp_out,
-                  mixes=mix_grid(parse_grid(mixes, "--mixes"), len(nn_costs)) if len(nn_costs) > 1 else None)
+                  mixes=mix_grid(mixes, len(nn_costs)) if len(nn_costs) > 1 else None)
     from rescore.jobs.refine import format_refine, refine_job, run_refine, warn_carried_costs
 
-    ctx = click.get_current_context()
-    refine_given = [n for n in refine_kw if ctx.get_parameter_source(n) != click.core.ParameterSource.DEFAULT]
-    refine = refine_job(job, **refine_kw, given=refine_given)
+    refine = refine_job(job, **refine_kw)
     if refine is not None:
         click.echo(format_refine(run_refine(refine)))
         return

@@ -9,7 +9,10 @@ import click
 
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 from rescore.cli.examples import attach
+from rescore.cli.options import MAX_BUCKETS, MAX_SEED, Count, Need, Real
 from rescore.metrics.compare import MIN_BOOTSTRAP_UNITS
+
+MAX_DRAWS = 1_000_000  # bootstrap draws (each a resampled WER per system)
 
 
 def _systems(hyp_texts, names):
@@ -31,22 +34,39 @@ def _systems(hyp_texts, names):
     return out
 
 
-@command()
+SYSTEMS = Need(lambda p: len(p["hyp_texts"]) >= 2, "two or more HYP_TEXT (the paired bootstrap compares them)")
+# What each option needs to act (rescore.cli.options.Need) and --help's sections
+NEEDS = {
+    "--buckets": Need(lambda p: p["train_text"] is not None, "--train-text (the word counts of the buckets)"),
+    "--plot": Need(lambda p: p["train_text"] is not None, "--train-text (the buckets come from training counts)"),
+    "--title": Need(lambda p: p["plot"] is not None, "--plot (the chart it names)"),
+    "--groups": SYSTEMS,
+    "--bootstrap": SYSTEMS,
+    "--seed": SYSTEMS,
+    "--confidence": SYSTEMS,
+}
+GROUPS = {
+    "Input": ["--name", "--train-text", "--groups", "--allow-missing", "--normalize-refs"],
+    "Output": ["--buckets", "--bootstrap", "--seed", "--confidence", "--report", "--plot", "--title"],
+}
+
+
+@command(groups=GROUPS, needs=NEEDS)
 @click.argument("ref_text", type=click.Path(dir_okay=False))
 @click.argument("hyp_texts", nargs=-1, required=True, metavar="HYP_TEXT [HYP_TEXT ...]")
 @click.option("--name", "names", multiple=True,
               help="Name of each HYP_TEXT in order (repeat it); or write a HYP_TEXT as NAME=PATH. Default: the path.")
 @click.option("--train-text", type=click.Path(dir_okay=False),
               help="LM training text: adds the per rare-word bucket table.")
-@click.option("--buckets", "num_buckets", type=click.IntRange(min=1), default=10, help="Number of rare-word buckets.")
+@click.option("--buckets", "num_buckets", type=Count(1, MAX_BUCKETS), default=10, help="Number of rare-word buckets.")
 @click.option("--groups", type=click.Path(dir_okay=False),
               help="segments or utt2spk of the data: the bootstrap resamples whole recordings (speakers) instead of "
                    f"utterances. With fewer than {MIN_BOOTSTRAP_UNITS} its figures are marked unreliable; with one "
                    "there is no CI, p-value or P(better).")
-@click.option("--bootstrap", "draws", type=click.IntRange(min=0), default=1000,
+@click.option("--bootstrap", "draws", type=Count(0, MAX_DRAWS), default=1000,
               help="Paired bootstrap draws for the CIs and p-values (0: none); with two or more HYP_TEXTs.")
-@click.option("--seed", type=int, default=0, help="Seed of the bootstrap's resampling.")
-@click.option("--confidence", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.95,
+@click.option("--seed", type=Count(0, MAX_SEED), default=0, help="Seed of the bootstrap's resampling.")
+@click.option("--confidence", type=Real(0.0, 1.0, low_open=True, high_open=True), default=0.95,
               help="Level of the confidence intervals.")
 @click.option("--report", type=click.Path(dir_okay=False), help="Write the report as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False),
@@ -73,8 +93,6 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
     from rescore.metrics import (check_scorable, compare_systems, format_comparison, format_wer_report,
                                  plot_comparison, read_groups, warn_suspect_inputs, wer_report)
 
-    if plot and not train_text:
-        raise click.UsageError("--plot needs --train-text (the buckets come from training counts)")
     systems = _systems(hyp_texts, list(names))
     with errors_to_exit():
         from rescore.errors import RescoreError

@@ -355,14 +355,11 @@ def format_refine(result: dict) -> str:
 
 def refine_job(tune: "TuneJob", *, refine_model: Optional[str], refine_rounds: int = DEFAULT_ROUNDS,
                refine_start: Optional[str] = None, train_text: Optional[str] = None, allow_oov_rate: bool = False,
-               given: Sequence[str] = (), **settings):
+               **settings):
     """rescore-tune's --refine-* options (and the engine settings they pass on, by field name:
-    state_carry, oov_penalty, device) as a RefineJob; None without --refine-model (an
-    OptionError if one of them was given: it would do nothing). given: the names of those
-    options given on the command line."""
+    state_carry, oov_penalty, device) as a RefineJob; None without --refine-model (the command
+    refuses the others without it: rescore.cli.tune.NEEDS)."""
     if refine_model is None:
-        for name in given:
-            raise OptionError("--refine-model (it would do nothing without it)", option="--" + name.replace("_", "-"))
         return None
     start = Params.from_json(refine_start) if refine_start else DEFAULT_START
     return RefineJob(tune=tune, model=refine_model, scoring=EngineSettings(**settings), start=start,

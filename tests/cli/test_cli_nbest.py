@@ -315,8 +315,8 @@ def test_engine_options_are_the_settings_fields():
     for f in fields(EngineSettings):
         assert option_name(f.name) in text and " ".join(f.metadata["help"].split()) in text, f.name
         shown = f.metadata["show_default"] if f.metadata["show_default"] is not None else f.default
-        assert f"[default: {shown}]" in text or f"[default: ({shown})]" in text, f.name
-    assert f"[default: ({OOV_AUTO} with --train-text or a words.txt, else 0)]" in text
+        assert f"[default: {shown}]" in text or f"[default: {shown};" in text, f.name  # (';': its range)
+    assert f"[default: {OOV_AUTO} with --train-text or a words.txt, else 0]" in text
 
 
 def test_overflow_is_found_before_a_model_scores(two_models, tmp_path):

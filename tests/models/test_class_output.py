@@ -306,9 +306,9 @@ def test_cli_train_ppl_nbest(corpus, tmp_path):
     ckpt = tmp_path / "m" / "model.pt"
     assert load_checkpoint(ckpt).config.classes == 5
     for bad, msg in ((["--classes", "0"], "--classes"), (["--classes", "100000"], "--classes"),
-                     (["--classes", "5"], "--classes only with --output class")):
+                     (["--classes", "5"], "--classes: expected --output class")):
         r = CliRunner().invoke(train_main, args + ["--out-dir", str(tmp_path / "x")]
-                               + (["--output", "class"] if "only" not in msg else []) + bad)
+                               + (["--output", "class"] if "expected" not in msg else []) + bad)
         assert r.exit_code == 2 and msg in r.output, r.output
     # --classes auto (the default): round(sqrt(V)) of the vocabulary trained
     r = CliRunner().invoke(train_main, args + ["--out-dir", str(tmp_path / "auto"), "--output",

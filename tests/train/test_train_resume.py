@@ -199,12 +199,12 @@ def test_earlier_run_refused_without_resume(corpus):
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["--head", "softmax", "--memory-aug"], "--memory-aug only with --head pointer"),
-    (["--head", "pointer", "--coverage", "0.5"], "--coverage only with --head pointer-generator"),
-    (["--head", "psmm", "--memory-aug"], "--memory-aug only with --head pointer"),
-    (["--arch", "lstm", "--n-heads", "2"], "--n-heads: only with --arch transformer"),
-    (["--arch", "lstm", "--positions", "none"], "--positions: only with --arch transformer"),
-    (["--head", "softmax", "--history", "5"], "--history: only with a head"),
+    (["--head", "softmax", "--memory-aug"], "--memory-aug: expected --head pointer"),
+    (["--head", "pointer", "--coverage", "0.5"], "--coverage: expected --head pointer-generator"),
+    (["--head", "psmm", "--memory-aug"], "--memory-aug: expected --head pointer"),
+    (["--arch", "lstm", "--n-heads", "2"], "--n-heads: expected --arch transformer"),
+    (["--arch", "lstm", "--positions", "none"], "--positions: expected --arch transformer"),
+    (["--head", "softmax", "--history", "5"], "--history: expected a --head that keeps a history"),
 ])
 def test_options_that_do_nothing_are_refused(corpus, extra, message):
     base = ["--train", str(corpus / "train.txt"), "--valid", str(corpus / "valid.txt"),
