@@ -228,7 +228,8 @@ def _shown(value) -> str:
 # ------------------------------------------------------------------------------------------------
 # --help in groups
 
-GROUPS = ("Input", "Model", "Weights", "Carry and pointer", "Output", "Other formats", "Performance", "Other")
+GROUPS = ("Input", "Model", "Weights", "Carry and pointer", "Training", "Output", "Other formats", "Performance",
+          "Other")
 HEADINGS = {"Weights": "Weight options", "Other formats": "Other recognizers' formats"}
 COMMON = ("--verbose", "--version", "--help")  # every command's, in "Other" (added here, not in the tables)
 

@@ -45,10 +45,10 @@ GROUPS = {
     "Model": ["--arch", "--head", "--hidden", "--layers", "--dropout", "--output", "--classes", "--self-norm",
               "--n-heads", "--context", "--positions", "--ff-mult"],
     "Carry and pointer": ["--history", "--memory-aug", "--coverage"],
+    "Training": ["--epochs", "--epoch-batches", "--max-minutes", "--optimizer", "--lr", "--warmup", "--anneal",
+                 "--max-anneals", "--clip", "--seed"],
     "Output": ["--out-dir", "--resume", "--save-every"],
     "Performance": ["--device", "--threads", "--batch-size", "--eval-batch-size", "--bptt"],
-    "Other": ["--epochs", "--epoch-batches", "--max-minutes", "--optimizer", "--lr", "--warmup", "--anneal",
-              "--max-anneals", "--clip", "--seed"],
 }
 
 

@@ -277,3 +277,21 @@ def test_nbest_help_puts_the_core_first():
     assert sections[-1] == "Other options:"
     assert text.index("--model ") < text.index("--jobs ") and text.index("--format ") > text.index("--wip ")
     assert "[default: 10;" in text  # --inv-acwt: not '(10)'
+
+
+# --- what the walk does not reach: rescore-lattice tune's W=DIR arguments -------------------
+
+@pytest.mark.parametrize("dirs, message", [
+    (["nan=A", "0.5=B"], "'nan' is not a finite number"),
+    (["inf=A"], "'inf' is not a finite number"),
+    (["1.5=A"], "1.5 is not in the range 0<=x<=1"),
+    (["0.5=A", "0.50=B"], "one decode dir per weight, got two for 0.5"),
+    (["0.5"], "expected W=DIR"),
+])
+def test_lattice_tune_takes_one_finite_weight_per_decode_dir(dirs, message, tmp_path):
+    (tmp_path / "words.txt").write_text("<eps> 0\n")
+    args = ["--nbest-dir", str(tmp_path), "--data-dir", str(tmp_path), "--words-txt", str(tmp_path / "words.txt")]
+    result = _invoke("rescore-lattice tune", args + [d.replace("A", str(tmp_path)).replace("B", str(tmp_path))
+                                                     for d in dirs])
+    assert result.exit_code == 2 and "error: " in result.output and "W=DIR" in result.output, result.output
+    assert message in result.output, result.output

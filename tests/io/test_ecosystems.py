@@ -356,7 +356,7 @@ def test_espnet_token_only_and_multi_speaker_decodes(tmp_path):
     assert (tmp_path / "s1" / "text").read_text() == "mix-1 HELLO THERE\nmix-2 YES\n"
     r = CliRunner().invoke(rescore_nbest, [str(NEMO), str(tmp_path / "x"), "--format", "nemo", "--manifest",
                                            str(MANIFEST), "--speaker", "1"])
-    assert r.exit_code == 2 and "--speaker is for --format espnet" in r.output
+    assert r.exit_code == 2 and "--speaker: expected --format espnet" in r.output
 
 
 def test_espnet_rescored_and_written_back_for_asr_sh_scoring(tmp_path, tiny_lm):
@@ -514,7 +514,7 @@ def test_format_options_that_do_not_fit_the_input_are_refused(tmp_path):
 
     run = CliRunner().invoke
     r = run(rescore_nbest, [str(FIXTURES / "nbest-small"), str(tmp_path / "k"), "--write-format", "espnet"])
-    assert r.exit_code == 2 and "--write-format are for inputs other than a Kaldi dir" in r.output
+    assert r.exit_code == 2 and "--write-format: expected an input other than a Kaldi dir" in r.output
     r = run(rescore_nbest, [str(ESPNET), str(tmp_path / "e"), "--format", "espnet", "--write-format", "nemo"])
     assert r.exit_code == 2 and "--write-format" in r.output and "--format nemo" in r.output
     r = run(rescore_nbest, [str(NEMO), str(tmp_path / "n"), "--format", "nemo", "--manifest", str(MANIFEST),
