@@ -19,7 +19,7 @@ import logging
 
 import click
 
-from rescore.cli.common import Group, setup_logging, verbose_option, version_option
+from rescore.cli.common import Command, Group, setup_logging, verbose_option, version_option
 from rescore.cli.examples import attach
 from rescore.cli.options import Grid, Real
 
@@ -64,7 +64,7 @@ def main():
     `apply` gives every arc the NN LM cost of its best history and adds it to the lattice."""
 
 
-@main.command(context_settings=_CTX, groups={"Weights": ["--acoustic-scale", "--lm-scale"]})
+@main.command(cls=Command, context_settings=_CTX, groups={"Weights": ["--acoustic-scale", "--lm-scale"]})
 @click.argument("lats", type=click.Path(dir_okay=False, allow_dash=True))
 @click.argument("nbest_out", type=click.Path(dir_okay=False, allow_dash=True))
 @_scales
@@ -86,7 +86,7 @@ def cover(lats, nbest_out, acoustic_scale, lm_scale, verbose):
              stats.paths, stats.paths / max(stats.lattices, 1))
 
 
-@main.command(context_settings=_CTX, groups={"Weights": ["--acoustic-scale", "--lm-scale", "--weight"]})
+@main.command(cls=Command, context_settings=_CTX, groups={"Weights": ["--acoustic-scale", "--lm-scale", "--weight"]})
 @click.argument("lats", type=click.Path(dir_okay=False, allow_dash=True))
 @click.argument("archives", type=click.Path(file_okay=False, exists=True))
 @click.argument("lats_out", type=click.Path(dir_okay=False, allow_dash=True))
@@ -120,7 +120,7 @@ def apply(lats, archives, lats_out, acoustic_scale, lm_scale, weight, verbose):
              stats.arcs, stats.paths, stats.uncovered)
 
 
-@main.command(context_settings=_CTX, groups={"Input": ["--nbest-dir", "--data-dir", "--words-txt"],
+@main.command(cls=Command, context_settings=_CTX, groups={"Input": ["--nbest-dir", "--data-dir", "--words-txt"],
                                              "Weights": ["--inv-acwts", "--wips"], "Output": ["--report"]})
 @click.argument("dirs", nargs=-1, required=True, type=WeightDir(), metavar="W=DIR...")
 @click.option("--nbest-dir", type=click.Path(file_okay=False, exists=True), required=True,

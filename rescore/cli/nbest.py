@@ -11,24 +11,10 @@ from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.engine_options import MODEL_NEEDED, engine_needs, engine_options, engine_settings
 from rescore.cli.interchange import NBEST_NEEDS, interchange_options, other_format, pop_other_format, run_other_format
-from rescore.cli.options import MAX_BUCKETS, Count, Need, Real
+from rescore.cli.options import MAX_BUCKETS, Count, Need, Real, Shares
 from rescore.nbest.checks import OOV_ERROR_RATE, OOV_WARN_RATE
 
 log = logging.getLogger("rescore-nbest")
-
-
-def parse_mix(spec, option: str = "--mix"):
-    """'0.6,0.4' -> (0.6, 0.4) (checked as a mix: shares >= 0 summing to 1); None -> None."""
-    from rescore.errors import OptionError
-    from rescore.nbest.interp import check_mix
-
-    if spec is None:
-        return None
-    try:
-        shares = [float(x) for x in spec.split(",")]
-    except ValueError:
-        raise OptionError("shares as numbers separated by commas, e.g. 0.6,0.4", option=option, got=spec) from None
-    return check_mix(shares, option)
 
 
 def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs: bool):
@@ -103,7 +89,7 @@ GROUPS = {
               type=Real(0.0, 1.0), default=None,
               show_default="0.8 with --model or --nn-costs (Kaldi's default), else 0",
               help="NN LM weight w in [0, 1]: cost = ac/inv_acwt + nolm + (1-w)(withlm-nolm) + w*nn + wip*|h|.")
-@click.option("--mix", "mix_spec", metavar="S1,S2,...", default=None, show_default="equal shares",
+@click.option("--mix", "mix", type=Shares(), metavar="S1,S2,...", default=None, show_default="equal shares",
               help="With several --model (or --nn-costs): each model's share of the NN term, >= 0 and summing to 1, "
                    "in the order given: nn = S1*nn_1 + S2*nn_2 + ... (log-linear interpolation; w stays the total NN "
                    "weight).")
@@ -138,7 +124,7 @@ GROUPS = {
 @engine_options
 @interchange_options
 @verbose_option
-def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix_spec, inv_acwt, wip, train_text,
+def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix, inv_acwt, wip, train_text,
          num_buckets, plot, allow_missing, allow_oov_rate, normalize_refs, jobs_spec, verbose, model, split_spec,
          **settings):
     """Rescore NBEST_DIR (Kaldi layout: words/words_text, acwt, lmwt.withlm, lmwt.nolm) into
@@ -166,10 +152,10 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     check(numbers is None or other is None, "Kaldi N-best dirs (one per job): other recognizers' inputs "
           "(--format) are rescored one per run", "--jobs", f"{jobs_spec} with {nbest_dir}")
     scoring = engine_settings(settings)
-    mix = parse_mix(mix_spec)
     k = len(model) or len(nn_costs)
     # (one share alone would read as "no mix" in the job)
-    check(mix is None or len(mix) == k, f"one share per model ({k} given by --model or --nn-costs)", "--mix", mix_spec)
+    check(mix is None or len(mix) == k, f"one share per model ({k} given by --model or --nn-costs)", "--mix",
+          ",".join(f"{x:g}" for x in mix or ()))
     params = resolve_params(params_file, weight, inv_acwt, wip, mix,
                             has_nn_costs=bool(model or nn_costs))
     job = dict(nbest_dir=nbest_dir, out_dir=out_dir, params=params, data_dir=data_dir, words_txt=words_txt,

@@ -4,9 +4,9 @@ One home for three rules that hold in every command (``rescore.cli.common.Comman
 
 * **Typed values.** Every number an option takes goes through a type of this module: ``Real``
   (a finite float, in a range where one is meaningful), ``Count`` (an integer in a range; an upper
-  bound where memory follows the value) and ``Grid`` (a sweep 'a,b,c' or 'start:stop:step': finite,
-  step > 0, no value twice). ``nan``, ``inf`` and out-of-range values are click usage errors (exit
-  2, ``error:`` naming the option) before any work.
+  bound where memory follows the value), ``Grid`` (a sweep 'a,b,c' or 'start:stop:step': finite,
+  step > 0, no value twice) and ``Shares`` (a mix of models). ``nan``, ``inf`` and out-of-range
+  values are click usage errors (exit 2, ``error:`` naming the option) before any work.
 * **Declared requirements and conflicts.** A command declares, by option, what the option needs to
   act (:class:`Need`, a test on the command's parameters) and which options exclude each other
   (:class:`Conflict`); :func:`check_rules` refuses an option given on the command line (or in the
@@ -106,7 +106,7 @@ class Grid(click.ParamType):
         return "A,B,C" if self.integer else "GRID"
 
     def describe(self) -> str:
-        """The values' range, as the error says it: 'each in (0, 1]'."""
+        """The values' range, as the error says it: 'numbers in (0, inf)'."""
         if self.low is None and self.high is None:
             return "finite numbers"
         lo = "-inf" if self.low is None else f"{self.low:g}"
@@ -127,6 +127,26 @@ class Grid(click.ParamType):
                     or (self.high is not None and (v > self.high or (self.high_open and v == self.high)))):
                 self.fail(f"{value!r}: expected {self.describe()}, got {v:g}", param, ctx)
         return values
+
+
+class Shares(click.ParamType):
+    """A mix of models: 'S1,S2,...' -> a tuple of finite shares >= 0 summing to 1
+    (rescore.nbest.interp.check_mix)."""
+
+    name = "shares"
+
+    def convert(self, value, param, ctx):
+        from rescore.errors import OptionError
+        from rescore.nbest.interp import check_mix
+
+        if isinstance(value, tuple):
+            return value
+        try:
+            return check_mix([float(x) for x in str(value).split(",")], long_name(param) if param else "")
+        except ValueError:
+            self.fail(f"expected shares as numbers separated by commas, e.g. 0.6,0.4, got {value!r}", param, ctx)
+        except OptionError as e:
+            self.fail(f"expected {e.expected}, got {value!r}", param, ctx)
 
 
 def parse_grid(spec: str, integer: bool = False) -> list:

@@ -25,7 +25,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from rescore.cli.options import Count, Grid, Real, ungrouped
+from rescore.cli.options import Count, Grid, Real, Shares, ungrouped
 from tests.cli.test_help import SCRIPTS
 
 
@@ -53,7 +53,7 @@ def _numeric(p: click.Parameter) -> bool:
     """An option that takes a number or numbers (its type is one of rescore.cli.options', or a
     number-or-word type such as --oov-penalty's NATS|auto and --classes' C|auto)."""
     return isinstance(p, click.Option) and not p.count and (
-        isinstance(p.type, (Real, Count, Grid)) or p.type.name in ("NATS|auto", "C|auto"))
+        isinstance(p.type, (Real, Count, Grid, Shares)) or p.type.name in ("NATS|auto", "C|auto"))
 
 
 NUMERIC = [(name, _long(p)) for name, _, _, cmd in COMMANDS for p in cmd.params if _numeric(p)]
@@ -185,6 +185,8 @@ def _sample(p: click.Parameter, tmp: Path) -> List[str]:
         values = [_inside(t.min, t.max, isinstance(t, Count))]
     elif isinstance(t, Grid):
         values = [_inside(t.low, t.high, t.integer)]
+    elif isinstance(t, Shares):
+        values = ["0.5,0.5"]
     elif t.name in ("NATS|auto", "C|auto"):
         values = ["auto"]
     else:
