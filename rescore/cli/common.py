@@ -1,6 +1,7 @@
 """What every command shares: one decorator (``@command()``: help on -h/--help, defaults shown,
-``--version``, errors as ``error: ...``), logging to stderr, and the grid parser of
-the library's callers; the options' types, rules and help groups are rescore.cli.options'.
+``--version``, errors as ``error: ...``, the options' declared rules and --help groups of
+rescore.cli.options), logging to stderr, and ``parse_grid`` for scripts that call the library
+(commands take grids, as every option value, through rescore.cli.options' types).
 
 Exit statuses, the same in every command:
 
@@ -22,7 +23,7 @@ import click
 
 from rescore import __version__
 from rescore.bulk import collect_less, exit_now
-from rescore.cli.options import MAX_GRID_POINTS, Conflict, Need, check_rules, format_grouped  # noqa: F401
+from rescore.cli.options import MAX_GRID_POINTS, Conflict, Need, check_rules, format_grouped  # noqa: F401 (the bound)
 from rescore.cli.options import parse_grid as _parse_grid
 from rescore.errors import OptionError, RescoreError
 
