@@ -11,7 +11,7 @@ from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.engine_options import MODEL_NEEDED, engine_needs, engine_options, engine_settings
 from rescore.cli.interchange import NBEST_NEEDS, interchange_options, other_format, pop_other_format, run_other_format
-from rescore.cli.options import MAX_BUCKETS, Count, Need, Real, Shares
+from rescore.cli.options import MAX_BUCKETS, Conflict, Count, Need, Real, Shares
 from rescore.nbest.checks import OOV_ERROR_RATE, OOV_WARN_RATE
 
 log = logging.getLogger("rescore-nbest")
@@ -55,6 +55,8 @@ NEEDS = {
     "--allow-missing": Need(_has_refs, REFS_NEEDED),
     "--normalize-refs": Need(_has_refs, REFS_NEEDED),
 }
+CONFLICTS = [Conflict("--jobs", "--split", "--jobs runs several jobs in one process, --split a share of one "
+                                          "N-best dir")]
 # --help's sections (rescore.cli.options.GROUPS), core first
 GROUPS = {
     "Input": ["--data-dir", "--words-txt", "--nn-costs", "--train-text", "--allow-missing", "--normalize-refs"],
@@ -70,7 +72,7 @@ GROUPS = {
 }
 
 
-@command(groups=GROUPS, needs=NEEDS)
+@command(groups=GROUPS, needs=NEEDS, conflicts=CONFLICTS)
 @click.argument("nbest_dir", type=click.Path())
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--data-dir", type=click.Path(file_okay=False),
