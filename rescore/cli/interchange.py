@@ -133,7 +133,8 @@ def _read_options(f):
               default="interchange",
               help="What to write: an interchange file; a Kaldi N-best dir (from an interchange file with "
                    "columns ac, graph, nolm); or, into the dir TARGET, the 1-best (by the column 'total', e.g. of "
-                   "rescore-nbest's scores.tsv, else the sum of the columns) as ESPnet's decode dir holds it "
+                   "rescore-nbest's scores.tsv, else by rescore-nbest's total of the columns with its defaults: "
+                   "Kaldi's ac/10 + graph, others summed) as ESPnet's decode dir holds it "
                    "(text, score, 1best_recog/), as NeMo's files (with --manifest: preds_rescored.tsv, "
                    "manifest_rescored.json) or as icefall's recogs/errs files (with references).")
 @click.option("--words-txt", type=click.Path(dir_okay=False),
@@ -173,7 +174,8 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
     table = load_table(source, fmt, manifest if fmt == "nemo" else None, words_txt if fmt == "kaldi" else None,
                        read_options(options, fmt))
     if dst_format in WRITE_FORMATS:
-        from rescore.io.results import files_for, ranking_costs, write_files
+        from rescore.io.results import files_for, write_files
+        from rescore.nbest.tables import ranking_costs
 
         files = files_for(dst_format, table, ranking_costs(table), manifest=manifest)
         written = write_files(Path(target), files, [p for p in inputs if p])

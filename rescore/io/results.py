@@ -2,7 +2,8 @@
 them unchanged (docs/ecosystems.md has the commands).
 
 Every writer takes a table (rescore.io.interchange.NbestTable) and a cost per hypothesis (lower
-is better: rescore-nbest's ``total``, or :func:`ranking_costs`) and returns ``{file name: text}``
+is better: rescore-nbest's ``total``, or rescore.nbest.tables.ranking_costs, the same rule for a
+table not yet rescored) and returns ``{file name: text}``
 for the caller to write (rescore-nbest into its OUT_DIR as one set, rescore-convert-nbest into
 TARGET):
 
@@ -36,13 +37,6 @@ from rescore.io.outputs import check_not_input
 PathLike = Union[str, Path]
 WRITE_FORMATS = ("espnet", "nemo", "icefall")
 Costs = Mapping[Tuple[str, int], float]  # (utt, rank) -> cost
-
-
-def ranking_costs(table) -> Dict[Tuple[str, int], float]:
-    """The cost of each hypothesis of a table: its ``total`` column (rescore-nbest's scores.tsv),
-    else the sum of its score columns (every weight 1)."""
-    idx = [table.columns.index("total")] if "total" in table.columns else range(len(table.columns))
-    return {(u.id, h.rank): sum(h.scores[i] for i in idx) for u in table.utterances for h in u.hyps}
 
 
 def ranked(table, costs: Costs):
