@@ -46,9 +46,12 @@ small example of each, in the recognizer's own layout):
   a float or of a tensor; no utterance id). W is the beam width (``--nemo-beam`` for a renamed
   file). An utterance may have fewer than W candidates (pyctcdecode prunes by
   ``beam_prune_logp`` and merges beams of the same text): the manifest gives the utterances,
-  the file their candidates. With W x utterances lines every utterance has W; with fewer, the
-  file is split where a score rises above the one before it (each utterance's candidates come
-  best first), and refused where that does not give one block per utterance of at most W lines.
+  the file their candidates. ``<file>.counts`` beside it (NeMo's script patched with
+  NEMO_PATCH: the number of candidates of each manifest line) gives the split exactly. Without
+  it: with W x utterances lines every utterance has W; with fewer, the split is taken where the
+  file allows exactly one (:func:`nemo_splits`: blocks of 1 to W lines, scores best first in
+  each, one block per utterance), and refused where it allows none or several (the error names
+  the first utterance whose number of candidates is not certain, and the remedy).
   The manifest (JSON lines, ``audio_filepath``, ``text``, optional ``offset``) gives the ids:
   the audio file's name without extension, and where one audio file is cut into segments (it
   occurs more than once) ``<name>-<offset in 1/100 s, 7 digits>`` for every line. References
@@ -465,9 +468,106 @@ def nemo_beam_width(preds_tsv: PathLike) -> Optional[int]:
     return None
 
 
-def _nemo_blocks(scores: List[float], num_utts: int, width: Optional[int], path: Path, manifest: Path) -> List[int]:
-    """The number of candidates of each utterance (module doc)."""
+NEMO_COUNTS_SUFFIX = ".counts"  # <predictions file>.counts: NeMo's script, patched (docs/ecosystems.md)
+NEMO_PATCH = "recipes/patches/nemo/eval_beamsearch_ngram_ctc.patch"
+
+
+def _composition_count(length: int, blocks: int, width: int) -> int:
+    """The number of ways, capped at 2, to cut ``length`` lines into ``blocks`` blocks of 1 to
+    ``width`` lines in order: 1 for one block, one line each or width lines each; 0 where none
+    fits; else 2 (at least two: a line moves between two neighbouring blocks)."""
+    if not -(-length // width) <= blocks <= length:
+        return 0
+    return 1 if blocks in (1, length) or blocks * width == length else 2
+
+
+def nemo_splits(scores: Sequence[float], num_utts: int, width: int):
+    """How the candidates of a predictions file split into utterances (module doc): every split
+    into ``num_utts`` blocks of 1 to ``width`` lines, each block's scores best first (never rising).
+    A score rising above the one before it starts a block; a run between rises is cut anywhere,
+    into as many blocks as its length allows. Dynamic programming over the runs counts the splits
+    (capped at 2). Returns (count, sizes): sizes the one split where count is 1; else None, and
+    with count 2 the index of the first utterance whose number of candidates differs between
+    splits."""
     total = len(scores)
+    cuts = [i for i in range(1, total) if scores[i] > scores[i - 1]]
+    runs = [b - a for a, b in zip([0, *cuts], [*cuts, total])]
+    lo = [-(-n // width) for n in runs]  # the fewest blocks a run can make
+    lo_before, hi_before = [0], [0]  # blocks of runs[:r], at least / at most
+    for n, m in zip(runs, lo):
+        lo_before.append(lo_before[-1] + m)
+        hi_before.append(hi_before[-1] + n)
+    if not lo_before[-1] <= num_utts <= hi_before[-1]:
+        return 0, None
+
+    def band(r):  # the numbers of blocks before run r that leave the rest a way to num_utts
+        return (max(lo_before[r], num_utts - (hi_before[-1] - hi_before[r])),
+                min(hi_before[r], num_utts - (lo_before[-1] - lo_before[r])))
+
+    # ways[r][k - band(r)[0]]: the splits (capped at 2) of runs[:r] into k blocks
+    ways = [[1]]
+    for r, n in enumerate(runs):
+        a, (a2, b2) = band(r)[0], band(r + 1)
+        nxt = [0] * (b2 - a2 + 1)
+        for k, w in enumerate(ways[r], a):
+            if w:
+                for m in range(max(lo[r], a2 - k), min(n, b2 - k) + 1):
+                    c = _composition_count(n, m, width)
+                    if c:
+                        nxt[k + m - a2] = min(2, nxt[k + m - a2] + w * c)
+        ways.append(nxt)
+    count = ways[-1][0]
+    if count == 0:
+        return 0, None
+    # back from the end: the blocks of each run in the splits that reach num_utts
+    reach = {num_utts}
+    choices = []
+    for r in range(len(runs) - 1, -1, -1):
+        a = band(r)[0]
+        opts = [(k, t - k) for k, w in enumerate(ways[r], a) if w for t in sorted(reach)
+                if _composition_count(runs[r], t - k, width)]
+        choices.append(opts)
+        reach = {k for k, _ in opts}
+    choices.reverse()
+    if count == 2:
+        for r, opts in enumerate(choices):
+            if len(opts) > 1 or _composition_count(runs[r], opts[0][1], width) > 1:
+                return 2, min(k for k, _ in opts)
+    sizes = []
+    for n, ((_, m),) in zip(runs, choices):
+        sizes += [n] if m == 1 else [1] * n if m == n else [width] * m
+    return 1, sizes
+
+
+def _nemo_counts(path: Path, num_utts: int, total: int, manifest: Path) -> List[int]:
+    """The candidates of each utterance from ``<predictions file>.counts`` (NeMo's script patched)."""
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RescoreError("a readable UTF-8 file", path=path, got=str(e)) from None
+    if lines and lines[-1] == "":
+        lines.pop()
+    sizes = []
+    for lineno, line in enumerate(lines, 1):
+        if not (line.isascii() and line.isdigit()) or int(line) < 1:
+            raise RescoreError("the number of candidates of one manifest line (an integer >= 1)", path=path,
+                               line=lineno, got=line[:60])
+        sizes.append(int(line))
+    if len(sizes) != num_utts or sum(sizes) != total:
+        raise RescoreError(f"one line per utterance of {manifest} ({num_utts}) whose numbers add up to the "
+                           f"{total} lines of the predictions file", path=path,
+                           got=f"{len(sizes)} lines adding up to {sum(sizes)}")
+    return sizes
+
+
+def _nemo_blocks(scores: List[float], ids: Sequence[Tuple[str, dict, int]], width: Optional[int], path: Path,
+                 manifest: Path) -> List[int]:
+    """The number of candidates of each utterance (module doc)."""
+    total, num_utts = len(scores), len(ids)
+    counts = path.with_name(path.name + NEMO_COUNTS_SUFFIX)
+    if counts.is_file():
+        log.info("%s: the candidates of each utterance from %s", path, counts)
+        return _nemo_counts(counts, num_utts, total, manifest)
     if width is not None and width < 1:
         raise RescoreError("a beam width >= 1", path=path, got=str(width))
     if width is not None and total == width * num_utts:
@@ -479,16 +579,23 @@ def _nemo_blocks(scores: List[float], num_utts: int, width: Optional[int], path:
         raise RescoreError(f"1 to {width or 'W'} candidates for each of the {num_utts} utterances of {manifest} "
                            f"({num_utts} to {most}beam width {width or 'W'}) lines)", path=path,
                            got=f"{total} lines")
-    cuts = [i for i in range(1, total) if scores[i] > scores[i - 1]]
-    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, total])]
-    if len(sizes) == num_utts and (width is None or max(sizes) <= width):
-        return sizes
+    count, found = nemo_splits(scores, num_utts, width or total)
+    if count == 1:
+        return found
+    remedy = (f"; for an exact split, run NeMo's script with {NEMO_PATCH} applied (it writes "
+              f"{path.name}{NEMO_COUNTS_SUFFIX} beside the file), or write the beams with "
+              "rescore.io.pyctcdecode.write_beams (docs/ecosystems.md, NeMo)")
+    if count == 0:
+        raise RescoreError(
+            f"lines that split into the {num_utts} utterances of {manifest}, each 1 to {width or 'W'} (the beam "
+            f"width) candidates best first: NeMo writes no utterance ids, and no such split exists" + remedy,
+            path=path, got=f"{total} lines")
+    utt, _, line = ids[found]
     raise RescoreError(
-        f"lines that split into the {num_utts} utterances of {manifest}: NeMo writes no utterance ids, so with "
-        f"fewer than {width or 'W'} (the beam width) candidates for some utterances an utterance can only start where "
-        f"a score rises above the one before it; that gives {len(sizes)} blocks"
-        + (f" (the largest {max(sizes)} lines)" if width is not None and max(sizes) > width else ""),
-        path=path, got=f"{total} lines")
+        f"lines that split into the {num_utts} utterances of {manifest} in one way only: NeMo writes no utterance "
+        f"ids, and with fewer than {width or 'W'} (the beam width) candidates for some utterances these lines split "
+        f"in more than one way, from utterance {found + 1} on ('{utt}', line {line} of the manifest), whose number "
+        "of candidates differs between them" + remedy, path=path, got=f"{total} lines")
 
 
 def read_nemo(preds_tsv: PathLike, manifest: PathLike, beam_size: Optional[int] = None,
@@ -514,7 +621,7 @@ def read_nemo(preds_tsv: PathLike, manifest: PathLike, beam_size: Optional[int] 
         if x is None:
             raise RescoreError("'text<TAB>score' with a finite score", path=preds_tsv, line=lineno, got=line[:60])
         parsed.append((text.split(), x, lineno))
-    sizes = _nemo_blocks([x for _, x, _ in parsed], len(ids), beam_size, preds_tsv, manifest)
+    sizes = _nemo_blocks([x for _, x, _ in parsed], ids, beam_size, preds_tsv, manifest)
     utts, k = [], 0
     for (utt, _, _), n in zip(ids, sizes):
         utts.append(Utterance(utt, [Hypothesis(r + 1, w, (-x,), (None,), ln)

@@ -31,7 +31,7 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from rescore.errors import OptionError, RescoreError, check
 from rescore.nbest.interp import Params
-from rescore.io.ecosystems import FORMATS, ReadOptions
+from rescore.io.ecosystems import FORMATS, NEMO_COUNTS_SUFFIX, ReadOptions
 from rescore.io.files import atomic_output
 from rescore.io.interchange import with_columns, write_nbest_table
 from rescore.io.outdir import MANIFEST_NAME, OutputSet
@@ -137,6 +137,8 @@ class InterchangeJob(NbestJob):
             out = Path(self.out_dir).resolve()
             earlier = (out / MANIFEST_NAME).is_file()
             files = [f for f in p.rglob("*") if f.is_file() and not (earlier and out in f.resolve().parents)]
+        if self.fmt == "nemo":  # NeMo's candidate counts beside its predictions (rescore.io.ecosystems)
+            files.append(p.with_name(p.name + NEMO_COUNTS_SUFFIX))
         return files + [Path(m) for m in (self.manifest,) if m is not None] + super().inputs()
 
     def outputs(self, with_refs: bool = True) -> List[str]:

@@ -282,6 +282,89 @@ def nemo_beam_scores_dataset(data_path, manifest_path, beam_size):
     return [(text, float(score), ground_truths[idx // beam_size]) for idx, (text, score) in enumerate(rows)]
 
 
+def nemo_ctc_script_stubs():
+    """Stand-ins for the imports of eval_beamsearch_ngram_ctc.py that beam_search_eval does not
+    need here (NeMo, OmegaConf, scikit-learn, editdistance): {module name: module}."""
+    import types
+
+    from rapidfuzz.distance import Levenshtein
+
+    def mod(name, **attrs):
+        m = types.ModuleType(name)
+        m.__dict__.update(attrs)
+        return m
+
+    class Logging:
+        CRITICAL = 50
+        level = 20
+
+        def getEffectiveLevel(self):
+            return self.level
+
+        def setLevel(self, level):
+            self.level = level
+
+        def info(self, *args, **kwargs):
+            pass
+
+        warning = info
+
+    class Model:  # nemo_asr.models.ASRModel, EncDecHybridRNNTCTCModel
+        pass
+
+    asr_models = mod("nemo.collections.asr.models", ASRModel=Model, EncDecHybridRNNTCTCModel=Model)
+    asr = mod("nemo.collections.asr", models=asr_models)
+    collections = mod("nemo.collections", asr=asr)
+    return {
+        "editdistance": mod("editdistance", eval=lambda a, b: Levenshtein.distance(a, b)),
+        "omegaconf": mod("omegaconf", MISSING="???", OmegaConf=None),
+        "sklearn": mod("sklearn"), "sklearn.model_selection": mod("sklearn.model_selection", ParameterGrid=list),
+        "nemo": mod("nemo", collections=collections), "nemo.collections": collections, "nemo.collections.asr": asr,
+        "nemo.collections.asr.models": asr_models,
+        "nemo.collections.asr.parts": mod("nemo.collections.asr.parts"),
+        "nemo.collections.asr.parts.submodules": mod("nemo.collections.asr.parts.submodules",
+                                                     ctc_beam_decoding=mod("ctc_beam_decoding",
+                                                                                 BeamCTCInferConfig=object)),
+        "nemo.collections.asr.parts.utils": mod("nemo.collections.asr.parts.utils"),
+        "nemo.collections.asr.parts.utils.transcribe_utils": mod(
+            "nemo.collections.asr.parts.utils.transcribe_utils", PunctuationCapitalization=object,
+            TextProcessingConfig=object),
+        "nemo.core": mod("nemo.core"),
+        "nemo.core.config": mod("nemo.core.config", hydra_runner=lambda **kw: (lambda f: f)),
+        "nemo.utils": mod("nemo.utils", logging=Logging()),
+    }
+
+
+def nemo_ctc_beam_search_eval(script: Path, all_hyps, targets: Sequence[str], preds_output_file: Path,
+                              beam_width: int) -> None:
+    """Run ``beam_search_eval`` of the real eval_beamsearch_ngram_ctc.py ``script`` (upstream, or
+    patched) on candidates ``all_hyps`` (nemo_pyctcdecode_nbest: what ``model.transcribe`` returns
+    with ``return_best_hypothesis=False``), its heavy imports stubbed (nemo_ctc_script_stubs)."""
+    import importlib.util
+    import sys
+    from types import SimpleNamespace
+    from unittest import mock
+
+    class Model:
+        cfg = SimpleNamespace(decoding=SimpleNamespace())
+
+        def change_decoding_strategy(self, *args, **kwargs):
+            pass
+
+        def transcribe(self, audio_filepaths, batch_size):
+            return all_hyps
+
+    with mock.patch.dict(sys.modules, nemo_ctc_script_stubs()):
+        spec = importlib.util.spec_from_file_location("eval_beamsearch_ngram_ctc", script)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cfg = SimpleNamespace(decoding=SimpleNamespace(), kenlm_model_file=None, decoding_strategy="beam",
+                              batch_size=16, text_processing=SimpleNamespace(
+                                  do_lowercase=False, rm_punctuation=False, separate_punctuation=False))
+        module.beam_search_eval([f"{k}.wav" for k in range(len(targets))], Model(), cfg, list(targets),
+                                preds_output_file=str(preds_output_file), lm_path=None, beam_width=beam_width)
+
+
 # --------------------------------------------------------------------------------------------
 # k2 at a741ae88abc6995345aa166464a239b7d270dd4c: the order of Nbest.from_lattice's paths
 
