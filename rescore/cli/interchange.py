@@ -62,6 +62,10 @@ _OPTIONS = [
                       "scripts: espnet: text, score, 1best_recog/{text,score}; nemo (with --manifest): "
                       "preds_rescored.tsv, manifest_rescored.json (pred_text); icefall (references needed): "
                       "recogs-SET-rescored.txt, errs-SET-rescored.txt, wer-summary-SET.txt."),
+    click.option("--icefall-suffix", metavar="SUFFIX",
+                 help="With --write-format icefall: name the files as a current zipformer decode.py names them, "
+                      "with its params.suffix: recogs-SET-SUFFIX.txt, errs-SET-SUFFIX.txt, "
+                      "wer-summary-SET-SUFFIX.txt."),
 ]
 
 
@@ -99,12 +103,13 @@ def pop_other_format(nbest_dir, options: dict):
 
     fmt = input_format(nbest_dir, options.pop("input_format"))
     other = {"fmt": fmt, "score_weights": options.pop("score_weights"), "manifest": options.pop("manifest"),
-             "write_format": options.pop("write_format"), "read_options": read_options(options, fmt)}
+             "write_format": options.pop("write_format"), "icefall_suffix": options.pop("icefall_suffix"),
+             "read_options": read_options(options, fmt)}
     if other["fmt"] != "kaldi":
         return other
-    if other["score_weights"] or other["manifest"] or other["write_format"]:
-        raise click.UsageError("--score-weight, --manifest and --write-format are for inputs other than a Kaldi "
-                               "dir (--format)")
+    if other["score_weights"] or other["manifest"] or other["write_format"] or other["icefall_suffix"]:
+        raise click.UsageError("--score-weight, --manifest, --write-format and --icefall-suffix are for inputs "
+                               "other than a Kaldi dir (--format)")
     return None
 
 
@@ -115,7 +120,8 @@ def run_other_format(other: dict, job: dict):
 
     return rescore_table(InterchangeJob(**job, fmt=other["fmt"], manifest=other["manifest"],
                                         score_weights=parse_score_weights(other["score_weights"]),
-                                        read_options=other["read_options"], write_format=other["write_format"]))
+                                        read_options=other["read_options"], write_format=other["write_format"],
+                                        icefall_suffix=other["icefall_suffix"]))
 
 
 def _read_options(f):
@@ -143,11 +149,18 @@ def _read_options(f):
 @click.option("--manifest", type=click.Path(dir_okay=False),
               help="With --from nemo or --to nemo: the decoded manifest.")
 @_read_options
+@click.option("--data-dir", type=click.Path(file_okay=False),
+              help="With --to icefall: a Kaldi data dir whose 'text' holds the references (for an input without "
+                   "its own, e.g. a scores.tsv); its name is the test set's in the file names.")
+@click.option("--icefall-suffix", metavar="SUFFIX",
+              help="With --to icefall: name the files as a current zipformer decode.py names them, with its "
+                   "params.suffix: recogs-SET-SUFFIX.txt, errs-SET-SUFFIX.txt, wer-summary-SET-SUFFIX.txt.")
 @click.option("--no-trailing-space", is_flag=True,
               help="With --to kaldi: no line ends in a space (as hand-made archives); by default words, acwt and "
                    "lmwt.* end in one as Kaldi's binaries write them (words_text never does).")
 @verbose_option
-def convert(source, target, src_format, dst_format, words_txt, manifest, no_trailing_space, verbose, **options):
+def convert(source, target, src_format, dst_format, words_txt, manifest, data_dir, icefall_suffix, no_trailing_space,
+            verbose, **options):
     """Convert the N-best list SOURCE into TARGET: a Kaldi N-best dir (columns ac = acwt, graph =
     lmwt.withlm, nolm = lmwt.nolm), an ESPnet decode dir, an icefall dump or a NeMo beam-search TSV
     into an interchange file; or an interchange file into a Kaldi N-best dir. Kaldi -> interchange
@@ -162,6 +175,11 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
     fmt = input_format(source, src_format)
     if manifest is not None and "nemo" not in (fmt, dst_format):
         raise OptionError("--from nemo or --to nemo (the manifest is NeMo's)", option="--manifest", got=manifest)
+    for name, value in (("--data-dir", data_dir), ("--icefall-suffix", icefall_suffix)):
+        if value is not None and dst_format != "icefall":
+            raise OptionError("--to icefall", option=name, got=value)
+    if icefall_suffix is not None and (not icefall_suffix or "/" in icefall_suffix):
+        raise OptionError("a file name part (not empty, no '/')", option="--icefall-suffix", got=icefall_suffix)
     inputs = [source, manifest, words_txt]
     if fmt == "kaldi" and words_txt is None:
         from rescore.nbest.sets import default_words_txt
@@ -171,13 +189,23 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
         check_output_dir(target, "TARGET", names=KALDI_ARCHIVES, inputs=inputs)
     else:
         check_not_input(Path(target), inputs, "TARGET")
+    read = read_options(options, fmt)
     table = load_table(source, fmt, manifest if fmt == "nemo" else None, words_txt if fmt == "kaldi" else None,
-                       read_options(options, fmt))
+                       read)
     if dst_format in WRITE_FORMATS:
         from rescore.io.results import files_for, write_files
         from rescore.nbest.tables import ranking_costs
 
-        files = files_for(dst_format, table, ranking_costs(table), manifest=manifest)
+        refs = None
+        if data_dir is not None:
+            from rescore.io.kaldi import read_data_dir
+
+            refs = read_data_dir(data_dir).text
+            if refs is None:
+                raise OptionError("a data dir with a 'text' (the references)", option="--data-dir", got=data_dir)
+        files = files_for(dst_format, table, ranking_costs(table), manifest=manifest, refs=refs,
+                          test_set=Path(data_dir).name if data_dir is not None else None, speaker=read.speaker,
+                          suffix=icefall_suffix)
         written = write_files(Path(target), files, [p for p in inputs if p])
         click.echo(f"wrote {', '.join(written)} into {target} ({len(table.utterances)} utterances)", err=True)
     elif dst_format == "kaldi":

@@ -17,9 +17,12 @@ small example of each, in the recognizer's own layout):
   ``, device='cuda:0'`` when decoded on a GPU) or of a float. Column ``pass1`` = -score.
   Without a tokenizer (``token_type`` none, or bpe without a model) ``asr_inference.py`` writes no
   ``text``, only ``token``: ``espnet_tokens`` joins the tokens as ESPnet's tokenizer would
-  (:func:`espnet_tokens2text`). A multi-speaker decode writes ``<n>best_recog_spk<k>/`` folders
-  (``--enh_s2t_task true``) or ``text_spk<k>``/``score_spk<k>`` files in ``<n>best_recog/``
-  (multi-speaker ASR, as ``asr.sh`` merges and scores them): ``speaker`` = k reads speaker k's.
+  (:func:`espnet_tokens2text`). An utterance too short to decode has the placeholder text
+  ``' '``, token ``<space>`` and score 0.0 at every rank (ESPNET_TOO_SHORT): an empty hypothesis,
+  0 in every per-scorer column (it has no per-scorer scores). A multi-speaker decode writes
+  ``<n>best_recog_spk<k>/`` folders (``--enh_s2t_task true``) or ``text_spk<k>``/``score_spk<k>``
+  files in ``<n>best_recog/`` (multi-speaker ASR, as ``asr.sh`` merges and scores them; current ESPnet writes the latter
+  for enhancement + ASR too): ``speaker`` = k reads speaker k's.
   ESPnet writes no per-scorer scores; where a patched ``asr_inference.py`` also writes
   ``score_<name>`` files of the same form (``hyp.scores``: ``score_decoder``, ``score_ctc``,
   ``score_lm``, ...; docs/ecosystems.md), each becomes column ``<name>`` = -score.
@@ -172,15 +175,30 @@ def _espnet_dirs(decode_dir: Path, speaker: Optional[int] = None) -> Tuple[List[
 
 
 ESPNET_TOKEN_TYPES = ("bpe", "char", "word")
+# asr_inference.py's hypothesis of an utterance too short to decode (TooShortUttError): text " ",
+# token "<space>", score 0.0, no per-scorer scores
+ESPNET_TOO_SHORT = ["<space>"]
+SP_UNKNOWN = " \u2047 "  # sentencepiece's kDefaultUnknownSymbol: what DecodePieces makes of <unk>
+SP_CONTROL = ("<s>", "</s>")  # invisible in DecodePieces
 
 
 def espnet_tokens2text(tokens: Sequence[str], token_type: str) -> str:
     """The text ESPnet's tokenizer makes of tokens (``tokens2text`` of espnet2/text/):
-    bpe: sentencepiece's DecodePieces (the pieces joined, '▁' a space, no leading space);
-    char: CharTokenizer (``<space>`` a space, the rest joined); word: WordTokenizer (a space
-    between)."""
+    bpe: sentencepiece's DecodePieces (DecodeSentencePiece of sentencepiece_processor.cc: '<unk>'
+    its surface ' ⁇ ', '<s>'/'</s>' nothing, '▁' a space, none at the start), as ESPnet's
+    ``text`` holds it with the BPE model; char: CharTokenizer (``<space>`` a space, the rest
+    joined); word: WordTokenizer (a space between). The too-short placeholder (``<space>`` alone,
+    ESPNET_TOO_SHORT) is the empty text for every type."""
+    if list(tokens) == ESPNET_TOO_SHORT:
+        return ""
     if token_type == "bpe":
-        return "".join(tokens).replace("\u2581", " ").lstrip(" ")
+        out = []
+        for t in tokens:
+            if t == "<unk>":
+                out.append(SP_UNKNOWN)
+            elif t not in SP_CONTROL:
+                out.append((t[1:] if not "".join(out) and t.startswith("\u2581") else t).replace("\u2581", " "))
+        return "".join(out)
     if token_type == "char":
         return "".join(" " if t == "<space>" else t for t in tokens)
     if token_type == "word":
@@ -260,6 +278,8 @@ def read_espnet(decode_dir: PathLike, tokens: Optional[str] = None, speaker: Opt
             scores = [_espnet_scores(d / f) for f in files]
             for key, words, line in zip(keys, values, lines):
                 for f, sc in zip(files, scores):
+                    if key not in sc and f != files[0] and not words and scores[0].get(key, (None,))[0] == 0.0:
+                        sc[key] = (0.0, None)  # too short to decode: no scorer ran (ESPNET_TOO_SHORT)
                     if key not in sc:
                         raise RescoreError(f"a score for '{key}' (as in {source})", path=d / f, got="none")
                 u = utts.setdefault(key, Utterance(key, [])) if n == 1 else utts.get(key)

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 OUTPUTS = (*NBEST_OUTPUTS, "scores.tsv")
 # --write-format's files of an earlier run (icefall's depend on the input's name: not listed)
 KNOWN_FORMAT_FILES = ("score", "1best_recog/text", "1best_recog/score", "preds_rescored.tsv",
-                      "manifest_rescored.json")
+                      "manifest_rescored.json")  # (a speaker's text_spk<k>... are not listed either)
 
 
 def parse_score_weights(specs: Sequence[str], option: str = "--score-weight") -> Dict[str, float]:
@@ -110,6 +110,7 @@ class InterchangeJob(NbestJob):
     manifest: Optional[str] = None  # NeMo's
     read_options: ReadOptions = ReadOptions()
     write_format: Optional[str] = None  # rescore.io.results.WRITE_FORMATS: the result in that format too
+    icefall_suffix: Optional[str] = None  # icefall's params.suffix in the names of --write-format icefall's files
 
     def __post_init__(self):
         others = [f for f in FORMATS if f != "kaldi"]
@@ -121,13 +122,18 @@ class InterchangeJob(NbestJob):
                               option="--manifest")
         check(self.write_format != "nemo" or self.fmt == "nemo", "--format nemo (NeMo's files follow its manifest)",
               "--write-format", self.write_format)
+        check(self.icefall_suffix is None or self.write_format == "icefall", "--write-format icefall",
+              "--icefall-suffix", self.icefall_suffix)
+        check(self.icefall_suffix is None or (self.icefall_suffix and "/" not in self.icefall_suffix),
+              "a file name part (not empty, no '/')", "--icefall-suffix", self.icefall_suffix)
         super().__post_init__()
 
     def written_format_names(self) -> List[str]:
         """The files of --write-format (rescore.io.results); ESPnet's 'text' is OUT_DIR/text."""
         if self.write_format is None:
             return []
-        names = names_for(self.write_format, icefall_test_set(self.nbest_dir))
+        names = names_for(self.write_format, icefall_test_set(self.nbest_dir), self.read_options.speaker,
+                          self.icefall_suffix)
         return [n for n in names if n != "text"]
 
     def inputs(self) -> List[Path]:
@@ -156,7 +162,7 @@ class InterchangeJob(NbestJob):
     def settings(self) -> dict:
         return dict(super().settings(), format=self.fmt, manifest=self.manifest,
                     score_weights=dict(self.score_weights), read_options=asdict(self.read_options),
-                    write_format=self.write_format)
+                    write_format=self.write_format, icefall_suffix=self.icefall_suffix)
 
     def output_set(self, with_refs: bool = True) -> OutputSet:
         return OutputSet(self.out_dir, self.outputs(with_refs), self.inputs(), known=[*OUTPUTS, *KNOWN_FORMAT_FILES],
@@ -175,7 +181,8 @@ def write_scores(out: OutputSet, arrays, params: Params, table, job: Optional[In
     write_nbest_table(path, with_columns(kept, ADDED, added, str(path)))
     if job is not None and job.write_format is not None:
         costs = {k: v[1] for k, v in added.items()}
-        files = files_for(job.write_format, kept, costs, manifest=job.manifest, refs=refs)
+        files = files_for(job.write_format, kept, costs, manifest=job.manifest, refs=refs,
+                          speaker=job.read_options.speaker, suffix=job.icefall_suffix)
         for name in job.written_format_names():
             with atomic_output(out.path(name), "w") as f:
                 f.write(files[name])

@@ -74,10 +74,23 @@ class DatadirWriter:
 
 
 class Hyp:
-    """A stand-in for ESPnet's Hypothesis: ``score`` is what str() is taken of (a torch tensor)."""
+    """A stand-in for ESPnet's Hypothesis: ``score`` is what str() is taken of (a torch tensor);
+    ``scores``: the per-scorer scores (``hyp.scores``), {} as in a too-short utterance's."""
 
-    def __init__(self, score):
+    def __init__(self, score, scores=None):
         self.score = score
+        self.scores = scores or {}
+
+
+def espnet_too_short(nbest: int):
+    """asr_inference.py (02379a8c), ``inference()``, on TooShortUttError: the results written for
+    an utterance too short to decode::
+
+        hyp = Hypothesis(score=0.0, scores={}, states={}, yseq=[])
+        results = [[" ", ["<space>"], [2], hyp]] * nbest
+    """
+    hyp = Hyp(0.0, {})
+    return [[" ", ["<space>"], [2], hyp]] * nbest
 
 
 class CudaScore:
@@ -93,10 +106,12 @@ class CudaScore:
         return self.text
 
 
-def espnet_write(writer: DatadirWriter, key: str, results, nbest: int, enh_s2t_task: bool = False) -> None:
+def espnet_write(writer: DatadirWriter, key: str, results, nbest: int, enh_s2t_task: bool = False,
+                 per_scorer: bool = False) -> None:
     """espnet2/bin/asr_inference.py at 02379a8c9646303651bd5df4a1541b4d72871cd5, ``inference()``:
     the writing of one utterance's N-best list ``results`` [(text, token, token_int, hyp)] (per
-    speaker with enh_s2t_task)."""
+    speaker with enh_s2t_task); per_scorer: with the two lines docs/ecosystems.md adds after the
+    score (a ``score_<name>`` file per scorer of ``hyp.scores``)."""
     if enh_s2t_task:
         # Enh+ASR joint task
         for spk, ret in enumerate(results, 1):
@@ -127,6 +142,9 @@ def espnet_write(writer: DatadirWriter, key: str, results, nbest: int, enh_s2t_t
             ibest_writer["token"][key] = " ".join(token)
             ibest_writer["token_int"][key] = " ".join(map(str, token_int))
             ibest_writer["score"][key] = str(hyp.score)
+            if per_scorer:
+                for name, value in hyp.scores.items():  # one score_<name> file per scorer
+                    ibest_writer[f"score_{name}"][key] = str(float(value))
 
             if text is not None:
                 ibest_writer["text"][key] = text
@@ -171,16 +189,17 @@ def asr_sh_merge(logdir: Path, out_dir: Path, nj: int, ref_text_files=("text",))
                 (out_dir / f"{f}{suffix}").write_text("".join(sorted(lines)), encoding="utf-8")
 
 
-def espnet_decode(decode_dir: Path, jobs, nbest: int, enh_s2t_task: bool = False, num_spk: int = 0) -> None:
+def espnet_decode(decode_dir: Path, jobs, nbest: int, enh_s2t_task: bool = False, num_spk: int = 0,
+                  per_scorer: bool = False) -> None:
     """A decode dir as asr.sh leaves it: jobs = [{key: results}] (one per job, in order);
-    num_spk: multi-speaker ASR's speakers (espnet_write_multi_asr)."""
+    num_spk: multi-speaker ASR's speakers (espnet_write_multi_asr); per_scorer: espnet_write's."""
     for j, job in enumerate(jobs, 1):
         with DatadirWriter(decode_dir / "logdir" / f"output.{j}") as writer:
             for key, results in job.items():
                 if num_spk:
                     espnet_write_multi_asr(writer, key, results, nbest)
                 else:
-                    espnet_write(writer, key, results, nbest, enh_s2t_task)
+                    espnet_write(writer, key, results, nbest, enh_s2t_task, per_scorer)
     if not enh_s2t_task:
         refs = [f"text_spk{i}" for i in range(1, num_spk + 1)] if num_spk else ["text"]
         asr_sh_merge(decode_dir / "logdir", decode_dir, len(jobs), refs)

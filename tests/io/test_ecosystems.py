@@ -515,7 +515,7 @@ def test_format_options_that_do_not_fit_the_input_are_refused(tmp_path):
 
     run = CliRunner().invoke
     r = run(rescore_nbest, [str(FIXTURES / "nbest-small"), str(tmp_path / "k"), "--write-format", "espnet"])
-    assert r.exit_code == 2 and "--write-format are for inputs other than a Kaldi dir" in r.output
+    assert r.exit_code == 2 and "--write-format and --icefall-suffix are for inputs other than a Kaldi dir" in r.output
     r = run(rescore_nbest, [str(ESPNET), str(tmp_path / "e"), "--format", "espnet", "--write-format", "nemo"])
     assert r.exit_code == 2 and "--write-format" in r.output and "--format nemo" in r.output
     r = run(rescore_nbest, [str(NEMO), str(tmp_path / "n"), "--format", "nemo", "--manifest", str(MANIFEST),
