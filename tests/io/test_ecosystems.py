@@ -530,7 +530,7 @@ def test_the_decode_script_helpers_import_no_toolkit():
     import subprocess
     import sys
 
-    code = ("import sys, rescore.io.icefall, rescore.io.pyctcdecode; "
+    code = ("import sys, rescore.io.icefall, rescore.io.pyctcdecode, rescore.io.hf_generate; "
             "print([m for m in ('k2', 'torch', 'icefall', 'pyctcdecode', 'transformers') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
     assert out.stdout.strip() == "[]"
