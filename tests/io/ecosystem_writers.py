@@ -412,6 +412,104 @@ def k2_unique_new2old(word_seqs: Sequence[Sequence[int]]) -> List[int]:
 # icefall at 36e0420c7e3e849a25b3d24dbf913c424f3d23c9: icefall/utils.py (kaldialign: the real one)
 
 
+def icefall_beam_search_stubs():
+    """Stand-ins for the imports of icefall's beam_search.py (36e0420c) that modified_beam_search
+    does not need, and for the few k2 ragged operations it does (create_ragged_shape2, row_ids,
+    row_splits, RaggedTensor rows): {module name: module}."""
+    import types
+
+    import torch
+
+    class Placeholder:  # any name used only in annotations or other functions
+        def __init__(self, *args, **kwargs):
+            pass
+
+    class Module(types.ModuleType):
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return Placeholder
+
+    def mod(name, **attrs):
+        m = Module(name)
+        m.__dict__.update(attrs)
+        return m
+
+    class RaggedShape:
+        def __init__(self, row_splits):
+            self.splits = torch.as_tensor(row_splits, dtype=torch.int64)
+
+        def row_splits(self, axis):
+            return self.splits
+
+        def row_ids(self, axis):
+            return torch.repeat_interleave(torch.arange(len(self.splits) - 1), self.splits[1:] - self.splits[:-1])
+
+        def to(self, device):
+            return self
+
+    class RaggedTensor:
+        def __init__(self, shape, value):
+            self.shape, self.value = shape, value
+
+        def __getitem__(self, i):  # a row of a 2-axis ragged tensor: a 1-D torch tensor
+            return self.value[self.shape.splits[i]:self.shape.splits[i + 1]]
+
+    ragged = mod("k2.ragged", create_ragged_shape2=lambda row_splits, cached_tot_size=None: RaggedShape(row_splits))
+    k2 = mod("k2", ragged=ragged, RaggedTensor=RaggedTensor, RaggedShape=RaggedShape)
+    names = ["sentencepiece", "icefall", "icefall.decode", "icefall.lm_wrapper", "icefall.rnn_lm",
+             "icefall.rnn_lm.model", "icefall.transformer_lm", "icefall.transformer_lm.model", "icefall.utils"]
+    return {"k2": k2, "k2.ragged": ragged, **{n: mod(n) for n in names}}
+
+
+def icefall_beam_search_module(path: Path):
+    """icefall's beam_search.py at ``path`` (upstream, or patched), imported with its heavy imports
+    stubbed (icefall_beam_search_stubs)."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+    from unittest import mock
+
+    with mock.patch.dict(sys.modules, icefall_beam_search_stubs()):
+        loader = importlib.machinery.SourceFileLoader("icefall_beam_search", str(path))  # (any file name)
+        spec = importlib.util.spec_from_file_location("icefall_beam_search", path, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module
+
+
+def icefall_tiny_transducer(vocab_size: int = 6, dim: int = 8, context_size: int = 2, seed: int = 0):
+    """A transducer of random weights with the interface modified_beam_search uses
+    (decoder.blank_id, decoder.context_size, decoder(y, need_pad=False), joiner.encoder_proj,
+    joiner.decoder_proj, joiner(enc, dec, project_input=False)); blank is 0."""
+    import torch
+    from torch import nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blank_id, self.context_size = 0, context_size
+            self.embedding = nn.Embedding(vocab_size, dim)
+
+        def forward(self, y, need_pad=True):  # (N, context_size) -> (N, 1, dim); -1 pads the context
+            emb = self.embedding(y.clamp(min=0)) * (y >= 0).unsqueeze(-1)
+            return emb.sum(dim=1, keepdim=True)
+
+    class Joiner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder_proj, self.decoder_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
+            self.output_linear = nn.Linear(dim, vocab_size)
+
+        def forward(self, enc, dec, project_input=True):
+            return self.output_linear(torch.tanh(enc + dec))
+
+    torch.manual_seed(seed)
+    model = nn.Module()
+    model.decoder, model.joiner = Decoder(), Joiner()
+    return model.eval()
+
+
 def icefall_store_transcripts(filename, texts, char_level: bool = False) -> None:
     with open(filename, "w", encoding="utf8") as f:
         for cut_id, ref, hyp in texts:
