@@ -503,58 +503,37 @@ def _composition_count(length: int, blocks: int, width: int) -> int:
 
 def nemo_splits(scores: Sequence[float], num_utts: int, width: int):
     """How the candidates of a predictions file split into utterances (module doc): every split
-    into ``num_utts`` blocks of 1 to ``width`` lines, each block's scores best first (never rising).
-    A score rising above the one before it starts a block; a run between rises is cut anywhere,
-    into as many blocks as its length allows. Dynamic programming over the runs counts the splits
-    (capped at 2). Returns (count, sizes): sizes the one split where count is 1; else None, and
-    with count 2 the index of the first utterance whose number of candidates differs between
-    splits."""
+    into ``num_utts`` blocks of 1 to ``width`` lines, each block's scores best first (never
+    rising). Returns (count, found): count the number of splits capped at 2; found the block sizes
+    of the one split where count is 1, with count 2 the index of the first utterance whose number
+    of candidates differs between splits, else None.
+
+    A score rising above the one before it starts a block; a run of n lines between rises is cut
+    anywhere, into m blocks with ceil(n / width) <= m <= n, in _composition_count(n, m) ways.
+    The count is the sum over the runs' m (adding up to num_utts) of the product of those ways;
+    as every way is 1 or 2, it is 1 only where each run has one choice of m, and that choice one
+    way: every run at its fewest blocks, each cut one way, or every line its own utterance. With
+    more blocks than the fewest to share out, any run that can take more is free."""
     total = len(scores)
     cuts = [i for i in range(1, total) if scores[i] > scores[i - 1]]
     runs = [b - a for a, b in zip([0, *cuts], [*cuts, total])]
-    lo = [-(-n // width) for n in runs]  # the fewest blocks a run can make
-    lo_before, hi_before = [0], [0]  # blocks of runs[:r], at least / at most
-    for n, m in zip(runs, lo):
-        lo_before.append(lo_before[-1] + m)
-        hi_before.append(hi_before[-1] + n)
-    if not lo_before[-1] <= num_utts <= hi_before[-1]:
+    lo = [-(-n // width) for n in runs]  # the fewest blocks a run can make; the most: n
+    extra = num_utts - sum(lo)  # blocks beyond the fewest, to share out
+    spare = sum(runs) - sum(lo)  # the most that the runs can take
+    if not 0 <= extra <= spare:
         return 0, None
-
-    def band(r):  # the numbers of blocks before run r that leave the rest a way to num_utts
-        return (max(lo_before[r], num_utts - (hi_before[-1] - hi_before[r])),
-                min(hi_before[r], num_utts - (lo_before[-1] - lo_before[r])))
-
-    # ways[r][k - band(r)[0]]: the splits (capped at 2) of runs[:r] into k blocks
-    ways = [[1]]
-    for r, n in enumerate(runs):
-        a, (a2, b2) = band(r)[0], band(r + 1)
-        nxt = [0] * (b2 - a2 + 1)
-        for k, w in enumerate(ways[r], a):
-            if w:
-                for m in range(max(lo[r], a2 - k), min(n, b2 - k) + 1):
-                    c = _composition_count(n, m, width)
-                    if c:
-                        nxt[k + m - a2] = min(2, nxt[k + m - a2] + w * c)
-        ways.append(nxt)
-    count = ways[-1][0]
-    if count == 0:
-        return 0, None
-    # back from the end: the blocks of each run in the splits that reach num_utts
-    reach = {num_utts}
-    choices = []
-    for r in range(len(runs) - 1, -1, -1):
-        a = band(r)[0]
-        opts = [(k, t - k) for k, w in enumerate(ways[r], a) if w for t in sorted(reach)
-                if _composition_count(runs[r], t - k, width)]
-        choices.append(opts)
-        reach = {k for k, _ in opts}
-    choices.reverse()
-    if count == 2:
-        for r, opts in enumerate(choices):
-            if len(opts) > 1 or _composition_count(runs[r], opts[0][1], width) > 1:
-                return 2, min(k for k, _ in opts)
+    if extra == spare:  # one line per block
+        return 1, [1] * total
+    first = 0  # the first utterance of run r
+    for n, m, room in zip(runs, lo, (n - m for n, m in zip(runs, lo))):
+        # the blocks this run takes in some split: m + at least what the others cannot take
+        least = m + max(0, extra - (spare - room))
+        most = m + min(room, extra)
+        if least < most or _composition_count(n, least, width) > 1:
+            return 2, first
+        first += least
     sizes = []
-    for n, ((_, m),) in zip(runs, choices):
+    for n, m in zip(runs, lo):  # (extra == 0: every run at its fewest blocks, each one way)
         sizes += [n] if m == 1 else [1] * n if m == n else [width] * m
     return 1, sizes
 
