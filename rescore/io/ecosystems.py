@@ -489,7 +489,7 @@ def nemo_beam_width(preds_tsv: PathLike) -> Optional[int]:
 
 
 NEMO_COUNTS_SUFFIX = ".counts"  # <predictions file>.counts: NeMo's script, patched (docs/ecosystems.md)
-NEMO_PATCH = "recipes/patches/nemo/eval_beamsearch_ngram_ctc.patch"
+NEMO_PATCH = "recipes/patches/nemo/eval_beamsearch_ngram.patch"
 
 
 def _composition_count(length: int, blocks: int, width: int) -> int:

@@ -301,9 +301,10 @@ def nemo_beam_scores_dataset(data_path, manifest_path, beam_size):
     return [(text, float(score), ground_truths[idx // beam_size]) for idx, (text, score) in enumerate(rows)]
 
 
-def nemo_ctc_script_stubs():
-    """Stand-ins for the imports of eval_beamsearch_ngram_ctc.py that beam_search_eval does not
-    need here (NeMo, OmegaConf, scikit-learn, editdistance): {module name: module}."""
+def nemo_script_stubs():
+    """Stand-ins for the imports of eval_beamsearch_ngram_ctc.py and eval_beamsearch_ngram_transducer.py
+    that beam_search_eval and decoding_step do not need here (NeMo, OmegaConf, scikit-learn,
+    editdistance): {module name: module}."""
     import types
 
     from rapidfuzz.distance import Levenshtein
@@ -341,9 +342,10 @@ def nemo_ctc_script_stubs():
         "nemo": mod("nemo", collections=collections), "nemo.collections": collections, "nemo.collections.asr": asr,
         "nemo.collections.asr.models": asr_models,
         "nemo.collections.asr.parts": mod("nemo.collections.asr.parts"),
-        "nemo.collections.asr.parts.submodules": mod("nemo.collections.asr.parts.submodules",
-                                                     ctc_beam_decoding=mod("ctc_beam_decoding",
-                                                                                 BeamCTCInferConfig=object)),
+        "nemo.collections.asr.parts.submodules": mod(
+            "nemo.collections.asr.parts.submodules",
+            ctc_beam_decoding=mod("ctc_beam_decoding", BeamCTCInferConfig=object),
+            rnnt_beam_decoding=mod("rnnt_beam_decoding", BeamRNNTInferConfig=object)),
         "nemo.collections.asr.parts.utils": mod("nemo.collections.asr.parts.utils"),
         "nemo.collections.asr.parts.utils.transcribe_utils": mod(
             "nemo.collections.asr.parts.utils.transcribe_utils", PunctuationCapitalization=object,
@@ -358,7 +360,7 @@ def nemo_ctc_beam_search_eval(script: Path, all_hyps, targets: Sequence[str], pr
                               beam_width: int) -> None:
     """Run ``beam_search_eval`` of the real eval_beamsearch_ngram_ctc.py ``script`` (upstream, or
     patched) on candidates ``all_hyps`` (nemo_pyctcdecode_nbest: what ``model.transcribe`` returns
-    with ``return_best_hypothesis=False``), its heavy imports stubbed (nemo_ctc_script_stubs)."""
+    with ``return_best_hypothesis=False``), its heavy imports stubbed (nemo_script_stubs)."""
     import importlib.util
     import sys
     from types import SimpleNamespace
@@ -373,7 +375,7 @@ def nemo_ctc_beam_search_eval(script: Path, all_hyps, targets: Sequence[str], pr
         def transcribe(self, audio_filepaths, batch_size):
             return all_hyps
 
-    with mock.patch.dict(sys.modules, nemo_ctc_script_stubs()):
+    with mock.patch.dict(sys.modules, nemo_script_stubs()):
         spec = importlib.util.spec_from_file_location("eval_beamsearch_ngram_ctc", script)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
@@ -382,6 +384,43 @@ def nemo_ctc_beam_search_eval(script: Path, all_hyps, targets: Sequence[str], pr
                                   do_lowercase=False, rm_punctuation=False, separate_punctuation=False))
         module.beam_search_eval([f"{k}.wav" for k in range(len(targets))], Model(), cfg, list(targets),
                                 preds_output_file=str(preds_output_file), lm_path=None, beam_width=beam_width)
+
+
+def nemo_transducer_decoding_step(script: Path, all_hyps, targets: Sequence[str], preds_output_file: Path,
+                                  strategy: str = "maes", beam_batch_size: int = 2) -> None:
+    """Run ``decoding_step`` of the real eval_beamsearch_ngram_transducer.py ``script`` (upstream,
+    or patched) with candidates ``all_hyps`` (per utterance, what the model's
+    ``rnnt_decoder_predictions_tensor(..., return_hypotheses=True)`` returns), on stand-in
+    log-probabilities of one frame per utterance, in batches of beam_batch_size; heavy imports
+    stubbed (nemo_script_stubs)."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+    from types import SimpleNamespace
+    from unittest import mock
+
+    import torch
+
+    batches = iter([all_hyps[i:i + beam_batch_size] for i in range(0, len(all_hyps), beam_batch_size)])
+
+    class Model:
+        cfg = SimpleNamespace(decoding=SimpleNamespace())
+        decoding = SimpleNamespace(
+            rnnt_decoder_predictions_tensor=lambda packed, lens, return_hypotheses: next(batches))
+
+        def change_decoding_strategy(self, *args, **kwargs):
+            pass
+
+    with mock.patch.dict(sys.modules, nemo_script_stubs()):
+        loader = importlib.machinery.SourceFileLoader("eval_beamsearch_ngram_transducer", str(script))
+        spec = importlib.util.spec_from_file_location("eval_beamsearch_ngram_transducer", script, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cfg = SimpleNamespace(decoding=SimpleNamespace(hat_ilm_weight=0.0), hat_subtract_ilm=False,
+                              kenlm_model_file=None, decoding_strategy=strategy)
+        all_probs = [torch.zeros(4, 1) for _ in targets]  # (C, T) per utterance
+        module.decoding_step(Model(), cfg, all_probs, list(targets), preds_output_file=str(preds_output_file),
+                             beam_batch_size=beam_batch_size, progress_bar=False)
 
 
 # --------------------------------------------------------------------------------------------

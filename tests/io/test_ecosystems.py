@@ -321,7 +321,7 @@ def test_nemo_faults(tmp_path):
     flat.parent.mkdir()
     flat.write_text("a\t-1\nb\t-2\nc\t-3\nd\t-4\n")
     with pytest.raises(RescoreError, match=r"NeMo writes no utterance ids.* in more than one way, from utterance 1 "
-                                           r"on .*eval_beamsearch_ngram_ctc.patch.*, got '4 lines'"):
+                                           r"on .*eval_beamsearch_ngram.patch.*, got '4 lines'"):
         read_nemo(flat, MANIFEST)
     many = tmp_path / "m" / NEMO.name
     many.parent.mkdir()

@@ -24,6 +24,7 @@ from rescore.io.ecosystems import NEMO_PATCH, nemo_splits, read_nemo
 
 FIX = REPO_ROOT / "tests" / "fixtures" / "ecosystems" / "nemo"
 SCRIPT = "scripts/asr_language_modeling/ngram_lm/eval_beamsearch_ngram_ctc.py"
+TRANSDUCER = "scripts/asr_language_modeling/ngram_lm/eval_beamsearch_ngram_transducer.py"
 
 
 def _all_splits(scores, num_utts, width):
@@ -74,15 +75,17 @@ def test_a_file_that_splits_one_way_only_is_read_though_it_never_rises(tmp_path)
     assert [len(u.hyps) for u in read_nemo(p, manifest).utterances] == [1, 2, 2]
 
 
-def _decode(tmp_path, patched: bool):
+def _decode(tmp_path, patched: bool, transducer: bool = False):
     """pyctcdecode's beams at width 128 through NeMo's beam_search_eval (upstream, or patched with
-    our patch by `patch -p1`, as a user applies it): the predictions file and the manifest."""
+    our patch by `patch -p1`, as a user applies it), or the same candidates through the transducer
+    script's decoding_step (maes): the predictions file, the manifest, the candidates' numbers."""
     if shutil.which("patch") is None:
         pytest.skip("the 'patch' program is not installed")
-    root = tmp_path / ("nemo-patched" if patched else "nemo")
-    script = root / SCRIPT
-    script.parent.mkdir(parents=True)
-    shutil.copy(FIX / "eval_beamsearch_ngram_ctc.py.upstream", script)
+    root = tmp_path / (("nemo-patched" if patched else "nemo") + ("-rnnt" if transducer else ""))
+    for script, upstream in ((SCRIPT, "eval_beamsearch_ngram_ctc.py.upstream"),
+                             (TRANSDUCER, "eval_beamsearch_ngram_transducer.py.upstream")):
+        (root / script).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(FIX / upstream, root / script)
     if patched:
         r = subprocess.run(["patch", "-p1", "-i", str(REPO_ROOT / NEMO_PATCH)], cwd=root, capture_output=True,
                            text=True)
@@ -98,9 +101,13 @@ def _decode(tmp_path, patched: bool):
     manifest = root / "manifest.json"
     manifest.write_text("".join(json.dumps({"audio_filepath": f"audio/utt{k}.wav", "duration": 1.0, "text": t})
                                 + "\n" for k, t in enumerate(texts)))
-    out = root / "preds" / ew.nemo_ctc_preds_name(128, 1.0, 0.0)
-    out.parent.mkdir()
-    ew.nemo_ctc_beam_search_eval(script, all_hyps, texts, out, beam_width=128)
+    (root / "preds").mkdir()
+    if transducer:
+        out = root / "preds" / ew.nemo_transducer_preds_name("maes", 128)
+        ew.nemo_transducer_decoding_step(root / TRANSDUCER, all_hyps, texts, out)
+    else:
+        out = root / "preds" / ew.nemo_ctc_preds_name(128, 1.0, 0.0)
+        ew.nemo_ctc_beam_search_eval(root / SCRIPT, all_hyps, texts, out, beam_width=128)
     return out, manifest, [len(h) for h in all_hyps]
 
 
@@ -138,3 +145,16 @@ def test_nemo_width_128_read_exactly_through_the_patched_script_and_rescored(tmp
     r = CliRunner().invoke(convert, [str(preds), str(tmp_path / "n.tsv"), "--from", "nemo", "--manifest",
                                      str(manifest)])
     assert r.exit_code == 1 and f"{counts}: expected one line per utterance" in r.output
+
+
+def test_the_patched_transducer_script_writes_the_counts_too(tmp_path):
+    preds, manifest, sizes = _decode(tmp_path, patched=False, transducer=True)
+    assert not preds.with_name(preds.name + ".counts").exists()
+    with pytest.raises(RescoreError, match="in more than one way"):
+        read_nemo(preds, manifest)
+    preds, manifest, sizes = _decode(tmp_path, patched=True, transducer=True)
+    assert preds.with_name(preds.name + ".counts").read_text() == "".join(f"{n}\n" for n in sizes)
+    table = read_nemo(preds, manifest)  # W = 128 from the transducer script's name
+    assert [len(u.hyps) for u in table.utterances] == sizes
+    assert [h.scores[0] for u in table.utterances for h in u.hyps] == [
+        -float(x.split("\t")[1]) for x in preds.read_text().splitlines()]
