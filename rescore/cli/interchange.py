@@ -65,6 +65,10 @@ _OPTIONS = [
                       "scripts: espnet: text, score, 1best_recog/{text,score}; nemo (with --manifest): "
                       "preds_rescored.tsv, manifest_rescored.json (pred_text); icefall (references needed): "
                       "recogs-SET-rescored.txt, errs-SET-rescored.txt, wer-summary-SET.txt."),
+    click.option("--icefall-suffix", metavar="SUFFIX",
+                 help="With --write-format icefall: name the files as a current zipformer decode.py names them, "
+                      "with its params.suffix: recogs-SET-SUFFIX.txt, errs-SET-SUFFIX.txt, "
+                      "wer-summary-SET-SUFFIX.txt."),
 ]
 
 
@@ -120,6 +124,7 @@ NBEST_NEEDS = {
     "--write-format": Need(other_format, "an input other than a Kaldi dir (--format)"),
     "--manifest": Need(lambda p: "nemo" in (_format(p, "nbest_dir", "input_format"), p["write_format"]),
                        "--format nemo or --write-format nemo (the manifest is NeMo's)"),
+    "--icefall-suffix": Need(lambda p: p["write_format"] == "icefall", "--write-format icefall (the files it names)"),
 }
 
 
@@ -136,7 +141,8 @@ def pop_other_format(nbest_dir, options: dict):
 
     fmt = input_format(nbest_dir, options.pop("input_format"))
     other = {"fmt": fmt, "score_weights": options.pop("score_weights"), "manifest": options.pop("manifest"),
-             "write_format": options.pop("write_format"), "read_options": read_options(options)}
+             "write_format": options.pop("write_format"), "icefall_suffix": options.pop("icefall_suffix"),
+             "read_options": read_options(options)}
     return other if other["fmt"] != "kaldi" else None
 
 
@@ -147,7 +153,8 @@ def run_other_format(other: dict, job: dict):
 
     return rescore_table(InterchangeJob(**job, fmt=other["fmt"], manifest=other["manifest"],
                                         score_weights=parse_score_weights(other["score_weights"]),
-                                        read_options=other["read_options"], write_format=other["write_format"]))
+                                        read_options=other["read_options"], write_format=other["write_format"],
+                                        icefall_suffix=other["icefall_suffix"]))
 
 
 def _read_options(f):
@@ -168,10 +175,13 @@ CONVERT_NEEDS = {
     "--words-txt": Need(lambda p: "kaldi" in (_convert_format(p), p["dst_format"]),
                         "a Kaldi N-best dir as SOURCE or --to kaldi (the symbol table of its 'words' ids)"),
     "--no-trailing-space": Need(lambda p: p["dst_format"] == "kaldi", "--to kaldi (the line ends of its archives)"),
+    "--data-dir": Need(lambda p: p["dst_format"] == "icefall", "--to icefall (the references of its errs and "
+                                                                "wer-summary files)"),
+    "--icefall-suffix": Need(lambda p: p["dst_format"] == "icefall", "--to icefall (the files it names)"),
 }
 CONVERT_GROUPS = {
-    "Input": ["--from", "--words-txt", "--manifest"],
-    "Output": ["--to", "--no-trailing-space"],
+    "Input": ["--from", "--words-txt", "--manifest", "--data-dir"],
+    "Output": ["--to", "--no-trailing-space", "--icefall-suffix"],
     "Other formats": ["--nemo-beam", "--nemo-text-processing", "--nemo-punctuation-marks", "--espnet-tokens",
                       "--speaker"],
 }
@@ -186,7 +196,8 @@ CONVERT_GROUPS = {
               default="interchange",
               help="What to write: an interchange file; a Kaldi N-best dir (from an interchange file with "
                    "columns ac, graph, nolm); or, into the dir TARGET, the 1-best (by the column 'total', e.g. of "
-                   "rescore-nbest's scores.tsv, else the sum of the columns) as ESPnet's decode dir holds it "
+                   "rescore-nbest's scores.tsv, else by rescore-nbest's total of the columns with its defaults: "
+                   "Kaldi's ac/10 + graph, others summed) as ESPnet's decode dir holds it "
                    "(text, score, 1best_recog/), as NeMo's files (with --manifest: preds_rescored.tsv, "
                    "manifest_rescored.json) or as icefall's recogs/errs files (with references).")
 @click.option("--words-txt", type=click.Path(dir_okay=False),
@@ -195,11 +206,18 @@ CONVERT_GROUPS = {
 @click.option("--manifest", type=click.Path(dir_okay=False),
               help="With --from nemo or --to nemo: the decoded manifest.")
 @_read_options
+@click.option("--data-dir", type=click.Path(file_okay=False),
+              help="With --to icefall: a Kaldi data dir whose 'text' holds the references (for an input without "
+                   "its own, e.g. a scores.tsv); its name is the test set's in the file names.")
+@click.option("--icefall-suffix", metavar="SUFFIX",
+              help="With --to icefall: name the files as a current zipformer decode.py names them, with its "
+                   "params.suffix: recogs-SET-SUFFIX.txt, errs-SET-SUFFIX.txt, wer-summary-SET-SUFFIX.txt.")
 @click.option("--no-trailing-space", is_flag=True,
               help="With --to kaldi: no line ends in a space (as hand-made archives); by default words, acwt and "
                    "lmwt.* end in one as Kaldi's binaries write them (words_text never does).")
 @verbose_option
-def convert(source, target, src_format, dst_format, words_txt, manifest, no_trailing_space, verbose, **options):
+def convert(source, target, src_format, dst_format, words_txt, manifest, data_dir, icefall_suffix, no_trailing_space,
+            verbose, **options):
     """Convert the N-best list SOURCE into TARGET: a Kaldi N-best dir (columns ac = acwt, graph =
     lmwt.withlm, nolm = lmwt.nolm), an ESPnet decode dir, an icefall dump or a NeMo beam-search TSV
     into an interchange file; or an interchange file into a Kaldi N-best dir. Kaldi -> interchange
@@ -211,6 +229,8 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
     from rescore.io.outputs import check_not_input, check_output_dir
 
     fmt = input_format(source, src_format)
+    if icefall_suffix is not None and (not icefall_suffix or "/" in icefall_suffix):
+        raise OptionError("a file name part (not empty, no '/')", option="--icefall-suffix", got=icefall_suffix)
     inputs = [source, manifest, words_txt]
     if fmt == "kaldi" and words_txt is None:
         from rescore.nbest.sets import default_words_txt
@@ -220,12 +240,23 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
         check_output_dir(target, "TARGET", names=KALDI_ARCHIVES, inputs=inputs)
     else:
         check_not_input(Path(target), inputs, "TARGET")
+    read = read_options(options)
     table = load_table(source, fmt, manifest if fmt == "nemo" else None, words_txt if fmt == "kaldi" else None,
-                       read_options(options))
+                       read)
     if dst_format in WRITE_FORMATS:
-        from rescore.io.results import files_for, ranking_costs, write_files
+        from rescore.io.results import files_for, write_files
+        from rescore.nbest.tables import ranking_costs
 
-        files = files_for(dst_format, table, ranking_costs(table), manifest=manifest)
+        refs = None
+        if data_dir is not None:
+            from rescore.io.kaldi import read_data_dir
+
+            refs = read_data_dir(data_dir).text
+            if refs is None:
+                raise OptionError("a data dir with a 'text' (the references)", option="--data-dir", got=data_dir)
+        files = files_for(dst_format, table, ranking_costs(table), manifest=manifest, refs=refs,
+                          test_set=Path(data_dir).name if data_dir is not None else None, speaker=read.speaker,
+                          suffix=icefall_suffix)
         written = write_files(Path(target), files, [p for p in inputs if p])
         click.echo(f"wrote {', '.join(written)} into {target} ({len(table.utterances)} utterances)", err=True)
     elif dst_format == "kaldi":

@@ -65,7 +65,7 @@ GROUPS = {
     "Carry and pointer": ["--state-carry", "--mix-carry", "--history-min-posterior", "--cache-window",
                           "--cache-theta", "--cache-lambda"],
     "Output": ["--buckets", "--plot"],
-    "Other formats": ["--format", "--score-weight", "--manifest", "--write-format", "--nemo-beam",
+    "Other formats": ["--format", "--score-weight", "--manifest", "--write-format", "--icefall-suffix", "--nemo-beam",
                       "--nemo-text-processing", "--nemo-punctuation-marks", "--espnet-tokens", "--speaker"],
     "Performance": ["--device", "--engine", "--schedule", "--precision", "--max-tokens", "--conv-batch", "--jobs",
                     "--split"],

@@ -17,9 +17,12 @@ small example of each, in the recognizer's own layout):
   ``, device='cuda:0'`` when decoded on a GPU) or of a float. Column ``pass1`` = -score.
   Without a tokenizer (``token_type`` none, or bpe without a model) ``asr_inference.py`` writes no
   ``text``, only ``token``: ``espnet_tokens`` joins the tokens as ESPnet's tokenizer would
-  (:func:`espnet_tokens2text`). A multi-speaker decode writes ``<n>best_recog_spk<k>/`` folders
-  (``--enh_s2t_task true``) or ``text_spk<k>``/``score_spk<k>`` files in ``<n>best_recog/``
-  (multi-speaker ASR, as ``asr.sh`` merges and scores them): ``speaker`` = k reads speaker k's.
+  (:func:`espnet_tokens2text`). An utterance too short to decode has the placeholder text
+  ``' '``, token ``<space>`` and score 0.0 at every rank (ESPNET_TOO_SHORT): an empty hypothesis,
+  0 in every per-scorer column (it has no per-scorer scores). A multi-speaker decode writes
+  ``<n>best_recog_spk<k>/`` folders (``--enh_s2t_task true``) or ``text_spk<k>``/``score_spk<k>``
+  files in ``<n>best_recog/`` (multi-speaker ASR, as ``asr.sh`` merges and scores them; current ESPnet writes the latter
+  for enhancement + ASR too): ``speaker`` = k reads speaker k's.
   ESPnet writes no per-scorer scores; where a patched ``asr_inference.py`` also writes
   ``score_<name>`` files of the same form (``hyp.scores``: ``score_decoder``, ``score_ctc``,
   ``score_lm``, ...; docs/ecosystems.md), each becomes column ``<name>`` = -score.
@@ -46,9 +49,12 @@ small example of each, in the recognizer's own layout):
   a float or of a tensor; no utterance id). W is the beam width (``--nemo-beam`` for a renamed
   file). An utterance may have fewer than W candidates (pyctcdecode prunes by
   ``beam_prune_logp`` and merges beams of the same text): the manifest gives the utterances,
-  the file their candidates. With W x utterances lines every utterance has W; with fewer, the
-  file is split where a score rises above the one before it (each utterance's candidates come
-  best first), and refused where that does not give one block per utterance of at most W lines.
+  the file their candidates. ``<file>.counts`` beside it (NeMo's script patched with
+  NEMO_PATCH: the number of candidates of each manifest line) gives the split exactly. Without
+  it: with W x utterances lines every utterance has W; with fewer, the split is taken where the
+  file allows exactly one (:func:`nemo_splits`: blocks of 1 to W lines, scores best first in
+  each, one block per utterance), and refused where it allows none or several (the error names
+  the first utterance whose number of candidates is not certain, and the remedy).
   The manifest (JSON lines, ``audio_filepath``, ``text``, optional ``offset``) gives the ids:
   the audio file's name without extension, and where one audio file is cut into segments (it
   occurs more than once) ``<name>-<offset in 1/100 s, 7 digits>`` for every line. References
@@ -169,15 +175,30 @@ def _espnet_dirs(decode_dir: Path, speaker: Optional[int] = None) -> Tuple[List[
 
 
 ESPNET_TOKEN_TYPES = ("bpe", "char", "word")
+# asr_inference.py's hypothesis of an utterance too short to decode (TooShortUttError): text " ",
+# token "<space>", score 0.0, no per-scorer scores
+ESPNET_TOO_SHORT = ["<space>"]
+SP_UNKNOWN = " \u2047 "  # sentencepiece's kDefaultUnknownSymbol: what DecodePieces makes of <unk>
+SP_CONTROL = ("<s>", "</s>")  # invisible in DecodePieces
 
 
 def espnet_tokens2text(tokens: Sequence[str], token_type: str) -> str:
     """The text ESPnet's tokenizer makes of tokens (``tokens2text`` of espnet2/text/):
-    bpe: sentencepiece's DecodePieces (the pieces joined, '▁' a space, no leading space);
-    char: CharTokenizer (``<space>`` a space, the rest joined); word: WordTokenizer (a space
-    between)."""
+    bpe: sentencepiece's DecodePieces (DecodeSentencePiece of sentencepiece_processor.cc: '<unk>'
+    its surface ' ⁇ ', '<s>'/'</s>' nothing, '▁' a space, none at the start), as ESPnet's
+    ``text`` holds it with the BPE model; char: CharTokenizer (``<space>`` a space, the rest
+    joined); word: WordTokenizer (a space between). The too-short placeholder (``<space>`` alone,
+    ESPNET_TOO_SHORT) is the empty text for every type."""
+    if list(tokens) == ESPNET_TOO_SHORT:
+        return ""
     if token_type == "bpe":
-        return "".join(tokens).replace("\u2581", " ").lstrip(" ")
+        out = []
+        for t in tokens:
+            if t == "<unk>":
+                out.append(SP_UNKNOWN)
+            elif t not in SP_CONTROL:
+                out.append((t[1:] if not "".join(out) and t.startswith("\u2581") else t).replace("\u2581", " "))
+        return "".join(out)
     if token_type == "char":
         return "".join(" " if t == "<space>" else t for t in tokens)
     if token_type == "word":
@@ -257,6 +278,8 @@ def read_espnet(decode_dir: PathLike, tokens: Optional[str] = None, speaker: Opt
             scores = [_espnet_scores(d / f) for f in files]
             for key, words, line in zip(keys, values, lines):
                 for f, sc in zip(files, scores):
+                    if key not in sc and f != files[0] and not words and scores[0].get(key, (None,))[0] == 0.0:
+                        sc[key] = (0.0, None)  # too short to decode: no scorer ran (ESPNET_TOO_SHORT)
                     if key not in sc:
                         raise RescoreError(f"a score for '{key}' (as in {source})", path=d / f, got="none")
                 u = utts.setdefault(key, Utterance(key, [])) if n == 1 else utts.get(key)
@@ -465,9 +488,85 @@ def nemo_beam_width(preds_tsv: PathLike) -> Optional[int]:
     return None
 
 
-def _nemo_blocks(scores: List[float], num_utts: int, width: Optional[int], path: Path, manifest: Path) -> List[int]:
-    """The number of candidates of each utterance (module doc)."""
+NEMO_COUNTS_SUFFIX = ".counts"  # <predictions file>.counts: NeMo's script, patched (docs/ecosystems.md)
+NEMO_PATCH = "recipes/patches/nemo/eval_beamsearch_ngram.patch"
+
+
+def _composition_count(length: int, blocks: int, width: int) -> int:
+    """The number of ways, capped at 2, to cut ``length`` lines into ``blocks`` blocks of 1 to
+    ``width`` lines in order: 1 for one block, one line each or width lines each; 0 where none
+    fits; else 2 (at least two: a line moves between two neighbouring blocks)."""
+    if not -(-length // width) <= blocks <= length:
+        return 0
+    return 1 if blocks in (1, length) or blocks * width == length else 2
+
+
+def nemo_splits(scores: Sequence[float], num_utts: int, width: int):
+    """How the candidates of a predictions file split into utterances (module doc): every split
+    into ``num_utts`` blocks of 1 to ``width`` lines, each block's scores best first (never
+    rising). Returns (count, found): count the number of splits capped at 2; found the block sizes
+    of the one split where count is 1, with count 2 the index of the first utterance whose number
+    of candidates differs between splits, else None.
+
+    A score rising above the one before it starts a block; a run of n lines between rises is cut
+    anywhere, into m blocks with ceil(n / width) <= m <= n, in _composition_count(n, m) ways.
+    The count is the sum over the runs' m (adding up to num_utts) of the product of those ways;
+    as every way is 1 or 2, it is 1 only where each run has one choice of m, and that choice one
+    way: every run at its fewest blocks, each cut one way, or every line its own utterance. With
+    more blocks than the fewest to share out, any run that can take more is free."""
     total = len(scores)
+    cuts = [i for i in range(1, total) if scores[i] > scores[i - 1]]
+    runs = [b - a for a, b in zip([0, *cuts], [*cuts, total])]
+    lo = [-(-n // width) for n in runs]  # the fewest blocks a run can make; the most: n
+    extra = num_utts - sum(lo)  # blocks beyond the fewest, to share out
+    spare = sum(runs) - sum(lo)  # the most that the runs can take
+    if not 0 <= extra <= spare:
+        return 0, None
+    if extra == spare:  # one line per block
+        return 1, [1] * total
+    first = 0  # the first utterance of run r
+    for n, m, room in zip(runs, lo, (n - m for n, m in zip(runs, lo))):
+        # the blocks this run takes in some split: m + at least what the others cannot take
+        least = m + max(0, extra - (spare - room))
+        most = m + min(room, extra)
+        if least < most or _composition_count(n, least, width) > 1:
+            return 2, first
+        first += least
+    sizes = []
+    for n, m in zip(runs, lo):  # (extra == 0: every run at its fewest blocks, each one way)
+        sizes += [n] if m == 1 else [1] * n if m == n else [width] * m
+    return 1, sizes
+
+
+def _nemo_counts(path: Path, num_utts: int, total: int, manifest: Path) -> List[int]:
+    """The candidates of each utterance from ``<predictions file>.counts`` (NeMo's script patched)."""
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RescoreError("a readable UTF-8 file", path=path, got=str(e)) from None
+    if lines and lines[-1] == "":
+        lines.pop()
+    sizes = []
+    for lineno, line in enumerate(lines, 1):
+        if not (line.isascii() and line.isdigit()) or int(line) < 1:
+            raise RescoreError("the number of candidates of one manifest line (an integer >= 1)", path=path,
+                               line=lineno, got=line[:60])
+        sizes.append(int(line))
+    if len(sizes) != num_utts or sum(sizes) != total:
+        raise RescoreError(f"one line per utterance of {manifest} ({num_utts}) whose numbers add up to the "
+                           f"{total} lines of the predictions file", path=path,
+                           got=f"{len(sizes)} lines adding up to {sum(sizes)}")
+    return sizes
+
+
+def _nemo_blocks(scores: List[float], ids: Sequence[Tuple[str, dict, int]], width: Optional[int], path: Path,
+                 manifest: Path) -> List[int]:
+    """The number of candidates of each utterance (module doc)."""
+    total, num_utts = len(scores), len(ids)
+    counts = path.with_name(path.name + NEMO_COUNTS_SUFFIX)
+    if counts.is_file():
+        log.info("%s: the candidates of each utterance from %s", path, counts)
+        return _nemo_counts(counts, num_utts, total, manifest)
     if width is not None and width < 1:
         raise RescoreError("a beam width >= 1", path=path, got=str(width))
     if width is not None and total == width * num_utts:
@@ -479,16 +578,23 @@ def _nemo_blocks(scores: List[float], num_utts: int, width: Optional[int], path:
         raise RescoreError(f"1 to {width or 'W'} candidates for each of the {num_utts} utterances of {manifest} "
                            f"({num_utts} to {most}beam width {width or 'W'}) lines)", path=path,
                            got=f"{total} lines")
-    cuts = [i for i in range(1, total) if scores[i] > scores[i - 1]]
-    sizes = [b - a for a, b in zip([0, *cuts], [*cuts, total])]
-    if len(sizes) == num_utts and (width is None or max(sizes) <= width):
-        return sizes
+    count, found = nemo_splits(scores, num_utts, width or total)
+    if count == 1:
+        return found
+    remedy = (f"; for an exact split, run NeMo's script with {NEMO_PATCH} applied (it writes "
+              f"{path.name}{NEMO_COUNTS_SUFFIX} beside the file), or write the beams with "
+              "rescore.io.pyctcdecode.write_beams (docs/ecosystems.md, NeMo)")
+    if count == 0:
+        raise RescoreError(
+            f"lines that split into the {num_utts} utterances of {manifest}, each 1 to {width or 'W'} (the beam "
+            f"width) candidates best first: NeMo writes no utterance ids, and no such split exists" + remedy,
+            path=path, got=f"{total} lines")
+    utt, _, line = ids[found]
     raise RescoreError(
-        f"lines that split into the {num_utts} utterances of {manifest}: NeMo writes no utterance ids, so with "
-        f"fewer than {width or 'W'} (the beam width) candidates for some utterances an utterance can only start where "
-        f"a score rises above the one before it; that gives {len(sizes)} blocks"
-        + (f" (the largest {max(sizes)} lines)" if width is not None and max(sizes) > width else ""),
-        path=path, got=f"{total} lines")
+        f"lines that split into the {num_utts} utterances of {manifest} in one way only: NeMo writes no utterance "
+        f"ids, and with fewer than {width or 'W'} (the beam width) candidates for some utterances these lines split "
+        f"in more than one way, from utterance {found + 1} on ('{utt}', line {line} of the manifest), whose number "
+        "of candidates differs between them" + remedy, path=path, got=f"{total} lines")
 
 
 def read_nemo(preds_tsv: PathLike, manifest: PathLike, beam_size: Optional[int] = None,
@@ -514,7 +620,7 @@ def read_nemo(preds_tsv: PathLike, manifest: PathLike, beam_size: Optional[int] 
         if x is None:
             raise RescoreError("'text<TAB>score' with a finite score", path=preds_tsv, line=lineno, got=line[:60])
         parsed.append((text.split(), x, lineno))
-    sizes = _nemo_blocks([x for _, x, _ in parsed], len(ids), beam_size, preds_tsv, manifest)
+    sizes = _nemo_blocks([x for _, x, _ in parsed], ids, beam_size, preds_tsv, manifest)
     utts, k = [], 0
     for (utt, _, _), n in zip(ids, sizes):
         utts.append(Utterance(utt, [Hypothesis(r + 1, w, (-x,), (None,), ln)

@@ -2,14 +2,17 @@
 them unchanged (docs/ecosystems.md has the commands).
 
 Every writer takes a table (rescore.io.interchange.NbestTable) and a cost per hypothesis (lower
-is better: rescore-nbest's ``total``, or :func:`ranking_costs`) and returns ``{file name: text}``
+is better: rescore-nbest's ``total``, or rescore.nbest.tables.ranking_costs, the same rule for a
+table not yet rescored) and returns ``{file name: text}``
 for the caller to write (rescore-nbest into its OUT_DIR as one set, rescore-convert-nbest into
 TARGET):
 
 * **ESPnet** (:func:`espnet_files`): what ``asr.sh`` leaves in a decode dir for its scoring
   stage: ``text`` and ``score`` (the 1-best, merged) and ``1best_recog/{text,score}``, lines
   ``utt value`` as ESPnet's ``DatadirWriter`` writes them; ``score`` is the log-probability form
-  of the cost (-cost). ``asr.sh --stage 13`` scores ``<decode dir>/text``.
+  of the cost (-cost). ``asr.sh --stage 13`` scores ``<decode dir>/text``. Speaker k of a
+  multi-speaker decode: ``text_spk<k>``, ``score_spk<k>`` and ``1best_recog/{text,score}_spk<k>``,
+  the files ``asr.sh``'s multi-speaker scoring reads.
 * **NeMo** (:func:`nemo_files`): ``preds_rescored.tsv``, the candidates of each utterance of the
   manifest, in manifest order, best first by the cost, as ``'{}\\t{}\\n'.format(text, -cost)``
   (the lines of ``eval_beamsearch_ngram_ctc.py``); ``manifest_rescored.json``, the manifest's
@@ -38,13 +41,6 @@ WRITE_FORMATS = ("espnet", "nemo", "icefall")
 Costs = Mapping[Tuple[str, int], float]  # (utt, rank) -> cost
 
 
-def ranking_costs(table) -> Dict[Tuple[str, int], float]:
-    """The cost of each hypothesis of a table: its ``total`` column (rescore-nbest's scores.tsv),
-    else the sum of its score columns (every weight 1)."""
-    idx = [table.columns.index("total")] if "total" in table.columns else range(len(table.columns))
-    return {(u.id, h.rank): sum(h.scores[i] for i in idx) for u in table.utterances for h in u.hyps}
-
-
 def ranked(table, costs: Costs):
     """[(utterance, its hypotheses best first)]: by cost, ties in rank order."""
     return [(u, sorted(u.hyps, key=lambda h: (costs[(u.id, h.rank)], h.rank))) for u in table.utterances]
@@ -58,19 +54,22 @@ def _score(x: float) -> str:
 # ESPnet
 
 
-def espnet_names() -> List[str]:
-    return ["text", "score", "1best_recog/text", "1best_recog/score"]
+def espnet_names(speaker: Optional[int] = None) -> List[str]:
+    """The files of :func:`espnet_files`; speaker k: ``text_spk<k>``, ``score_spk<k>``, as
+    ``asr.sh`` merges and scores a multi-speaker decode."""
+    sfx = f"_spk{speaker}" if speaker is not None else ""
+    return [f"text{sfx}", f"score{sfx}", f"1best_recog/text{sfx}", f"1best_recog/score{sfx}"]
 
 
-def espnet_files(table, costs: Costs) -> Dict[str, str]:
-    """The 1-best as ESPnet's decode dir holds it (module doc)."""
+def espnet_files(table, costs: Costs, speaker: Optional[int] = None) -> Dict[str, str]:
+    """The 1-best as ESPnet's decode dir holds it (module doc); speaker k: as speaker k's files."""
     text, score = [], []
     for u, hyps in ranked(table, costs):
         best = hyps[0]
         text.append(f"{u.id} {' '.join(best.words)}\n")  # DatadirWriter: f"{key} {value}\n"
         score.append(f"{u.id} {_score(-costs[(u.id, best.rank)])}\n")
     text, score = "".join(text), "".join(score)
-    return {"text": text, "score": score, "1best_recog/text": text, "1best_recog/score": score}
+    return dict(zip(espnet_names(speaker), (text, score, text, score)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -103,7 +102,14 @@ def nemo_files(table, costs: Costs, manifest: PathLike) -> Dict[str, str]:
 # icefall
 
 
-def icefall_names(test_set: str, key: str = "rescored") -> List[str]:
+def icefall_names(test_set: str, key: str = "rescored", suffix: Optional[str] = None) -> List[str]:
+    """The file names of icefall's ``save_results``: ``recogs-<set>-<key>.txt``, ``errs-...``,
+    ``wer-summary-<set>.txt``; with ``suffix`` (``params.suffix`` of a current zipformer
+    decode.py) ``recogs-<set>-<suffix>.txt``, ``errs-<set>-<suffix>.txt``,
+    ``wer-summary-<set>-<suffix>.txt``."""
+    if suffix is not None:
+        return [f"recogs-{test_set}-{suffix}.txt", f"errs-{test_set}-{suffix}.txt",
+                f"wer-summary-{test_set}-{suffix}.txt"]
     return [f"recogs-{test_set}-{key}.txt", f"errs-{test_set}-{key}.txt", f"wer-summary-{test_set}.txt"]
 
 
@@ -218,11 +224,11 @@ def write_error_stats(results: Sequence[Tuple[str, List[str], List[str]]]) -> Tu
 
 
 def icefall_files(table, costs: Costs, refs: Optional[Mapping[str, Sequence[str]]], test_set: str,
-                  key: str = "rescored") -> Dict[str, str]:
-    """icefall's ``save_results`` files of the 1-best (module doc)."""
+                  key: str = "rescored", suffix: Optional[str] = None) -> Dict[str, str]:
+    """icefall's ``save_results`` files of the 1-best (module doc; suffix: icefall_names)."""
     if not refs:
-        raise RescoreError("references for icefall's recogs/errs files (the dump's 'ref', or --data-dir)",
-                           path=table.path, got="none")
+        raise RescoreError("references for icefall's recogs/errs files (the dump's 'ref', or --data-dir with a "
+                           "'text')", path=table.path, got="none")
     results = []
     for u, hyps in ranked(table, costs):
         if u.id not in refs:
@@ -230,27 +236,31 @@ def icefall_files(table, costs: Costs, refs: Optional[Mapping[str, Sequence[str]
         results.append((u.id, list(refs[u.id]), list(hyps[0].words)))
     results = sorted(results)
     errs, wer = write_error_stats(results)
-    names = icefall_names(test_set, key)
+    names = icefall_names(test_set, key, suffix)
     return {names[0]: store_transcripts(results), names[1]: errs, names[2]: f"settings\tWER\n{key}\t{wer}\n"}
 
 
 def files_for(fmt: str, table, costs: Costs, *, manifest: Optional[PathLike] = None,
-              refs: Optional[Mapping[str, Sequence[str]]] = None, test_set: Optional[str] = None) -> Dict[str, str]:
-    """The files of format ``fmt`` (WRITE_FORMATS)."""
+              refs: Optional[Mapping[str, Sequence[str]]] = None, test_set: Optional[str] = None,
+              speaker: Optional[int] = None, suffix: Optional[str] = None) -> Dict[str, str]:
+    """The files of format ``fmt`` (WRITE_FORMATS); speaker: ESPnet's speaker k of a
+    multi-speaker decode; suffix: icefall's ``params.suffix`` (icefall_names)."""
     if fmt == "espnet":
-        return espnet_files(table, costs)
+        return espnet_files(table, costs, speaker)
     if fmt == "nemo":
         if manifest is None:
             raise RescoreError("the NeMo manifest (--manifest) to write NeMo's files", path=table.path)
         return nemo_files(table, costs, manifest)
     if fmt == "icefall":
         return icefall_files(table, costs, refs if refs is not None else table.refs,
-                             test_set or icefall_test_set(table.path))
+                             test_set or icefall_test_set(table.path), suffix=suffix)
     raise ValueError(f"format must be one of {WRITE_FORMATS}")
 
 
-def names_for(fmt: str, test_set: str = "") -> List[str]:
-    return {"espnet": espnet_names, "nemo": nemo_names}[fmt]() if fmt != "icefall" else icefall_names(test_set)
+def names_for(fmt: str, test_set: str = "", speaker: Optional[int] = None, suffix: Optional[str] = None) -> List[str]:
+    if fmt == "espnet":
+        return espnet_names(speaker)
+    return nemo_names() if fmt == "nemo" else icefall_names(test_set, suffix=suffix)
 
 
 def write_files(out_dir: Path, files: Mapping[str, str], inputs: Sequence[PathLike] = ()) -> List[str]:

@@ -1,20 +1,11 @@
 """rescore-nbest on an N-best interchange file (rescore.io.interchange) or a decode dir of another
 recognizer (rescore.io.ecosystems: ``--format espnet|icefall|nemo``).
 
-The total cost of hypothesis h, from its score columns s_c (costs), the NN LM cost l_nn (the
-models' mix, as for a Kaldi dir) and its |h| words::
-
-    total(h) = sum_c lambda_c * s_c(h)  +  w * l_nn(h)  +  wip * |h|
-
-lambda_c is ``--score-weight c=X``; a column without one has weight 1, except in a table whose
-columns are Kaldi's (``ac``, ``graph``, ``nolm``: rescore.nbest.tables.kaldi_to_table), where
-those default to Kaldi's interpolation: ``ac`` 1/inv_acwt, ``graph`` 1 - w, ``nolm`` w, so that
-
-    total(h) = ac/inv_acwt + (1 - w) * graph + w * nolm + w * l_nn + wip * |h|
-             = acwt * ac + g_0 + (1 - w) * l_ng + w * l_nn + wip * |h|   (g_0 = nolm, l_ng = graph - nolm)
-
-is rescore.nbest.interp's formula; with those defaults the costs are computed by rescore.nbest.interp itself,
-so a Kaldi-derived file gives the same floats, 1-best and NN LM costs as the Kaldi dir.
+The total cost of hypothesis h is rescore.nbest.tables' ranking rule (its module doc: the score
+columns weighted by ``--score-weight``, Kaldi's columns ``ac``, ``graph``, ``nolm`` by Kaldi's
+interpolation, plus w * l_nn + wip * |h|); with Kaldi's columns alone the costs are computed by
+rescore.nbest.interp itself, so a Kaldi-derived file gives the same floats, 1-best and NN LM costs
+as the Kaldi dir, and every writer of a recognizer's files ranks as rescore-nbest does.
 
 The job is a rescore.jobs.nbest.NbestJob (its checks, its engine settings, its NN LM costs and
 their checks, its report) on another input: the table becomes an N-best set (:func:`to_nbest_set`)
@@ -40,22 +31,21 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from rescore.errors import OptionError, RescoreError, check
 from rescore.nbest.interp import Params
-from rescore.io.ecosystems import FORMATS, KALDI_COLUMNS, ReadOptions
+from rescore.io.ecosystems import FORMATS, NEMO_COUNTS_SUFFIX, ReadOptions
 from rescore.io.files import atomic_output
 from rescore.io.interchange import with_columns, write_nbest_table
 from rescore.io.outdir import MANIFEST_NAME, OutputSet
 from rescore.io.results import files_for, icefall_test_set, names_for
 from rescore.jobs.nbest import NBEST_OUTPUTS, NbestJob, split_share, write_rescored
 from rescore.nbest import sets as nb
-from rescore.nbest.tables import load_table
+from rescore.nbest.tables import ADDED, column_weights, interp_inputs, is_kaldi_default, load_table
 
 log = logging.getLogger(__name__)
 
-ADDED = ("nn", "total")  # the columns scores.tsv adds
 OUTPUTS = (*NBEST_OUTPUTS, "scores.tsv")
 # --write-format's files of an earlier run (icefall's depend on the input's name: not listed)
 KNOWN_FORMAT_FILES = ("score", "1best_recog/text", "1best_recog/score", "preds_rescored.tsv",
-                      "manifest_rescored.json")
+                      "manifest_rescored.json")  # (a speaker's text_spk<k>... are not listed either)
 
 
 def parse_score_weights(specs: Sequence[str], option: str = "--score-weight") -> Dict[str, float]:
@@ -73,18 +63,6 @@ def parse_score_weights(specs: Sequence[str], option: str = "--score-weight") ->
     return out
 
 
-def is_kaldi_default(columns: Sequence[str], given: Mapping[str, float]) -> bool:
-    """Kaldi's columns alone, none of them weighted by hand: rescore.nbest.interp's formula applies."""
-    return set(columns) == set(KALDI_COLUMNS) and not set(given) & set(KALDI_COLUMNS)
-
-
-def column_weights(columns: Sequence[str], given: Mapping[str, float], params: Params) -> Dict[str, float]:
-    """lambda_c of every column (module doc)."""
-    kaldi = set(KALDI_COLUMNS) <= set(columns)
-    defaults = {"ac": 1.0 / params.inv_acwt, "graph": 1.0 - params.weight, "nolm": params.weight}
-    return {c: given.get(c, defaults[c] if kaldi and c in defaults else 1.0) for c in columns}
-
-
 def to_nbest_set(table, weights: Mapping[str, float], kaldi: bool, data_dir=None, allow_missing=False):
     """The table as a rescore.nbest.sets.NbestSet for the engine and rescore.nbest.combine: hypothesis keys
     ``<utt>-<rank>``; with Kaldi's defaults ac, withlm, nolm are the columns ac, graph, nolm;
@@ -98,16 +76,10 @@ def to_nbest_set(table, weights: Mapping[str, float], kaldi: bool, data_dir=None
         for h in u.hyps:
             key = f"{u.id}-{h.rank}"
             lines[key] = h.line
-            if kaldi:
-                s = h.scores
-                hyps.append(nb.Hypothesis(key, h.words, s[idx["ac"]], s[idx["graph"]], s[idx["nolm"]]))
-            else:
-                f = 0.0
-                for c, i in idx.items():
-                    f += weights[c] * h.scores[i]
-                if not math.isfinite(f):
-                    _overflow(table, h, key, weights, idx)
-                hyps.append(nb.Hypothesis(key, h.words, 0.0, f, f))
+            ac, withlm, nolm = interp_inputs(h.scores, table.columns, weights, kaldi)
+            if not math.isfinite(withlm):
+                _overflow(table, h, key, weights, idx)
+            hyps.append(nb.Hypothesis(key, h.words, ac, withlm, nolm))
         utts.append(nb.Utterance(u.id, hyps))
     nbest = nb.assemble_set(table.path, utts, data_dir, refs=table.refs, allow_missing=allow_missing)
     # where an overflow of the interpolation finds each cost (rescore.nbest.combine.CostArrays): the
@@ -138,6 +110,7 @@ class InterchangeJob(NbestJob):
     manifest: Optional[str] = None  # NeMo's
     read_options: ReadOptions = ReadOptions()
     write_format: Optional[str] = None  # rescore.io.results.WRITE_FORMATS: the result in that format too
+    icefall_suffix: Optional[str] = None  # icefall's params.suffix in the names of --write-format icefall's files
 
     def __post_init__(self):
         others = [f for f in FORMATS if f != "kaldi"]
@@ -149,13 +122,18 @@ class InterchangeJob(NbestJob):
                               option="--manifest")
         check(self.write_format != "nemo" or self.fmt == "nemo", "--format nemo (NeMo's files follow its manifest)",
               "--write-format", self.write_format)
+        check(self.icefall_suffix is None or self.write_format == "icefall", "--write-format icefall",
+              "--icefall-suffix", self.icefall_suffix)
+        check(self.icefall_suffix is None or (self.icefall_suffix and "/" not in self.icefall_suffix),
+              "a file name part (not empty, no '/')", "--icefall-suffix", self.icefall_suffix)
         super().__post_init__()
 
     def written_format_names(self) -> List[str]:
         """The files of --write-format (rescore.io.results); ESPnet's 'text' is OUT_DIR/text."""
         if self.write_format is None:
             return []
-        names = names_for(self.write_format, icefall_test_set(self.nbest_dir))
+        names = names_for(self.write_format, icefall_test_set(self.nbest_dir), self.read_options.speaker,
+                          self.icefall_suffix)
         return [n for n in names if n != "text"]
 
     def inputs(self) -> List[Path]:
@@ -165,6 +143,8 @@ class InterchangeJob(NbestJob):
             out = Path(self.out_dir).resolve()
             earlier = (out / MANIFEST_NAME).is_file()
             files = [f for f in p.rglob("*") if f.is_file() and not (earlier and out in f.resolve().parents)]
+        if self.fmt == "nemo":  # NeMo's candidate counts beside its predictions (rescore.io.ecosystems)
+            files.append(p.with_name(p.name + NEMO_COUNTS_SUFFIX))
         return files + [Path(m) for m in (self.manifest,) if m is not None] + super().inputs()
 
     def outputs(self, with_refs: bool = True) -> List[str]:
@@ -182,7 +162,7 @@ class InterchangeJob(NbestJob):
     def settings(self) -> dict:
         return dict(super().settings(), format=self.fmt, manifest=self.manifest,
                     score_weights=dict(self.score_weights), read_options=asdict(self.read_options),
-                    write_format=self.write_format)
+                    write_format=self.write_format, icefall_suffix=self.icefall_suffix)
 
     def output_set(self, with_refs: bool = True) -> OutputSet:
         return OutputSet(self.out_dir, self.outputs(with_refs), self.inputs(), known=[*OUTPUTS, *KNOWN_FORMAT_FILES],
@@ -201,7 +181,8 @@ def write_scores(out: OutputSet, arrays, params: Params, table, job: Optional[In
     write_nbest_table(path, with_columns(kept, ADDED, added, str(path)))
     if job is not None and job.write_format is not None:
         costs = {k: v[1] for k, v in added.items()}
-        files = files_for(job.write_format, kept, costs, manifest=job.manifest, refs=refs)
+        files = files_for(job.write_format, kept, costs, manifest=job.manifest, refs=refs,
+                          speaker=job.read_options.speaker, suffix=job.icefall_suffix)
         for name in job.written_format_names():
             with atomic_output(out.path(name), "w") as f:
                 f.write(files[name])
@@ -218,7 +199,7 @@ def rescore_table(job: InterchangeJob) -> Optional[dict]:
                                path=table.path, line=table.header_line, got=c)
     for c in job.score_weights:
         table.column(c)  # a weight for a column the input lacks
-    weights = column_weights(table.columns, job.score_weights, job.params)
+    weights = column_weights(table, job.score_weights, job.params)
     log.info("total = %s%s + wip * |h|", " + ".join(f"{weights[c]:g} * {c}" for c in table.columns),
              f" + {job.params.weight:g} * nn" if job.num_models else "")
     nbest = to_nbest_set(table, weights, is_kaldi_default(table.columns, job.score_weights), job.data_dir,

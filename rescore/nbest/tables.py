@@ -1,17 +1,37 @@
 """Any input of rescore-nbest as an interchange table (rescore.io.interchange.NbestTable): a Kaldi
 N-best dir (read and checked as rescore.nbest.sets loads it), an interchange file or another
-recognizer's decode output (rescore.io.ecosystems)."""
+recognizer's decode output (rescore.io.ecosystems); and the one rule that ranks a table's
+hypotheses, for rescore-nbest and for every writer of a recognizer's files.
+
+The total cost of hypothesis h, from its score columns s_c (costs), the NN LM cost l_nn and its
+|h| words::
+
+    total(h) = sum_c lambda_c * s_c(h)  +  w * l_nn(h)  +  wip * |h|
+
+lambda_c is ``--score-weight c=X``; a column without one has weight 1, except Kaldi's columns
+(``ac``, ``graph``, ``nolm``: :func:`kaldi_to_table`), which default to Kaldi's interpolation
+(rescore.nbest.interp): ``ac`` 1/inv_acwt, ``graph`` 1 - w, ``nolm`` w. Kaldi's columns come
+together: ``graph`` or ``nolm`` without the other two is refused (an unscaled ``ac`` summed with
+a graph cost ranks by the acoustic cost alone), unless each column present is weighted by hand.
+:func:`interp_inputs` maps a hypothesis onto rescore.nbest.interp's (ac, withlm, nolm), so that
+``fixed_cost`` gives the total without the NN LM; :func:`ranking_costs` is that total for a
+table without NN LM costs (or its ``total`` column, rescore-nbest's scores.tsv), with
+rescore-nbest's defaults: the 1-best any writer picks is the one rescore-nbest would pick."""
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Tuple
+import math
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from rescore.errors import RescoreError
 from rescore.io.ecosystems import (FORMATS, KALDI_COLUMNS, PathLike, ReadOptions, input_format, read_espnet,
                                    read_icefall, read_nemo)
 from rescore.io.interchange import Hypothesis, NbestTable, Utterance, parse_score, read_nbest_table
 from rescore.io.kaldi import read_text_table
+from rescore.nbest.interp import Params, fixed_cost
 from rescore.nbest.sets import find_archive, load_nbest_dir
+
+ADDED = ("nn", "total")  # the columns rescore-nbest adds to scores.tsv
 
 
 def _key_parts(key: str) -> Tuple[str, int]:
@@ -66,3 +86,71 @@ def load_table(path: PathLike, fmt: str = "auto", manifest: Optional[PathLike] =
         return read_nemo(path, manifest, options.nemo_beam, options.nemo_text_processing,
                          options.nemo_punctuation_marks)
     raise ValueError(f"format must be one of {FORMATS}")
+
+
+# --------------------------------------------------------------------------------------------
+# The ranking rule (module doc)
+
+
+def is_kaldi_default(columns: Sequence[str], given: Mapping[str, float]) -> bool:
+    """Kaldi's columns alone, none of them weighted by hand: rescore.nbest.interp's formula applies."""
+    return set(columns) == set(KALDI_COLUMNS) and not set(given) & set(KALDI_COLUMNS)
+
+
+def column_weights(table: NbestTable, given: Mapping[str, float], params: Params) -> Dict[str, float]:
+    """lambda_c of every column of the table (module doc); a RescoreError for Kaldi's columns in
+    part, naming the missing ones."""
+    present = [c for c in KALDI_COLUMNS if c in table.columns]
+    if {"graph", "nolm"} & set(present) and len(present) < len(KALDI_COLUMNS) and \
+            not all(c in given for c in present):
+        missing = [c for c in KALDI_COLUMNS if c not in present]
+        raise RescoreError(f"Kaldi's score columns {', '.join(KALDI_COLUMNS)} together, to rank by Kaldi's "
+                           f"acwt * ac + graph (or, for rescore-nbest, --score-weight for each of "
+                           f"{', '.join(present)})", path=table.path, line=table.header_line,
+                           got=f"no column {' or '.join(repr(c) for c in missing)}")
+    kaldi = len(present) == len(KALDI_COLUMNS)
+    defaults = {"ac": 1.0 / params.inv_acwt, "graph": 1.0 - params.weight, "nolm": params.weight}
+    return {c: given.get(c, defaults[c] if kaldi and c in defaults else 1.0) for c in table.columns}
+
+
+def interp_inputs(scores: Sequence[float], columns: Sequence[str], weights: Mapping[str, float],
+                  kaldi: bool) -> Tuple[float, float, float]:
+    """A hypothesis' (ac, withlm, nolm) for rescore.nbest.interp: with Kaldi's defaults its
+    columns ac, graph, nolm; else (0, f, f) with f = sum_c lambda_c s_c, so that fixed_cost is
+    exactly f + wip * |h| (0/inv_acwt and (1 - w) * 0 add nothing). f may overflow: the caller
+    checks."""
+    if kaldi:
+        return tuple(scores[columns.index(c)] for c in KALDI_COLUMNS)
+    f = 0.0
+    for c, x in zip(columns, scores):
+        f += weights[c] * x
+    return 0.0, f, f
+
+
+def ranking_costs(table: NbestTable, params: Params = Params(),
+                  given: Optional[Mapping[str, float]] = None) -> Dict[Tuple[str, int], float]:
+    """(utt, rank) -> the cost that ranks each hypothesis of a table: its column ``total``
+    (rescore-nbest's scores.tsv), else rescore-nbest's total without an NN LM (module doc;
+    params and given: rescore-nbest's --weight/--inv-acwt/--wip and --score-weight, by default
+    its defaults). A table with rescore-nbest's 'nn' but no 'total', or with Kaldi's columns in
+    part, is refused: the error names the missing column."""
+    if "total" in table.columns:
+        i = table.columns.index("total")
+        return {(u.id, h.rank): h.scores[i] for u in table.utterances for h in u.hyps}
+    if "nn" in table.columns:
+        raise RescoreError("a score column 'total' beside 'nn' (rescore-nbest writes both into scores.tsv; the "
+                           "total holds the NN LM's weight)", path=table.path, line=table.header_line,
+                           got="no column 'total'")
+    given = given or {}
+    weights = column_weights(table, given, params)
+    kaldi = is_kaldi_default(table.columns, given)
+    out = {}
+    for u in table.utterances:
+        for h in u.hyps:
+            cost = fixed_cost(*interp_inputs(h.scores, table.columns, weights, kaldi), len(h.words),
+                              params.weight, params.inv_acwt, params.wip)
+            if not math.isfinite(cost):
+                raise RescoreError("scores whose total stays finite", path=table.path, line=h.line or None,
+                                   got=f"{u.id} rank {h.rank}: {cost}")
+            out[(u.id, h.rank)] = cost
+    return out

@@ -74,10 +74,23 @@ class DatadirWriter:
 
 
 class Hyp:
-    """A stand-in for ESPnet's Hypothesis: ``score`` is what str() is taken of (a torch tensor)."""
+    """A stand-in for ESPnet's Hypothesis: ``score`` is what str() is taken of (a torch tensor);
+    ``scores``: the per-scorer scores (``hyp.scores``), {} as in a too-short utterance's."""
 
-    def __init__(self, score):
+    def __init__(self, score, scores=None):
         self.score = score
+        self.scores = scores or {}
+
+
+def espnet_too_short(nbest: int):
+    """asr_inference.py (02379a8c), ``inference()``, on TooShortUttError: the results written for
+    an utterance too short to decode::
+
+        hyp = Hypothesis(score=0.0, scores={}, states={}, yseq=[])
+        results = [[" ", ["<space>"], [2], hyp]] * nbest
+    """
+    hyp = Hyp(0.0, {})
+    return [[" ", ["<space>"], [2], hyp]] * nbest
 
 
 class CudaScore:
@@ -93,10 +106,12 @@ class CudaScore:
         return self.text
 
 
-def espnet_write(writer: DatadirWriter, key: str, results, nbest: int, enh_s2t_task: bool = False) -> None:
+def espnet_write(writer: DatadirWriter, key: str, results, nbest: int, enh_s2t_task: bool = False,
+                 per_scorer: bool = False) -> None:
     """espnet2/bin/asr_inference.py at 02379a8c9646303651bd5df4a1541b4d72871cd5, ``inference()``:
     the writing of one utterance's N-best list ``results`` [(text, token, token_int, hyp)] (per
-    speaker with enh_s2t_task)."""
+    speaker with enh_s2t_task); per_scorer: with the two lines docs/ecosystems.md adds after the
+    score (a ``score_<name>`` file per scorer of ``hyp.scores``)."""
     if enh_s2t_task:
         # Enh+ASR joint task
         for spk, ret in enumerate(results, 1):
@@ -127,6 +142,9 @@ def espnet_write(writer: DatadirWriter, key: str, results, nbest: int, enh_s2t_t
             ibest_writer["token"][key] = " ".join(token)
             ibest_writer["token_int"][key] = " ".join(map(str, token_int))
             ibest_writer["score"][key] = str(hyp.score)
+            if per_scorer:
+                for name, value in hyp.scores.items():  # one score_<name> file per scorer
+                    ibest_writer[f"score_{name}"][key] = str(float(value))
 
             if text is not None:
                 ibest_writer["text"][key] = text
@@ -171,16 +189,17 @@ def asr_sh_merge(logdir: Path, out_dir: Path, nj: int, ref_text_files=("text",))
                 (out_dir / f"{f}{suffix}").write_text("".join(sorted(lines)), encoding="utf-8")
 
 
-def espnet_decode(decode_dir: Path, jobs, nbest: int, enh_s2t_task: bool = False, num_spk: int = 0) -> None:
+def espnet_decode(decode_dir: Path, jobs, nbest: int, enh_s2t_task: bool = False, num_spk: int = 0,
+                  per_scorer: bool = False) -> None:
     """A decode dir as asr.sh leaves it: jobs = [{key: results}] (one per job, in order);
-    num_spk: multi-speaker ASR's speakers (espnet_write_multi_asr)."""
+    num_spk: multi-speaker ASR's speakers (espnet_write_multi_asr); per_scorer: espnet_write's."""
     for j, job in enumerate(jobs, 1):
         with DatadirWriter(decode_dir / "logdir" / f"output.{j}") as writer:
             for key, results in job.items():
                 if num_spk:
                     espnet_write_multi_asr(writer, key, results, nbest)
                 else:
-                    espnet_write(writer, key, results, nbest, enh_s2t_task)
+                    espnet_write(writer, key, results, nbest, enh_s2t_task, per_scorer)
     if not enh_s2t_task:
         refs = [f"text_spk{i}" for i in range(1, num_spk + 1)] if num_spk else ["text"]
         asr_sh_merge(decode_dir / "logdir", decode_dir, len(jobs), refs)
@@ -282,6 +301,128 @@ def nemo_beam_scores_dataset(data_path, manifest_path, beam_size):
     return [(text, float(score), ground_truths[idx // beam_size]) for idx, (text, score) in enumerate(rows)]
 
 
+def nemo_script_stubs():
+    """Stand-ins for the imports of eval_beamsearch_ngram_ctc.py and eval_beamsearch_ngram_transducer.py
+    that beam_search_eval and decoding_step do not need here (NeMo, OmegaConf, scikit-learn,
+    editdistance): {module name: module}."""
+    import types
+
+    from rapidfuzz.distance import Levenshtein
+
+    def mod(name, **attrs):
+        m = types.ModuleType(name)
+        m.__dict__.update(attrs)
+        return m
+
+    class Logging:
+        CRITICAL = 50
+        level = 20
+
+        def getEffectiveLevel(self):
+            return self.level
+
+        def setLevel(self, level):
+            self.level = level
+
+        def info(self, *args, **kwargs):
+            pass
+
+        warning = info
+
+    class Model:  # nemo_asr.models.ASRModel, EncDecHybridRNNTCTCModel
+        pass
+
+    asr_models = mod("nemo.collections.asr.models", ASRModel=Model, EncDecHybridRNNTCTCModel=Model)
+    asr = mod("nemo.collections.asr", models=asr_models)
+    collections = mod("nemo.collections", asr=asr)
+    return {
+        "editdistance": mod("editdistance", eval=lambda a, b: Levenshtein.distance(a, b)),
+        "omegaconf": mod("omegaconf", MISSING="???", OmegaConf=None),
+        "sklearn": mod("sklearn"), "sklearn.model_selection": mod("sklearn.model_selection", ParameterGrid=list),
+        "nemo": mod("nemo", collections=collections), "nemo.collections": collections, "nemo.collections.asr": asr,
+        "nemo.collections.asr.models": asr_models,
+        "nemo.collections.asr.parts": mod("nemo.collections.asr.parts"),
+        "nemo.collections.asr.parts.submodules": mod(
+            "nemo.collections.asr.parts.submodules",
+            ctc_beam_decoding=mod("ctc_beam_decoding", BeamCTCInferConfig=object),
+            rnnt_beam_decoding=mod("rnnt_beam_decoding", BeamRNNTInferConfig=object)),
+        "nemo.collections.asr.parts.utils": mod("nemo.collections.asr.parts.utils"),
+        "nemo.collections.asr.parts.utils.transcribe_utils": mod(
+            "nemo.collections.asr.parts.utils.transcribe_utils", PunctuationCapitalization=object,
+            TextProcessingConfig=object),
+        "nemo.core": mod("nemo.core"),
+        "nemo.core.config": mod("nemo.core.config", hydra_runner=lambda **kw: (lambda f: f)),
+        "nemo.utils": mod("nemo.utils", logging=Logging()),
+    }
+
+
+def nemo_ctc_beam_search_eval(script: Path, all_hyps, targets: Sequence[str], preds_output_file: Path,
+                              beam_width: int) -> None:
+    """Run ``beam_search_eval`` of the real eval_beamsearch_ngram_ctc.py ``script`` (upstream, or
+    patched) on candidates ``all_hyps`` (nemo_pyctcdecode_nbest: what ``model.transcribe`` returns
+    with ``return_best_hypothesis=False``), its heavy imports stubbed (nemo_script_stubs)."""
+    import importlib.util
+    import sys
+    from types import SimpleNamespace
+    from unittest import mock
+
+    class Model:
+        cfg = SimpleNamespace(decoding=SimpleNamespace())
+
+        def change_decoding_strategy(self, *args, **kwargs):
+            pass
+
+        def transcribe(self, audio_filepaths, batch_size):
+            return all_hyps
+
+    with mock.patch.dict(sys.modules, nemo_script_stubs()):
+        spec = importlib.util.spec_from_file_location("eval_beamsearch_ngram_ctc", script)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cfg = SimpleNamespace(decoding=SimpleNamespace(), kenlm_model_file=None, decoding_strategy="beam",
+                              batch_size=16, text_processing=SimpleNamespace(
+                                  do_lowercase=False, rm_punctuation=False, separate_punctuation=False))
+        module.beam_search_eval([f"{k}.wav" for k in range(len(targets))], Model(), cfg, list(targets),
+                                preds_output_file=str(preds_output_file), lm_path=None, beam_width=beam_width)
+
+
+def nemo_transducer_decoding_step(script: Path, all_hyps, targets: Sequence[str], preds_output_file: Path,
+                                  strategy: str = "maes", beam_batch_size: int = 2) -> None:
+    """Run ``decoding_step`` of the real eval_beamsearch_ngram_transducer.py ``script`` (upstream,
+    or patched) with candidates ``all_hyps`` (per utterance, what the model's
+    ``rnnt_decoder_predictions_tensor(..., return_hypotheses=True)`` returns), on stand-in
+    log-probabilities of one frame per utterance, in batches of beam_batch_size; heavy imports
+    stubbed (nemo_script_stubs)."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+    from types import SimpleNamespace
+    from unittest import mock
+
+    import torch
+
+    batches = iter([all_hyps[i:i + beam_batch_size] for i in range(0, len(all_hyps), beam_batch_size)])
+
+    class Model:
+        cfg = SimpleNamespace(decoding=SimpleNamespace())
+        decoding = SimpleNamespace(
+            rnnt_decoder_predictions_tensor=lambda packed, lens, return_hypotheses: next(batches))
+
+        def change_decoding_strategy(self, *args, **kwargs):
+            pass
+
+    with mock.patch.dict(sys.modules, nemo_script_stubs()):
+        loader = importlib.machinery.SourceFileLoader("eval_beamsearch_ngram_transducer", str(script))
+        spec = importlib.util.spec_from_file_location("eval_beamsearch_ngram_transducer", script, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        cfg = SimpleNamespace(decoding=SimpleNamespace(hat_ilm_weight=0.0), hat_subtract_ilm=False,
+                              kenlm_model_file=None, decoding_strategy=strategy)
+        all_probs = [torch.zeros(4, 1) for _ in targets]  # (C, T) per utterance
+        module.decoding_step(Model(), cfg, all_probs, list(targets), preds_output_file=str(preds_output_file),
+                             beam_batch_size=beam_batch_size, progress_bar=False)
+
+
 # --------------------------------------------------------------------------------------------
 # k2 at a741ae88abc6995345aa166464a239b7d270dd4c: the order of Nbest.from_lattice's paths
 
@@ -308,6 +449,104 @@ def k2_unique_new2old(word_seqs: Sequence[Sequence[int]]) -> List[int]:
 
 # --------------------------------------------------------------------------------------------
 # icefall at 36e0420c7e3e849a25b3d24dbf913c424f3d23c9: icefall/utils.py (kaldialign: the real one)
+
+
+def icefall_beam_search_stubs():
+    """Stand-ins for the imports of icefall's beam_search.py (36e0420c) that modified_beam_search
+    does not need, and for the few k2 ragged operations it does (create_ragged_shape2, row_ids,
+    row_splits, RaggedTensor rows): {module name: module}."""
+    import types
+
+    import torch
+
+    class Placeholder:  # any name used only in annotations or other functions
+        def __init__(self, *args, **kwargs):
+            pass
+
+    class Module(types.ModuleType):
+        def __getattr__(self, name):
+            if name.startswith("__"):
+                raise AttributeError(name)
+            return Placeholder
+
+    def mod(name, **attrs):
+        m = Module(name)
+        m.__dict__.update(attrs)
+        return m
+
+    class RaggedShape:
+        def __init__(self, row_splits):
+            self.splits = torch.as_tensor(row_splits, dtype=torch.int64)
+
+        def row_splits(self, axis):
+            return self.splits
+
+        def row_ids(self, axis):
+            return torch.repeat_interleave(torch.arange(len(self.splits) - 1), self.splits[1:] - self.splits[:-1])
+
+        def to(self, device):
+            return self
+
+    class RaggedTensor:
+        def __init__(self, shape, value):
+            self.shape, self.value = shape, value
+
+        def __getitem__(self, i):  # a row of a 2-axis ragged tensor: a 1-D torch tensor
+            return self.value[self.shape.splits[i]:self.shape.splits[i + 1]]
+
+    ragged = mod("k2.ragged", create_ragged_shape2=lambda row_splits, cached_tot_size=None: RaggedShape(row_splits))
+    k2 = mod("k2", ragged=ragged, RaggedTensor=RaggedTensor, RaggedShape=RaggedShape)
+    names = ["sentencepiece", "icefall", "icefall.decode", "icefall.lm_wrapper", "icefall.rnn_lm",
+             "icefall.rnn_lm.model", "icefall.transformer_lm", "icefall.transformer_lm.model", "icefall.utils"]
+    return {"k2": k2, "k2.ragged": ragged, **{n: mod(n) for n in names}}
+
+
+def icefall_beam_search_module(path: Path):
+    """icefall's beam_search.py at ``path`` (upstream, or patched), imported with its heavy imports
+    stubbed (icefall_beam_search_stubs)."""
+    import importlib.machinery
+    import importlib.util
+    import sys
+    from unittest import mock
+
+    with mock.patch.dict(sys.modules, icefall_beam_search_stubs()):
+        loader = importlib.machinery.SourceFileLoader("icefall_beam_search", str(path))  # (any file name)
+        spec = importlib.util.spec_from_file_location("icefall_beam_search", path, loader=loader)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return module
+
+
+def icefall_tiny_transducer(vocab_size: int = 6, dim: int = 8, context_size: int = 2, seed: int = 0):
+    """A transducer of random weights with the interface modified_beam_search uses
+    (decoder.blank_id, decoder.context_size, decoder(y, need_pad=False), joiner.encoder_proj,
+    joiner.decoder_proj, joiner(enc, dec, project_input=False)); blank is 0."""
+    import torch
+    from torch import nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blank_id, self.context_size = 0, context_size
+            self.embedding = nn.Embedding(vocab_size, dim)
+
+        def forward(self, y, need_pad=True):  # (N, context_size) -> (N, 1, dim); -1 pads the context
+            emb = self.embedding(y.clamp(min=0)) * (y >= 0).unsqueeze(-1)
+            return emb.sum(dim=1, keepdim=True)
+
+    class Joiner(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder_proj, self.decoder_proj = nn.Linear(dim, dim), nn.Linear(dim, dim)
+            self.output_linear = nn.Linear(dim, vocab_size)
+
+        def forward(self, enc, dec, project_input=True):
+            return self.output_linear(torch.tanh(enc + dec))
+
+    torch.manual_seed(seed)
+    model = nn.Module()
+    model.decoder, model.joiner = Decoder(), Joiner()
+    return model.eval()
 
 
 def icefall_store_transcripts(filename, texts, char_level: bool = False) -> None:
