@@ -13,6 +13,7 @@ import click
 from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.options import Count, Need
 from rescore.cli.examples import attach
+from rescore.errors import OptionError
 
 # rescore.io.ecosystems.FORMATS and rescore.io.results.WRITE_FORMATS, NEMO_TEXT_PROCESSING and
 # ESPNET_TOKEN_TYPES (kept here so that --help imports nothing)
