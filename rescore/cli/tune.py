@@ -60,10 +60,11 @@ log = logging.getLogger("rescore-tune")
 @click.option("--allow-missing", is_flag=True,
               help="References without an N-best are dropped with a warning instead of an error.")
 @click.option("--normalize-refs", is_flag=True,
-              help="Normalise the references before tuning (and those of --apply-to) as a recipe's scoring filter does: typographic quotes "
-                   "as ASCII, lower case, punctuation stripped (apostrophes and hyphens between letters kept, and an "
-                   "apostrophe at a word's edge where the recognizer's words have that form: 'cause, rangers'), for "
-                   "raw transcripts against a recognizer's normalised words (a warning suggests it).")
+              help="Normalise the references before tuning (and those of --apply-to) as a recipe's scoring filter "
+                   "does: typographic quotes as ASCII, lower case, punctuation stripped (apostrophes and hyphens "
+                   "between letters kept, and an apostrophe at a word's edge where the recognizer's words have that "
+                   "form: 'cause, rangers'), for raw transcripts against a recognizer's normalised words (a warning "
+                   "suggests it).")
 @click.option("--refine-model", type=click.Path(dir_okay=False),
               help="LM checkpoint: a refining tune instead of --nn-costs. With --state-carry rescored the NN LM "
                    "costs depend on the setting they were scored at, so a setting tuned on costs scored at another "
