@@ -121,7 +121,7 @@ def normalize_refs(refs: Mapping[str, Sequence[str]],
 
 def _sentence_punctuated(w: str) -> bool:
     """w carries punctuation other than apostrophes and hyphens (commas, full stops, quotes)."""
-    return not _is_markup(w) and any(_is_punct(c) and c not in KEPT_INSIDE for c in ascii_quotes(w))
+    return not w.isalnum() and not _is_markup(w) and any(_is_punct(c) and c not in KEPT_INSIDE for c in ascii_quotes(w))
 
 
 STYLES = ("punctuation", "upper case", "typographic quotes")
@@ -157,8 +157,8 @@ def reference_style_hint(ref_tokens: Iterable[str], hyp_tokens: Iterable[str],
     found: Dict[str, Counter] = {s: Counter() for s in STYLES}
     written = 0
     for w, n in ref.items():
-        if w in words or _is_markup(w):
-            continue
+        if w in words or (w.isalnum() and w.islower()) or _is_markup(w):
+            continue  # (a word of lower-case letters and digits alone is its own normalised form)
         norm = normalize_word(w, words)
         if norm == w or (norm and norm not in words):
             continue  # written as the hypotheses write, or a word they do not have in any form

@@ -1,9 +1,21 @@
-"""Checks of rescore-nbest's input that say it before the numbers lie.
+"""The input checks of every command that reads references or models, said before the numbers lie.
 
 A wrong input rarely fails loudly: an LM whose vocabulary does not match the hypotheses scores
 them all as ``<unk>``, and integer archives read through the wrong words.txt give words that have
 nothing to do with what was said, yet both give a WER. These checks look at the words alone
 (no LM is run), so they also run with ``--nn-costs``, where only the words.txt check applies.
+
+This module is their one home; each command calls one function of it, so a check says the same
+words wherever it runs:
+
+* :func:`check_nbest_input` -- a loaded N-best set: rescore-nbest (every input format, and the
+  Kaldi steps that run it), rescore-tune (an N-best dir or a step's output dir) and rescore-tune
+  --refine-model. Each LM's vocabulary, the symbol table, and with references: their style
+  against the hypotheses' words (:func:`style_check`, rescore.metrics.refnorm), the first pass
+  against them, the LM training text and each model's fingerprint of it (rescore.nbest.refs), and
+  a ``--params`` setting tuned on this very set (:func:`params_check`).
+* :func:`check_text_input` -- rescore-wer: the style, each HYP_TEXT as a first pass, the training text.
+* :func:`check_model_text` -- rescore-ppl: its TEXT against the training text and the fingerprints.
 
 The vocabulary of each LM (:func:`vocabulary_check`): the share of hypothesis tokens (all
 hypotheses of the N-best set) outside the LM vocabulary, the same share of reference tokens

@@ -21,11 +21,14 @@ that still give a plausible-looking WER, so only a warning says them.
   recipe's Bible text without the Gospel of Mark holds 4.2 % of its test sentences from Mark and
   7.3 % of their 8-grams (the other gospels tell the same stories in the same words). One pass
   over the sentences the run reads anyway (for the rare-word buckets), hash sets only.
-* Without ``--train-text``, the same shares from the fingerprint of its training text that a
-  checkpoint of rescore-train-lm records (:func:`text_fingerprint`: 64-bit hashes of every
-  training sentence and of one in FINGERPRINT_SAMPLE of its 8-grams, plain tensors, read
-  without executing code): the 8-gram share is then that of the reference 8-grams whose hash
-  falls in the sample.
+* For each model, the same shares from the fingerprint of its training text that a checkpoint
+  of rescore-train-lm records (:func:`text_fingerprint`: 64-bit hashes of every training
+  sentence and of one in FINGERPRINT_SAMPLE of its 8-grams, plain tensors, read without
+  executing code): the 8-gram share is then that of the reference 8-grams whose hash falls in
+  the sample. Both are checked when both exist (a clean ``--train-text`` does not vouch for a
+  model trained on another text). A checkpoint without a fingerprint (older, or imported), with
+  an empty one or one of another version cannot be checked: :func:`fingerprint_check` says so
+  and why, as a warning when no ``--train-text`` is checked instead.
 """
 
 from __future__ import annotations
@@ -183,8 +186,8 @@ def _overlap_record(where: str, ref_lists: List[List[str]], n_found: int, n: int
             f"the LM training text {where} holds {c.sentence_share:.1f} % of the reference sentences "
             f"({n_found} of {len(ref_lists)}) and {c.ngram_share:.1f} % of their {n}-grams verbatim (a warning "
             f"above {MAX_SENTENCE_SHARE:g} % of the sentences or {MAX_NGRAM_SHARE:g} % of the {n}-grams): an LM "
-            f"trained on it has seen the test references, so its WER is not a held-out figure; train without "
-            f"the test set's text (and check --train-text is the LM's training text)")
+            f"trained on it has seen the test references, so its WER (or perplexity) on them is not a held-out "
+            f"figure; train without the test set's text (and check --train-text is the LM's training text)")
     return c
 
 
