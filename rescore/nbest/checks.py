@@ -182,8 +182,8 @@ def style_check(ref_tokens: Iterable[str], hyp_tokens: Iterable[str],
     """The references written another way than the hypotheses' words (and those of words.txt,
     ``lexicon``): punctuation, case, typographic quotes (rescore.metrics.refnorm) or Unicode form
     (rescore.metrics.spelling); None when they are written alike."""
-    ref_tokens = list(ref_tokens)
-    hyp_tokens = list(hyp_tokens)
+    ref_tokens = ref_tokens if isinstance(ref_tokens, list) else list(ref_tokens)  # (read twice)
+    hyp_tokens = hyp_tokens if isinstance(hyp_tokens, list) else list(hyp_tokens)
     hint = reference_style_hint(ref_tokens, hyp_tokens, lexicon) or \
         reference_spelling_hint(ref_tokens, set(hyp_tokens).union(lexicon))
     if not hint:
@@ -278,7 +278,7 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
 
     nd = Path(nbest.path)
     wt = Path(words_txt) if words_txt is not None else default_words_txt(nd)
-    lexicon = _lexicon(wt) if models or nbest.refs is not None else None
+    lexicon = _lexicon(wt) if models else None  # (the style check needs the hypotheses' words alone)
     hyp_tokens = list(itertools.chain.from_iterable(h.words for u in nbest.utterances() for h in u.hyps))
     ref_tokens = None if nbest.refs is None else [w for r in nbest.refs.values() for w in r]
     checks = InputChecks()
