@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
-from typing import AbstractSet, Collection, Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import AbstractSet, Collection, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence
 
 KEPT_INSIDE = "'-"  # punctuation a word keeps between two of its letters (don't, well-known)
 APOSTROPHE = "'"
@@ -66,7 +66,7 @@ def strip_punctuation(word: str) -> str:
 
 
 def _edge_forms(word: str) -> List[str]:
-    """The forms of word (lower case, ASCII quotes) that keep an apostrophe at one or both of
+    """The forms of word (with ASCII quotes) that keep an apostrophe at one or both of
     its edges, most kept first: ``'rangers',`` -> ``'rangers'``, ``'rangers``, ``rangers'``."""
     core = strip_punctuation(word)
     if not core:
@@ -88,17 +88,27 @@ def _edge_forms(word: str) -> List[str]:
     return forms
 
 
+def _forms(w: str) -> Iterator[str]:
+    """The forms of w a scoring filter may leave, those keeping an edge apostrophe first."""
+    if APOSTROPHE in w:
+        yield from _edge_forms(w)
+    yield strip_punctuation(w)
+
+
 def normalize_word(word: str, vocabulary: AbstractSet[str] = frozenset()) -> str:
     """One transcript word as a scoring filter leaves it (module doc); "" when nothing is left.
-    vocabulary: the recognizer's words, whose forms with an apostrophe at an edge are kept."""
+    vocabulary: the recognizer's words; the first of the word's forms (as written, then in lower
+    case; with an edge apostrophe, then without) that it has is kept, so an ``I`` or ``I'm`` the
+    hypotheses write stays so, and ``'cause`` keeps its apostrophe."""
     if _is_markup(word):
         return word
-    w = ascii_quotes(word).lower()
-    if APOSTROPHE in w:
-        for form in _edge_forms(w):
-            if form in vocabulary:
-                return form
-    return strip_punctuation(w)
+    w = ascii_quotes(word)
+    if vocabulary:
+        for cased in ((w,) if w.islower() else (w, w.lower())):
+            for form in _forms(cased):
+                if form in vocabulary:
+                    return form
+    return strip_punctuation(w.lower())
 
 
 def normalize_words(words: Iterable[str], vocabulary: AbstractSet[str] = frozenset()) -> List[str]:

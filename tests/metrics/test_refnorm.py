@@ -8,7 +8,7 @@ import pytest
 from rescore.metrics.refnorm import normalize_word, normalize_words, reference_style_hint
 
 # The recognizer's words (a words.txt or the hypotheses'): the forms with an edge apostrophe it has.
-VOCAB = frozenset({"it's", "'cause", "rangers'", "o'clock", "don't", "i'm", "i", "quoted", "'em", "well-known",
+VOCAB = frozenset({"it's", "'cause", "rangers'", "o'clock", "don't", "I'm", "I", "quoted", "'em", "well-known",
                    "the", "boys'"})
 
 # (reference token, its normalised form with VOCAB, without any vocabulary)
@@ -28,8 +28,11 @@ TABLE = [
     ("'quoted'", "quoted", "quoted"),
     ("“quoted”", "quoted", "quoted"),
     ("\"quoted\",", "quoted", "quoted"),
-    ("I'm", "i'm", "i'm"),
-    ("I", "i", "i"),
+    ("I'm", "I'm", "i'm"),  # the case the recognizer writes, where it writes one
+    ("I’m", "I'm", "i'm"),
+    ("I", "I", "i"),
+    ("The", "the", "the"),
+    ("THE", "the", "the"),
     ("'em", "'em", "em"),
     ("'Em!", "'em", "em"),
     ("well-known", "well-known", "well-known"),
@@ -48,7 +51,7 @@ def test_normalize_word_table(word, with_vocab, without):
 
 def test_normalize_words_drops_what_is_left_empty():
     assert normalize_words("“I’m here,” she said — ’cause .".split(), VOCAB) == \
-        ["i'm", "here", "she", "said", "'cause"]
+        ["I'm", "here", "she", "said", "'cause"]
 
 
 def test_style_hint_is_decided_on_the_references_words():
