@@ -140,9 +140,9 @@ STYLES = ("punctuation", "upper case", "typographic quotes")
 def _styles(w: str, norm: str, punctuation_shared: bool) -> List[str]:
     """How the reference token w is written otherwise than its normalised form norm (STYLES)."""
     out = []
-    if ascii_quotes(w).lower() != norm and not punctuation_shared:
+    if ascii_quotes(w).lower() != norm.lower() and not punctuation_shared:
         out.append(STYLES[0])
-    if any(c.isupper() for c in w):
+    if [c for c in w if c.isalpha()] != [c for c in norm if c.isalpha()]:  # (the letters' case alone)
         out.append(STYLES[1])
     if ascii_quotes(w) != w:
         out.append(STYLES[2])

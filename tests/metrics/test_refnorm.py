@@ -81,3 +81,8 @@ def test_style_hint_names_typographic_apostrophes():
     refs = "it’s here and it’s there and it’s".split() * 10
     hint = reference_style_hint(refs, "it's here and it's there".split())
     assert hint and "typographic quotes" in hint and "it’s" in hint
+    # an I'm written with a typographic apostrophe differs from the hypotheses' I'm by that alone
+    hint = reference_style_hint("I’m here and I’m there".split() * 10, "I'm here and I'm there".split())
+    said = hint.split(" where ")[0]  # (what the references carry; the advice names every step)
+    assert said.startswith("the references carry typographic quotes") and "upper case" not in said \
+        and "punctuation" not in said
