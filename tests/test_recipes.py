@@ -602,6 +602,19 @@ def test_several_models_reach_rescore_nbest(tmp_path):
     assert f"rescoring with {tmp_path / 'nnlm' / 'model.pt'}:{second} (weight 0.5, mix 0.6,0.4" in r.stdout
 
 
+def test_params_reach_rescore_nbest_as_the_file(tmp_path):
+    """--params reaches rescore-nbest as the file beside its values, so that rescore-nbest's
+    check of a setting tuned on the set it is applied to (its tuned_on: this step's output dir)
+    runs in the step too."""
+    if not FIXTURE.is_dir() or not DEV.is_dir():
+        pytest.skip(f"shared data not found at {SHARED} (the Kaldi fixture and the dev N-best)")
+    params = tmp_path / "params.json"
+    params.write_text('{"weight": 0.3, "inv_acwt": 9.5, "wip": 0.5, "tuned_on": "%s"}' % (tmp_path / "out"))
+    r, called, lang, out = run_on_fixture(tmp_path, "G.carpa", extra=["--params", str(params)])
+    [nbest] = [c for c in called.splitlines() if c.startswith("rescore-nbest ")]
+    assert f" --params {params} " in nbest and "--weight 0.3 " in nbest and "--wip 0.5 " in nbest, nbest
+
+
 def test_g_fst_rejecting_hypotheses_renumbers_and_rescues(tmp_path, tiny_checkpoint):
     """G.fst drops hypotheses in the middle of an utterance and all of another: the rest are
     renumbered from 1, the emptied utterance keeps its first-pass best, every stage runs."""

@@ -260,9 +260,13 @@ if [ "$stage" -le 5 ]; then
   [ -n "$max_tokens" ] && extra_opts="--max-tokens $max_tokens"
   [ -n "$train_text" ] && extra_opts="$extra_opts --train-text $train_text"
   extra_opts="$extra_opts $rescore_opts"
+  # With --params the file too (the values are the ones read from it above), so that rescore-nbest
+  # says when the setting was tuned on this very set (its tuned_on).
+  setting_args=(--weight "$weight" --inv-acwt "$inv_acwt" --wip "$wip")
+  [ -n "$params" ] && setting_args+=(--params "$params")
   rescore_args=("$adir.JOB" "$adir.JOB" \
       --data-dir "$jdata" --allow-missing --no-plot --words-txt "$oldlang/words.txt" "${model_opts[@]}" \
-      --weight "$weight" --inv-acwt "$inv_acwt" --wip "$wip" \
+      "${setting_args[@]}" \
       --state-carry "$state_carry" --device "$device" --oov-penalty "$oov_penalty")
   # $extra_opts is a list of options: it must split.
   if $one_process; then

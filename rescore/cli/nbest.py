@@ -111,9 +111,10 @@ GROUPS = {
                    f"(otherwise an error, exit 1; above {OOV_WARN_RATE:g} % a warning, as for hypotheses in another "
                    "letter case or Unicode normalisation than the LM's words).")
 @click.option("--normalize-refs", is_flag=True,
-              help="Normalise the references before scoring as a recipe's scoring filter does: lower case, "
-                   "punctuation stripped (inner apostrophes and hyphens kept), for raw transcripts against a "
-                   "recognizer's normalised words (a warning suggests it).")
+              help="Normalise the references before scoring as a recipe's scoring filter does: typographic quotes "
+                   "as ASCII, lower case, punctuation stripped (apostrophes and hyphens between letters kept, and an "
+                   "apostrophe at a word's edge where the recognizer's words have that form: 'cause, rangers'), for "
+                   "raw transcripts against a recognizer's normalised words (a warning suggests it).")
 @click.option("--jobs", "jobs_spec", metavar="A:B",
               help="Do the work of Kaldi's jobs A to B (what `$cmd JOB=A:B ... rescore-nbest` runs as B-A+1 processes) "
                    "in one process: every JOB in NBEST_DIR, OUT_DIR, --data-dir, --words-txt and --nn-costs is "

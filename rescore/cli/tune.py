@@ -36,7 +36,7 @@ NEEDS = {
                                  "--train-text", "--allow-oov-rate", "--device")},
 }
 GROUPS = {
-    "Input": ["--data-dir", "--words-txt", "--nn-costs", "--allow-missing"],
+    "Input": ["--data-dir", "--words-txt", "--nn-costs", "--allow-missing", "--normalize-refs"],
     "Weights": ["--weights", "--inv-acwts", "--wips", "--mixes"],
     "Output": ["--split-half", "--dev-utts", "--eval-utts", "--cross-validate", "--params-out", "--report",
                "--hyp-out", "--apply-to", "--apply-data-dir", "--apply-nn-costs", "--apply-words-txt"],
@@ -91,6 +91,12 @@ GROUPS = {
 @click.option("--apply-words-txt", type=click.Path(dir_okay=False), help="Symbol table of TEST_NBEST_DIR.")
 @click.option("--allow-missing", is_flag=True,
               help="References without an N-best are dropped with a warning instead of an error.")
+@click.option("--normalize-refs", is_flag=True,
+              help="Normalise the references before tuning (and those of --apply-to) as a recipe's scoring filter "
+                   "does: typographic quotes as ASCII, lower case, punctuation stripped (apostrophes and hyphens "
+                   "between letters kept, and an apostrophe at a word's edge where the recognizer's words have that "
+                   "form: 'cause, rangers'), for raw transcripts against a recognizer's normalised words (a warning "
+                   "suggests it).")
 @click.option("--refine-model", type=click.Path(dir_okay=False),
               help="LM checkpoint: a refining tune instead of --nn-costs. With --state-carry rescored the NN LM "
                    "costs depend on the setting they were scored at, so a setting tuned on costs scored at another "
@@ -114,7 +120,7 @@ GROUPS = {
 @verbose_option
 def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mixes, split_half, dev_utts, eval_utts,
          cross_validate, params_out, report, hyp_out, apply_to, apply_data_dir, apply_nn_costs, apply_words_txt,
-         allow_missing, verbose, **refine_kw):
+         allow_missing, normalize_refs, verbose, **refine_kw):
     """Tune weight, inv-acwt and wip (with several --nn-costs, the models' shares too) by WER on
     NBEST_DIR and print the best setting.
 
@@ -149,12 +155,12 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     if apply_to:
         test_dir, out_dir = apply_to
         apply = NbestJob(nbest_dir=test_dir, out_dir=out_dir, data_dir=apply_data_dir, nn_costs=apply_nn_costs,
-                         words_txt=apply_words_txt, allow_missing=allow_missing)
+                         words_txt=apply_words_txt, allow_missing=allow_missing, normalize_refs=normalize_refs)
     job = TuneJob(nbest_dir=nbest_dir, data_dir=data_dir, words_txt=words_txt, nn_costs=nn_costs,
                   weights=weights, inv_acwts=inv_acwts, wips=wips, split_half=split_half, dev_utts=dev_utts,
                   eval_utts=eval_utts,
                   params_out=params_out, report=report, apply=apply, allow_missing=allow_missing,
-                  cross_validate=cross_validate, hyp_out=hyp_out,
+                  cross_validate=cross_validate, hyp_out=hyp_out, normalize_refs=normalize_refs,
                   mixes=mix_grid(mixes, len(nn_costs)) if len(nn_costs) > 1 else None)
     from rescore.jobs.refine import format_refine, refine_job, run_refine, warn_carried_costs
 

@@ -76,9 +76,10 @@ GROUPS = {
 @click.option("--allow-missing", is_flag=True,
               help="Score a missing hypothesis as empty and ignore extra ones instead of failing.")
 @click.option("--normalize-refs", is_flag=True,
-              help="Normalise REF_TEXT before scoring as a recipe's scoring filter does: lower case, punctuation "
-                   "stripped (inner apostrophes and hyphens kept), for raw transcripts against a recognizer's "
-                   "normalised words (a warning suggests it).")
+              help="Normalise REF_TEXT before scoring as a recipe's scoring filter does: typographic quotes "
+                   "as ASCII, lower case, punctuation stripped (apostrophes and hyphens between letters kept, and an "
+                   "apostrophe at a word's edge where the recognizer's words have that form: 'cause, rangers'), for "
+                   "raw transcripts against a recognizer's normalised words (a warning suggests it).")
 @verbose_option
 def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, seed, confidence, report, plot,
          title, allow_missing, normalize_refs, verbose):
@@ -89,6 +90,7 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
     setup_logging(verbose)
     from rescore.io.files import write_json
     from rescore.io.kaldi import read_text_table
+    from rescore.nbest.checks import check_text_input
     from rescore.vocab import count_words, read_sentences
     from rescore.metrics import (check_scorable, compare_systems, format_comparison, format_wer_report,
                                  plot_comparison, read_groups, warn_suspect_inputs, wer_report)
@@ -105,14 +107,17 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
         if not any(refs.values()):
             raise RescoreError("a reference with at least one word (a WER of no words is "
                                "undefined)", path=ref_text, got="no words")
+        hyps = {n: read_text_table(p, "tokens").as_dict() for n, p in systems}
         if normalize_refs:
             from rescore.metrics.refnorm import normalize_refs as normalized
 
-            refs = normalized(refs)
-        hyps = {n: read_text_table(p, "tokens").as_dict() for n, p in systems}
+            refs = normalized(refs, {w for h in hyps.values() for ws in h.values() for w in ws})
         for n, p in systems:
             warn_suspect_inputs(refs, hyps[n], ref_text, p)
-        train_counts = count_words(read_sentences(train_text)) if train_text else None
+        sentences = read_sentences(train_text) if train_text else None
+        check_text_input(refs, {p: hyps[n] for n, p in systems}, sentences, train_text)
+        train_counts = count_words(sentences) if sentences is not None else None
+        del sentences
         if train_counts is not None and not train_counts:
             raise RescoreError("a training text with at least one word", path=train_text,
                                got="no words")

@@ -47,7 +47,6 @@ from rescore.jobs.scoring import score_models, score_sets
 from rescore.jobs.scoring import auto_oov_penalty, score_nbest_set  # noqa: F401
 from rescore.metrics.refnorm import normalize_refs
 from rescore.nbest import checks as sanity
-from rescore.nbest import refs as refcheck
 from rescore.nbest.combine import CostArrays, NnCosts
 from rescore.nbest.interp import Params, equal_mix
 from rescore.nbest.sets import ARCHIVES, default_words_txt, find_archive, load_nbest_dir
@@ -326,16 +325,17 @@ def train_counts_of(job: NbestJob, sentences=None):
 
 def check_input(job: NbestJob, nbest, train_sentences=None):
     """(rescore.nbest.checks.InputChecks, the fixed costs) of a loaded set: its checks before any
-    scoring (the references against the first pass and, given its ``train_sentences``, the LM
-    training text: rescore.nbest.refs), an overflow of the fixed costs included. With
-    --normalize-refs the set's references are normalised first."""
+    scoring (rescore.nbest.checks.check_nbest_input, with its ``train_sentences``), an overflow
+    of the fixed costs included. With --normalize-refs the set's references are normalised first
+    (the edge apostrophes of the hypotheses' and words.txt's words kept)."""
     if job.normalize_refs and nbest.refs is not None:
-        nbest.refs = normalize_refs(nbest.refs)
-        log.info("references normalised (--normalize-refs): lower case, punctuation stripped")
-    checks = sanity.check_nbest_input(nbest, job.models, job.words_txt, job.allow_oov_rate)
-    checks.references = refcheck.reference_checks(nbest, getattr(job, "fmt", "kaldi"), train_sentences,
-                                                  job.train_text, first_pass=checks.symbol_table is None,
-                                                  models=job.models)
+        words = {w for u in nbest.utterances() for h in u.hyps for w in h.words}
+        nbest.refs = normalize_refs(nbest.refs, words.union(job.lexicon()))
+        log.info("references normalised (--normalize-refs): typographic quotes as ASCII, lower case, punctuation "
+                 "stripped")
+    checks = sanity.check_nbest_input(nbest, job.models, job.words_txt, job.allow_oov_rate,
+                                      fmt=getattr(job, "fmt", "kaldi"), train_sentences=train_sentences,
+                                      train_text=job.train_text, params_file=job.params_file)
     return checks, CostArrays(nbest).fixed(job.params)
 
 

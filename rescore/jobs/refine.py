@@ -273,6 +273,7 @@ def _strip(result: dict) -> dict:
 def run_refine(job: RefineJob) -> dict:
     """Run a refining tune job: refine() or refine_cross_validate()'s result; the outputs of
     job.tune written (atomically) at the end."""
+    from rescore.metrics.refnorm import normalize_refs  # (lazy: keeps numpy out of rescore-tune's start-up)
     from rescore.nbest import checks as sanity  # (lazy: keeps numpy out of rescore-tune's start-up)
     from rescore.io.files import write_json  # (lazy: keeps numpy out of rescore-tune's start-up)
     from rescore.nbest.sets import load_nbest_dir  # (lazy: keeps numpy out of rescore-tune's start-up)
@@ -284,8 +285,14 @@ def run_refine(job: RefineJob) -> dict:
     nbest = load_nbest_dir(t.nbest_dir, t.data_dir, t.words_txt, allow_missing=t.allow_missing)
     if nbest.refs is None:
         raise RescoreError("references for the tuning set ('text' in the data dir)", path=t.data_dir)
-    sanity.check_nbest_input(nbest, (job.model,), t.words_txt, job.allow_oov_rate)  # as rescore-nbest's
-    train_counts = count_words(read_sentences(job.train_text)) if job.train_text else None
+    if t.normalize_refs:
+        words = {w for u in nbest.utterances() for h in u.hyps for w in h.words}
+        nbest.refs = normalize_refs(nbest.refs, words.union(lexicon_of(t.nbest_dir, t.words_txt)))
+    sentences = read_sentences(job.train_text) if job.train_text else None
+    sanity.check_nbest_input(nbest, (job.model,), t.words_txt, job.allow_oov_rate, train_sentences=sentences,
+                             train_text=job.train_text)  # as rescore-nbest's
+    train_counts = count_words(sentences) if sentences is not None else None
+    del sentences
     lexicon = lexicon_of(t.nbest_dir, t.words_txt) if job.scoring.oov_penalty == OOV_AUTO else ()
     scorer = ModelScorer(job.model, job.scoring, train_counts, lexicon)
     grids = dict(weights=t.weights, inv_acwts=t.inv_acwts, wips=t.wips, start=job.start, rounds=job.rounds)

@@ -18,7 +18,10 @@ from rescore.io.kaldi import read_text_table
 from rescore.io.outdir import check_not_input
 from rescore.nbest.combine import NnCosts, cross_validate, mix_grid, split_half, tune
 from rescore.nbest.interp import Params, check_inv_acwt, check_mix, check_weight, check_wip
-from rescore.jobs.nbest import NbestJob, check_paths, nbest_input_files, rescore_nbest_dir
+from rescore.jobs.nbest import NbestJob, check_paths, lexicon_of, nbest_input_files, rescore_nbest_dir
+from rescore.metrics.refnorm import normalize_refs
+from rescore.nbest import checks as sanity
+from rescore.nbest.checks import tuned_on_warning
 from rescore.nbest.sets import load_nbest_dir
 from rescore.nbest.step_output import default_cost_names, load_step_output, step_input_files, step_jobs
 
@@ -54,6 +57,7 @@ class TuneJob:
     cross_validate: bool = False  # two folds by conversation (combine.cross_validate)
     hyp_out: Optional[str] = None  # 1-best text of the reported set (pooled under cross_validate)
     mixes: Optional[Sequence[Tuple[float, ...]]] = None  # shares swept with several cost files
+    normalize_refs: bool = False  # lower-case the references, strip punctuation (rescore.metrics.refnorm)
     # NBEST_DIR as a step's output dir: its archives.JOB dirs (rescore.nbest.step_output); None for an N-best dir
     step_jobs: Optional[List[Path]] = field(default=None, init=False, repr=False, compare=False)
 
@@ -213,9 +217,30 @@ def warn_unusual(job: TuneJob) -> None:
     if all(0 < a < 1 for a in job.inv_acwts):
         log.warning("--inv-acwts %s are the size of Kaldi's acoustic scale (acwt, e.g. 0.1); --inv-acwts are "
                     "its inverses (LMWT, usually 6 to 20)", ",".join(f"{a:g}" for a in job.inv_acwts))
-    if job.apply is not None and Path(job.apply.nbest_dir).resolve() == Path(job.nbest_dir).resolve():
-        log.warning("--apply-to %s is the N-best dir the setting is tuned on: its WER is not held out "
-                    "(tune on a dev set and apply to a test set, or --cross-validate)", job.apply.nbest_dir)
+    said = job.apply is not None and tuned_on_warning(job.apply.nbest_dir, job.nbest_dir)
+    if said:
+        log.warning("%s", said)
+
+
+def load_tuning_set(job: TuneJob, cost_names: Sequence[str] = ()):
+    """(the tuning set with its references, the NN costs of ``cost_names`` of a step's output dir
+    or None): loaded, its references normalised with --normalize-refs, and checked as
+    rescore-nbest checks its input (rescore.nbest.checks.check_nbest_input)."""
+    costs = None
+    if job.step_jobs is not None:  # every job of a step's output dir, and their costs
+        nbest, costs = load_step_output(job.nbest_dir, job.data_dir, job.words_txt,
+                                        allow_missing=job.allow_missing, cost_names=cost_names)
+    else:
+        nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing)
+    if nbest.refs is None:
+        raise RescoreError("references for the tuning set ('text' in the data dir)", path=job.data_dir)
+    if job.normalize_refs:
+        words = {w for u in nbest.utterances() for h in u.hyps for w in h.words}
+        nbest.refs = normalize_refs(nbest.refs, words.union(lexicon_of(job.nbest_dir, job.words_txt)))
+        log.info("references normalised (--normalize-refs): typographic quotes as ASCII, lower case, punctuation "
+                 "stripped")
+    sanity.check_nbest_input(nbest, (), job.words_txt)
+    return nbest, costs
 
 
 def tune_nbest_dir(job: TuneJob) -> dict:
@@ -225,13 +250,7 @@ def tune_nbest_dir(job: TuneJob) -> dict:
     if job.apply is not None:
         job.apply.output_set().check()
     warn_unusual(job)
-    if job.step_jobs is not None:  # every job of a step's output dir, and their costs
-        nbest, costs = load_step_output(job.nbest_dir, job.data_dir, job.words_txt,
-                                        allow_missing=job.allow_missing, cost_names=job.nn_costs)
-    else:
-        nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing)
-    if nbest.refs is None:
-        raise RescoreError("references for the tuning set ('text' in the data dir)", path=job.data_dir)
+    nbest, costs = load_tuning_set(job, job.nn_costs)
     if job.step_jobs is None:
         costs = NnCosts.read(nbest, job.nn_costs) if job.nn_costs else None  # other hypotheses fail here
     if job.cross_validate:

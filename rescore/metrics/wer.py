@@ -16,8 +16,6 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Uni
 import numpy as np
 
 from rescore.errors import RescoreError
-from rescore.metrics.refnorm import reference_style_hint
-from rescore.metrics.spelling import reference_spelling_hint
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +82,11 @@ DATA_DIR_FILES = ("utt2spk", "spk2utt", "segments")
 def warn_suspect_inputs(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Sequence[str]],
                         ref_path: Optional[PathLike] = None, hyp_path: Optional[PathLike] = None) -> None:
     """Warn of a hypothesis file that is probably not one: a Kaldi data dir's ``text`` (the
-    references given as HYP_TEXT, REF and HYP swapped), word ids where the references have
-    words (a decode's 1-best without its int2sym.pl step), or words spelt in another letter case
-    or Unicode form (rescore.metrics.spelling.reference_spelling_hint). Each can be right (any two texts
-    can be compared; digits can be words; case can matter), so they are warned, not refused."""
+    references given as HYP_TEXT, REF and HYP swapped), or word ids where the references have
+    words (a decode's 1-best without its int2sym.pl step). Each can be right (any two texts can
+    be compared; digits can be words), so they are warned, not refused. The checks every command
+    makes of references (their style, a first pass that does not fit them, the training text)
+    are rescore.nbest.checks'."""
     if hyp_path is not None:
         hp = Path(hyp_path)
         beside = [n for n in DATA_DIR_FILES if (hp.parent / n).exists()]
@@ -97,9 +96,6 @@ def warn_suspect_inputs(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Se
                         ", ".join(beside))
     hyp_words = [w for ws in hyps.values() for w in ws]
     ref_words = [w for ws in refs.values() for w in ws]
-    hint = reference_style_hint(ref_words, hyp_words) or reference_spelling_hint(ref_words, set(hyp_words))
-    if hint:
-        log.warning("%s against %s: %s", ref_path or "the references", hyp_path or "the hypotheses", hint)
     if hyp_words and all(w.isdigit() for w in hyp_words) and not all(w.isdigit() for w in ref_words):
         log.warning("every word of %s is an integer while the references have words: word ids, not words? "
                     "(map them with words.txt: utils/int2sym.pl -f 2- words.txt)", hyp_path or "the hypotheses")

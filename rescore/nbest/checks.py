@@ -1,9 +1,21 @@
-"""Checks of rescore-nbest's input that say it before the numbers lie.
+"""The input checks of every command that reads references or models, said before the numbers lie.
 
 A wrong input rarely fails loudly: an LM whose vocabulary does not match the hypotheses scores
 them all as ``<unk>``, and integer archives read through the wrong words.txt give words that have
 nothing to do with what was said, yet both give a WER. These checks look at the words alone
 (no LM is run), so they also run with ``--nn-costs``, where only the words.txt check applies.
+
+This module is their one home; each command calls one function of it, so a check says the same
+words wherever it runs:
+
+* :func:`check_nbest_input` -- a loaded N-best set: rescore-nbest (every input format, and the
+  Kaldi steps that run it), rescore-tune (an N-best dir or a step's output dir) and rescore-tune
+  --refine-model. Each LM's vocabulary, the symbol table, and with references: their style
+  against the hypotheses' words (:func:`style_check`, rescore.metrics.refnorm), the first pass
+  against them, the LM training text and each model's fingerprint of it (rescore.nbest.refs), and
+  a ``--params`` setting tuned on this very set (:func:`params_check`).
+* :func:`check_text_input` -- rescore-wer: the style, each HYP_TEXT as a first pass, the training text.
+* :func:`check_model_text` -- rescore-ppl: its TEXT against the training text and the fingerprints.
 
 The vocabulary of each LM (:func:`vocabulary_check`): the share of hypothesis tokens (all
 hypotheses of the N-best set) outside the LM vocabulary, the same share of reference tokens
@@ -45,6 +57,9 @@ from rescore.metrics.refnorm import reference_style_hint
 from rescore.metrics.report import format_input_checks
 from rescore.metrics.spelling import reference_spelling_hint, spelling_hint  # noqa: F401  (also this module's)
 from rescore.metrics.wer import align
+# (the first-pass thresholds are also this module's: the symbol table check uses them)
+from rescore.nbest.refs import MAX_FIRST_PASS_WER, MIN_TOKEN_OVERLAP, first_pass_check, reference_checks, \
+    training_text_checks
 from rescore.settings import is_hf_spec
 
 log = logging.getLogger(__name__)
@@ -52,8 +67,6 @@ PathLike = Union[str, Path]
 
 OOV_WARN_RATE = 20.0  # percent of hypothesis tokens outside the LM vocabulary: a warning above
 OOV_ERROR_RATE = 50.0  # ... an error above, unless allowed (--allow-oov-rate)
-MAX_FIRST_PASS_WER = 90.0  # percent: a first pass worse than this points at words.txt
-MIN_TOKEN_OVERLAP = 20.0  # percent of first-pass tokens found in their utterance's reference
 ALLOW_OPTION = "--allow-oov-rate"
 SPECIALS = ("<eos>", "<unk>", "<s>", "</s>", "<eps>")
 
@@ -155,8 +168,70 @@ def symbol_table_check(first_pass: Mapping[str, Sequence[str]], refs: Mapping[st
 
 
 @dataclass
+class NoteCheck(JsonRecord):
+    """A check that has only something to say when it finds something: the references written
+    another way than the hypotheses, a setting tuned on the set it is applied to."""
+
+    check: str
+    line: str = ""
+    warnings: List[str] = field(default_factory=list)
+
+
+def style_check(ref_tokens: Iterable[str], hyp_tokens: Iterable[str],
+                lexicon: Collection[str] = ()) -> Optional[NoteCheck]:
+    """The references written another way than the hypotheses' words (and those of words.txt,
+    ``lexicon``): punctuation, case, typographic quotes (rescore.metrics.refnorm) or Unicode form
+    (rescore.metrics.spelling); None when they are written alike."""
+    ref_tokens = ref_tokens if isinstance(ref_tokens, list) else list(ref_tokens)  # (read twice)
+    hyp_tokens = hyp_tokens if isinstance(hyp_tokens, list) else list(hyp_tokens)
+    hint = reference_style_hint(ref_tokens, hyp_tokens, lexicon) or \
+        reference_spelling_hint(ref_tokens, set(hyp_tokens).union(lexicon))
+    if not hint:
+        return None
+    return NoteCheck("references", "references   written another way than the hypotheses' words", [hint])
+
+
+def tuned_on_warning(nbest_dir: PathLike, tuned_on: PathLike) -> Optional[str]:
+    """The warning when the N-best set ``nbest_dir`` is the set a setting was tuned on
+    (``tuned_on``: that set, or a step's output dir holding it as archives.JOB): its WER is then
+    not a held-out figure. None otherwise."""
+    here, there = Path(nbest_dir).resolve(), Path(tuned_on).resolve()
+    if here != there and there not in here.parents:
+        return None
+    return (f"{nbest_dir} is the N-best set the setting was tuned on ({tuned_on}): its WER is not a held-out figure "
+            f"(tune on a dev set and apply the setting to a test set, or rescore-tune --cross-validate)")
+
+
+def params_check(nbest_dir: PathLike, params_file: Optional[PathLike]) -> Optional[NoteCheck]:
+    """A --params file (what rescore-tune --params-out writes) whose ``tuned_on`` is this N-best
+    set: a warning (tuned_on_warning); None otherwise, and for a file without ``tuned_on``."""
+    if params_file is None:
+        return None
+    from rescore.io.files import read_json  # (lazy: keeps rescore.io out of the start-up)
+
+    d = read_json(params_file)
+    tuned_on = d.get("tuned_on") if isinstance(d, dict) else None
+    if not isinstance(tuned_on, str):
+        return None
+    w = tuned_on_warning(nbest_dir, tuned_on)
+    return None if w is None else NoteCheck("params", f"params       {params_file}: tuned on {tuned_on}", [w])
+
+
+def log_checks(records: Iterable[Mapping]) -> None:
+    """Each check's summary line in the log, then its warnings as warnings."""
+    records = list(records)
+    for c in records:
+        if c.get("line"):
+            log.info("%s", " ".join(c["line"].split()))
+    for c in records:
+        for w in c.get("warnings") or []:
+            log.warning("%s", w)
+
+
+@dataclass
 class InputChecks(JsonRecord):
-    """What rescore-nbest checked of its input: each LM's vocabulary, the symbol table."""
+    """What a command checked of its input: each LM's vocabulary, the symbol table, and the
+    references' checks (their style, the first pass, the training texts, the setting's set)."""
 
     vocabulary: List[VocabularyCheck] = field(default_factory=list)
     symbol_table: Optional[SymbolTableCheck] = None
@@ -187,16 +262,23 @@ def _lexicon(words_txt: Optional[Path]) -> Optional[List[str]]:
 
 
 def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optional[PathLike] = None,
-                      allow_oov_rate: bool = False) -> InputChecks:
-    """The checks of a loaded N-best set (rescore.nbest.sets.NbestSet) before it is scored: each LM
-    checkpoint of ``models`` against its words, the symbol table when the words come from
-    integer archives. Logs the warnings; an LM with more than OOV_ERROR_RATE of the hypothesis
-    tokens outside its vocabulary is a RescoreError unless allow_oov_rate."""
+                      allow_oov_rate: bool = False, *, fmt: str = "kaldi",
+                      train_sentences: Optional[Sequence[Sequence[str]]] = None,
+                      train_text: Optional[PathLike] = None, params_file: Optional[PathLike] = None) -> InputChecks:
+    """Every check of a loaded N-best set (rescore.nbest.sets.NbestSet) before it is scored or
+    tuned, the same for rescore-nbest, rescore-tune (and --refine-model) and the Kaldi steps that
+    call them: each LM checkpoint of ``models`` against its words; the symbol table when the
+    words come from integer archives; with references, their style against the hypotheses', the
+    first pass against them (rescore.nbest.refs, format ``fmt``), the LM training text
+    (``train_sentences`` of ``train_text``) and each model's fingerprint of it, and a
+    ``params_file`` tuned on this set. Logs the summary and the warnings; an LM with more than
+    OOV_ERROR_RATE of the hypothesis tokens outside its vocabulary is a RescoreError unless
+    allow_oov_rate."""
     from rescore.nbest.sets import default_words_txt, find_archive  # (lazy: keeps rescore.io out of the start-up)
 
     nd = Path(nbest.path)
     wt = Path(words_txt) if words_txt is not None else default_words_txt(nd)
-    lexicon = _lexicon(wt) if models else None
+    lexicon = _lexicon(wt) if models else None  # (the style check needs the hypotheses' words alone)
     hyp_tokens = list(itertools.chain.from_iterable(h.words for u in nbest.utterances() for h in u.hyps))
     ref_tokens = None if nbest.refs is None else [w for r in nbest.refs.values() for w in r]
     checks = InputChecks()
@@ -206,15 +288,20 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
             continue
         checks.vocabulary.append(vocabulary_check(str(m), model_vocabulary(m), hyp_tokens, ref_tokens,
                                                   lexicon=lexicon, words_txt=wt))
-    if ref_tokens is not None:
-        hint = reference_style_hint(ref_tokens, hyp_tokens) or reference_spelling_hint(ref_tokens, set(hyp_tokens))
-        if hint:
-            log.warning("the data dir's text: %s", hint)
-    if nbest.refs is not None and find_archive(nd, "words") is not None and find_archive(nd, "words_text") is None:
-        first = {u.id: u.hyps[0].words for u in nbest.utterances()}
-        checks.symbol_table = symbol_table_check(first, nbest.refs, wt)
+    if nbest.refs is not None:
+        style = style_check(ref_tokens, hyp_tokens, lexicon or ())
+        checks.references += [style] if style else []
+        if find_archive(nd, "words") is not None and find_archive(nd, "words_text") is None:
+            first = {u.id: u.hyps[0].words for u in nbest.utterances()}
+            checks.symbol_table = symbol_table_check(first, nbest.refs, wt)
+        checks.references += reference_checks(nbest, fmt, train_sentences, None if train_text is None
+                                              else str(train_text), first_pass=checks.symbol_table is None,
+                                              models=[str(m) for m in models])
+    tuned = params_check(nbest.path, params_file)
+    checks.references += [tuned] if tuned else []
     for line in format_input_checks(checks.as_dict(), warnings=False):
-        log.info("%s", " ".join(line.split()))
+        if line:
+            log.info("%s", " ".join(line.split()))
     for w in checks.warnings:
         log.warning("%s", w)
     for v in checks.vocabulary:
@@ -224,3 +311,35 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
                                got=f"{v.hyp_oov_rate:.1f} % of {v.hyp_tokens} tokens of {nbest.path} outside its "
                                    f"{v.vocab_size} words" + (f"; {v.hint}" if v.hint else ""))
     return checks
+
+
+def check_text_input(refs: Mapping[str, Sequence[str]], hyps: Mapping[str, Mapping[str, Sequence[str]]],
+                     train_sentences: Optional[Sequence[Sequence[str]]] = None,
+                     train_text: Optional[PathLike] = None) -> List[JsonRecord]:
+    """The checks of rescore-wer's input, those of check_nbest_input that apply to texts:
+    references (utt -> words) against each hypothesis text (its path -> utt -> words): their
+    style, the 1-best against them as a first pass, and the LM training text. Logged as
+    check_nbest_input logs them; returns the records."""
+    hyp_tokens = [w for h in hyps.values() for ws in h.values() for w in ws]
+    records: List[JsonRecord] = []
+    style = style_check((w for r in refs.values() for w in r), hyp_tokens)
+    records += [style] if style else []
+    for path, h in hyps.items():
+        c = first_pass_check(h, refs, str(path), "text")
+        records += [c] if c is not None else []
+    records += training_text_checks(refs, train_sentences, None if train_text is None else str(train_text))
+    log_checks(records)
+    return records
+
+
+def check_model_text(sentences: Sequence[Sequence[str]], text: PathLike, models: Sequence[PathLike],
+                     train_sentences: Optional[Sequence[Sequence[str]]] = None,
+                     train_text: Optional[PathLike] = None) -> List[JsonRecord]:
+    """rescore-ppl's check of its TEXT (sentences) as check_nbest_input checks references: against
+    the LM training text and each model's fingerprint of it (a perplexity on a text the LM was
+    trained on is not a held-out figure either). Logged; returns the records."""
+    refs = {f"{text}:{i + 1}": s for i, s in enumerate(sentences)}
+    records = training_text_checks(refs, train_sentences, None if train_text is None else str(train_text),
+                                   [str(m) for m in models])
+    log_checks(records)
+    return records

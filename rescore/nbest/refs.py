@@ -21,11 +21,14 @@ that still give a plausible-looking WER, so only a warning says them.
   recipe's Bible text without the Gospel of Mark holds 4.2 % of its test sentences from Mark and
   7.3 % of their 8-grams (the other gospels tell the same stories in the same words). One pass
   over the sentences the run reads anyway (for the rare-word buckets), hash sets only.
-* Without ``--train-text``, the same shares from the fingerprint of its training text that a
-  checkpoint of rescore-train-lm records (:func:`text_fingerprint`: 64-bit hashes of every
-  training sentence and of one in FINGERPRINT_SAMPLE of its 8-grams, plain tensors, read
-  without executing code): the 8-gram share is then that of the reference 8-grams whose hash
-  falls in the sample.
+* For each model, the same shares from the fingerprint of its training text that a checkpoint
+  of rescore-train-lm records (:func:`text_fingerprint`: 64-bit hashes of every training
+  sentence and of one in FINGERPRINT_SAMPLE of its 8-grams, plain tensors, read without
+  executing code): the 8-gram share is then that of the reference 8-grams whose hash falls in
+  the sample. Both are checked when both exist (a clean ``--train-text`` does not vouch for a
+  model trained on another text). A checkpoint without a fingerprint (older, or imported), with
+  an empty one or one of another version cannot be checked: :func:`fingerprint_check` says so
+  and why, as a warning when no ``--train-text`` is checked instead.
 """
 
 from __future__ import annotations
@@ -39,16 +42,18 @@ from typing import Dict, List, Mapping, Optional, Sequence
 
 from rescore.metrics.record import JsonRecord
 from rescore.metrics.wer import align
-from rescore.nbest.checks import MAX_FIRST_PASS_WER, MIN_TOKEN_OVERLAP
 from rescore.settings import is_hf_spec
 
 log = logging.getLogger(__name__)
 
+MAX_FIRST_PASS_WER = 90.0  # percent: a first pass worse than this does not belong to the references
+MIN_TOKEN_OVERLAP = 20.0  # percent of first-pass tokens found in their utterance's reference
 NGRAM = 8  # the long n-grams looked up in the training text
 MAX_SENTENCE_SHARE = 10.0  # percent of the reference sentences found verbatim: a warning above
 MAX_NGRAM_SHARE = 20.0  # percent of the reference NGRAM-grams found: a warning above
 FINGERPRINT_SAMPLE = 16  # a fingerprint keeps the 8-grams whose hash is a multiple of this
 FINGERPRINT_KEY = "train_text_fingerprint"  # its key in a checkpoint
+FINGERPRINT_VERSION = 1  # the fingerprint this code writes and reads
 SHIFT_FACTOR = 2.0  # a neighbour's reference this many times the overlap of its own: shifted keys
 
 # The likely causes of a first pass that does not fit the references, by input format.
@@ -181,8 +186,8 @@ def _overlap_record(where: str, ref_lists: List[List[str]], n_found: int, n: int
             f"the LM training text {where} holds {c.sentence_share:.1f} % of the reference sentences "
             f"({n_found} of {len(ref_lists)}) and {c.ngram_share:.1f} % of their {n}-grams verbatim (a warning "
             f"above {MAX_SENTENCE_SHARE:g} % of the sentences or {MAX_NGRAM_SHARE:g} % of the {n}-grams): an LM "
-            f"trained on it has seen the test references, so its WER is not a held-out figure; train without "
-            f"the test set's text (and check --train-text is the LM's training text)")
+            f"trained on it has seen the test references, so its WER (or perplexity) on them is not a held-out "
+            f"figure; train without the test set's text (and check --train-text is the LM's training text)")
     return c
 
 
@@ -203,7 +208,7 @@ def text_fingerprint(sentences: Sequence[Sequence[str]]) -> dict:
     for s in sentences:
         if len(s) >= NGRAM:
             grams.update(h for h in map(_hash, _ngrams(s)) if h % FINGERPRINT_SAMPLE == 0)
-    return {"version": 1, "ngram": NGRAM, "sample": FINGERPRINT_SAMPLE,
+    return {"version": FINGERPRINT_VERSION, "ngram": NGRAM, "sample": FINGERPRINT_SAMPLE,
             "sentences": torch.tensor(sorted(sent), dtype=torch.int64),
             "ngrams": torch.tensor(sorted(grams), dtype=torch.int64)}
 
@@ -224,13 +229,80 @@ def fingerprint_overlap(refs: Mapping[str, Sequence[str]], fingerprint: Mapping,
     return c
 
 
+@dataclass
+class FingerprintMissing(JsonRecord):
+    """A model whose training text could not be checked: why (no fingerprint, an empty one, one of
+    another version)."""
+
+    model: str
+    reason: str
+    line: str = ""
+    warnings: List[str] = field(default_factory=list)
+
+
+def unusable_fingerprint(fp) -> Optional[str]:
+    """Why a checkpoint's fingerprint (its FINGERPRINT_KEY value, None when absent) cannot be
+    checked against, or None when it can."""
+    if fp is None:
+        return "its checkpoint records no fingerprint of its training text (a checkpoint of an older rescore, " \
+               "or imported)"
+    if not isinstance(fp, Mapping) or fp.get("version") != FINGERPRINT_VERSION:
+        version = fp.get("version") if isinstance(fp, Mapping) else type(fp).__name__
+        return f"its fingerprint of the training text is of version {version!r}; this rescore reads version " \
+               f"{FINGERPRINT_VERSION}"
+    try:
+        empty = len(fp["sentences"]) == 0
+        int(fp["sample"]), int(fp["ngram"]), len(fp["ngrams"])
+    except (KeyError, TypeError, ValueError):
+        return "its fingerprint of the training text lacks its hashes (sentences, ngrams, sample, ngram)"
+    if empty:
+        return "its fingerprint of the training text is empty (no sentence hashed)"
+    return None
+
+
+def fingerprint_check(refs: Mapping[str, Sequence[str]], fp, model: str, train_text: Optional[str] = None):
+    """fingerprint_overlap of the model's checkpoint fingerprint ``fp``, or a FingerprintMissing
+    saying why it could not run: a warning when there is no training text (``train_text``) to
+    check against instead, a line of the log otherwise."""
+    reason = unusable_fingerprint(fp)
+    if reason is None:
+        return fingerprint_overlap(refs, fp, model)
+    c = FingerprintMissing(model, reason)
+    if train_text is None:
+        c.line = f"train text   {model}: not checked"
+        c.warnings.append(f"the references could not be checked against the training text of {model}: {reason}; "
+                          f"give its training text (--train-text) to check that the LM has not seen them")
+    else:
+        c.line = f"train text   {model}: its own fingerprint not checked ({reason}); checked against {train_text}"
+    return c
+
+
+def training_text_checks(refs: Mapping[str, Sequence[str]], train_sentences: Optional[Sequence[Sequence[str]]] = None,
+                         train_text: Optional[str] = None, models: Sequence[str] = ()) -> List[JsonRecord]:
+    """The references against every training text known: ``train_sentences`` of ``train_text``
+    (--train-text) and the fingerprint each of ``models``' checkpoints records (both when both
+    exist; a Hugging Face LM records none: its training text is not known here)."""
+    checks: List[JsonRecord] = []
+    if train_sentences is not None and train_text is not None:
+        checks.append(train_text_overlap(refs, train_sentences, str(train_text)))
+    for m in models:
+        if is_hf_spec(m):
+            log.info("train text   %s: a pretrained LM, its training text not known here (not checked)", m)
+            continue
+        from rescore.models import read_checkpoint  # (lazy: keeps torch out of the reference checks)
+
+        fp = read_checkpoint(m, "cpu", keep=True).get(FINGERPRINT_KEY)
+        checks.append(fingerprint_check(refs, fp, str(m), train_text))
+    return checks
+
+
 def reference_checks(nbest, fmt: str = "kaldi", train_sentences: Optional[Sequence[Sequence[str]]] = None,
                      train_text: Optional[str] = None, first_pass: bool = True,
                      models: Sequence[str] = ()) -> List[JsonRecord]:
     """The checks of this module on a loaded N-best set with references (rescore.nbest.sets.NbestSet),
-    their summary logged and their warnings logged as warnings; [] without references. first_pass:
-    False where the symbol table check (rescore.nbest.checks) already compared the first pass.
-    models: the LM checkpoints whose fingerprints are checked where there is no training text."""
+    unlogged; [] without references. first_pass: False where the symbol table check
+    (rescore.nbest.checks) already compared the first pass. models: the LM checkpoints whose
+    fingerprints are checked (training_text_checks)."""
     if nbest.refs is None:
         return []
     checks: List[JsonRecord] = []
@@ -239,17 +311,5 @@ def reference_checks(nbest, fmt: str = "kaldi", train_sentences: Optional[Sequen
         c = first_pass_check(first, nbest.refs, str(nbest.path), fmt)
         if c is not None:
             checks.append(c)
-    if train_sentences is not None and train_text is not None:
-        checks.append(train_text_overlap(nbest.refs, train_sentences, train_text))
-    else:  # the fingerprints the models' checkpoints record of their training texts
-        from rescore.models import read_checkpoint  # (lazy: keeps torch out of the reference checks)
-
-        for m in models:
-            fp = None if is_hf_spec(m) else read_checkpoint(m, "cpu", keep=True).get(FINGERPRINT_KEY)
-            if isinstance(fp, Mapping) and fp.get("version") == 1:
-                checks.append(fingerprint_overlap(nbest.refs, fp, str(m)))
-    for c in checks:
-        log.info("%s", " ".join(c.line.split()))
-        for w in c.warnings:
-            log.warning("%s", w)
+    checks += training_text_checks(nbest.refs, train_sentences, train_text, models)
     return checks

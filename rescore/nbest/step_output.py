@@ -50,14 +50,26 @@ def step_jobs(path: PathLike) -> Optional[List[Path]]:
 
 def default_cost_names(jobs: Sequence[Path]) -> Tuple[str, ...]:
     """The NN LM cost files of a step's jobs: lmwt.nn.1 .. lmwt.nn.K when the step scored K > 1
-    models (their shares are then tuned too), else lmwt.nn; () when job 1 has none."""
-    first = jobs[0]
-    k = 0
-    while (first / f"lmwt.nn.{k + 1}").is_file():
-        k += 1
-    if k > 1:
-        return tuple(f"lmwt.nn.{i}" for i in range(1, k + 1))
-    return ("lmwt.nn",) if (first / "lmwt.nn").is_file() else ()
+    models (their shares are then tuned too), else lmwt.nn; () when no job has any. Every job
+    must have the same: a job without the costs another has is an error naming its missing file
+    (tuning the jobs that have none at weight 0 only would hide it)."""
+    def names(job: Path) -> Tuple[str, ...]:
+        k = 0
+        while (job / f"lmwt.nn.{k + 1}").is_file():
+            k += 1
+        if k > 1:
+            return tuple(f"lmwt.nn.{i}" for i in range(1, k + 1))
+        return ("lmwt.nn",) if (job / "lmwt.nn").is_file() else ()
+
+    found = [names(j) for j in jobs]
+    most = max(found, key=len)
+    for job, have in zip(jobs, found):
+        missing = [n for n in most if n not in have]
+        if missing:
+            other = jobs[found.index(most)]
+            raise RescoreError(f"the NN LM costs of every job, as {other / missing[0]} (the step's rescore-nbest "
+                               f"failed or was not run for this job?)", path=job / missing[0], got="no such file")
+    return most
 
 
 def cost_files(jobs: Sequence[Path], names: Sequence[str]) -> List[List[Path]]:

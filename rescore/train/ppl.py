@@ -30,7 +30,7 @@ from rescore.errors import OptionError, RescoreError
 from rescore.vocab import EOS, read_sentences
 from rescore.models import load_checkpoint
 from rescore.models.cache import with_cache
-from rescore.nbest.checks import text_vocabulary_warning
+from rescore.nbest.checks import check_model_text, text_vocabulary_warning
 from rescore.metrics import rare_word_buckets
 from rescore.metrics import bucket_cross_entropy
 from rescore.metrics import bucket_ce_difference
@@ -121,11 +121,16 @@ def perplexity_report(checkpoint: PathLike, text: PathLike, *, train_text: Optio
                            got="no words")
     targets = target_words(sentences)
     buckets = None
-    if train_text is not None:
+    train_sentences = read_sentences(train_text) if train_text is not None else None
+    # the text against the LM's training text and the models' fingerprints of theirs, as references are
+    check_model_text(sentences, text, [m for m in (checkpoint, compare) if m is not None], train_sentences,
+                     train_text)
+    if train_sentences is not None:
         counts: Counter = Counter()
-        for s in read_sentences(train_text):
+        for s in train_sentences:
             counts.update(s)
         buckets = rare_word_buckets(counts, [w for w in targets if w != EOS], n=n_buckets)
+    del train_sentences
 
     def one(path: PathLike, cache_window: int = 0, name: Optional[str] = None) -> Dict[str, Any]:
         model = with_cache(load_checkpoint(path, device), cache_window, cache_theta, cache_lambda)

@@ -20,8 +20,9 @@ from rescore.nbest.checks import (OOV_ERROR_RATE, OOV_WARN_RATE, check_nbest_inp
 NBEST_SMALL = FIXTURES / "nbest-small"
 
 
-def _save_model(path: Path, words) -> Path:
-    """An (untrained) LSTM checkpoint whose vocabulary is ``words``: what the checks read."""
+def _save_model(path: Path, words, **extra) -> Path:
+    """An (untrained) LSTM checkpoint whose vocabulary is ``words``: what the checks read
+    (``extra``: more of what a checkpoint records, e.g. the fingerprint of its training text)."""
     import torch
 
     from rescore.models import ModelConfig, build_model, save_checkpoint
@@ -30,7 +31,7 @@ def _save_model(path: Path, words) -> Path:
     torch.manual_seed(0)
     words = [w for w in dict.fromkeys(words) if w not in ("<eos>", "<unk>")]
     save_checkpoint(build_model(ModelConfig(hidden=8, layers=1, dropout=0.0), Vocabulary(["<eos>", "<unk>", *words])),
-                    path)
+                    path, **extra)
     return path
 
 
@@ -104,15 +105,19 @@ def test_symbol_table_check_on_made_up_words():
 
 @pytest.mark.shared_data
 def test_a_model_of_the_training_text_does_not_warn_on_the_dev_set(tmp_path, caplog):
+    from rescore.nbest.refs import FINGERPRINT_KEY, text_fingerprint
     from rescore.nbest.sets import load_nbest_dir
-    from rescore.vocab import Vocabulary
+    from rescore.vocab import Vocabulary, read_sentences
 
     dev = shared_data_path("tts-wikitext2-dev")
     train = shared_data_path("wikitext2-asr", "train.txt")
     nbest = load_nbest_dir(dev / "nbest", dev / "data")
     checks = {}
+    # (with the fingerprint of its training text that rescore-train-lm records: without one the
+    # references could not be checked against it, which is a warning of its own)
+    fingerprint = {FINGERPRINT_KEY: text_fingerprint(read_sentences(train))}
     for size in (None, 10_000):  # every training word; the 10k most frequent
-        model = _save_model(tmp_path / f"lm{size}.pt", Vocabulary.from_text(train, size).words)
+        model = _save_model(tmp_path / f"lm{size}.pt", Vocabulary.from_text(train, size).words, **fingerprint)
         checks[size] = check_nbest_input(nbest, [model])
     for c in checks.values():
         v = c.vocabulary[0]
