@@ -287,3 +287,25 @@ def test_one_way_to_put_the_commands_on_a_kaldi_recipes_path():
             faults.append(f"{rel}: does not show the path.sh line {PATH_LINE!r}")
     assert not faults, "\n".join(faults)
 
+
+# --- the README names every command ------------------------------------------------------------
+
+def console_scripts() -> list:
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO_ROOT / "setup.cfg")
+    return [line.split("=", 1)[0].strip() for line in cfg["options.entry_points"]["console_scripts"].splitlines()
+            if "=" in line]
+
+
+def test_readme_lists_every_command():
+    """The README's list of commands names every console_script setup.cfg installs."""
+    scripts = console_scripts()
+    assert "rescore-nbest" in scripts and "rescore-import-lm" in scripts
+    listing = [p for p in (REPO_ROOT / "README.md").read_text().split("\n\n") if "Every command prints" in p]
+    assert len(listing) == 1, "README.md: no paragraph 'Every command prints `--help` ...'"
+    named = set(re.findall(r"`(rescore-[\w-]+)`", listing[0]))
+    assert not set(scripts) - named, f"README.md's command list lacks {sorted(set(scripts) - named)}"
+    extra = sorted(named - set(scripts))
+    assert not extra, f"README.md lists commands setup.cfg does not install: {extra}"
