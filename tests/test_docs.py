@@ -309,3 +309,25 @@ def test_readme_lists_every_command():
     assert not set(scripts) - named, f"README.md's command list lacks {sorted(set(scripts) - named)}"
     extra = sorted(named - set(scripts))
     assert not extra, f"README.md lists commands setup.cfg does not install: {extra}"
+
+
+# --- the mini recipe installs as the README says ------------------------------------------------
+
+def shell_commands(line: str) -> list:
+    """The commands of a shell line: split at &&, comments and surrounding blanks dropped."""
+    return [c.strip() for c in re.sub(r"\s#.*$", "", line).split("&&") if c.strip()]
+
+
+def test_mini_recipe_readme_installs_as_the_readme():
+    """recipes/mini/README.md runs the README's install line for the mini recipe (apt's index
+    updated first, torch's CPU build before the package), command for command."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    line = [ln for block in BASH_BLOCK.findall(readme) for ln in block.splitlines() if "recipes/mini/run.sh" in ln]
+    assert len(line) == 1, "README.md: expected one line that installs and runs the mini recipe"
+    wanted = shell_commands(line[0])
+    assert "apt-get update -qq" in wanted and any("download.pytorch.org/whl/cpu" in c for c in wanted)
+    block = BASH_BLOCK.findall((REPO_ROOT / "recipes" / "mini" / "README.md").read_text())[0]
+    have = [c for ln in block.splitlines() for c in shell_commands(ln)]
+    missing = [c for c in wanted if c not in have]
+    assert not missing, f"recipes/mini/README.md does not run the README's {missing}"
+    assert have.index("apt-get update -qq") < have.index(next(c for c in have if c.startswith("apt-get install")))
