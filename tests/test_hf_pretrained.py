@@ -41,7 +41,7 @@ def _smollm2_gguf():
 @pytest.fixture(scope="session")
 def smollm2_dir(tmp_path_factory):
     """SmolLM2-135M-Instruct imported by the command, its stderr going to a file as under run.pl
-    or nohup (the log: smollm2_dir.parent / "import.log"), once per session."""
+    or nohup (the log: smollm2_dir.parent / "import.log"), once per test run."""
     out = tmp_path_factory.mktemp("smollm2") / "lm"
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), RESCORE_PROGRESS_SECONDS="2")
     with open(out.parent / "import.log", "w") as err:
