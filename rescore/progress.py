@@ -16,6 +16,10 @@ terminal the bar keeps ``interrupted`` as its postfix. Use it like tqdm::
     for batch in progress(batches, desc="epoch 1", unit="batch"):
         ...
     bar = progress(total=n, desc="fast", unit="hyp"); bar.update(k); bar.close()
+
+Libraries draw bars of their own, with tqdm's default ``disable=False``: in a log that is not a
+terminal each update is a frame ending in ``\r``, hundreds on one line. :func:`library_bars` is
+the one place that decides theirs (the code that loads with transformers calls it first).
 """
 
 from __future__ import annotations
@@ -160,3 +164,31 @@ def close_interrupted() -> None:
 def progress(iterable: Optional[Iterable] = None, *, enabled: bool = True, **kw) -> Progress:
     """A :class:`Progress` bar (tqdm's arguments: total, desc, unit, initial, leave, ...)."""
     return Progress(iterable, enabled=enabled, **kw)
+
+
+def _library_bar(iterable: Optional[Iterable] = None, *args, **kw) -> Progress:
+    """tqdm's signature, this module's rule: a bar on a terminal, log lines in a log."""
+    return progress(iterable, *args, **kw)
+
+
+def library_bars() -> None:
+    """The bars of the libraries rescore loads models with, by this module's rule:
+
+    - transformers' own bars (weights and shards loading) and huggingface_hub's (downloads): off,
+      on a terminal too; the commands log what they load.
+    - transformers' conversion of a GGUF file (a minute for a 135M model, no other sign of life):
+      its tqdm is replaced by :func:`progress`, a bar on a terminal and a log line every
+      log_interval() seconds in a log (the module reads ``tqdm`` from its globals at each call).
+
+    A no-op where transformers is not installed."""
+    try:
+        from transformers.utils import logging as tf_logging
+    except ImportError:
+        return
+    tf_logging.disable_progress_bar()  # (and huggingface_hub's)
+    try:
+        from transformers import modeling_gguf_pytorch_utils as gguf_loading
+    except ImportError:
+        return
+    if hasattr(gguf_loading, "tqdm"):
+        gguf_loading.tqdm = _library_bar

@@ -233,3 +233,101 @@ def test_commands_in_the_docs_use_real_options():
                     faults.append(f"{page.name}: {base} {sub} has no {', '.join(bad)}")
     assert checked >= 17, f"only {checked} commands found in the docs' bash blocks"
     assert not faults, "\n".join(faults)
+
+
+# --- one way to put the rescore-* commands on a Kaldi recipe's PATH ----------------------------
+
+PATH_LINE = "export PATH=$PATH:$HOME/rescore/.venv/bin"
+PAGES_WITH_PATH_LINE = ("README.md", "docs/kaldi-quickstart.md", "docs/getting-started.md", "recipes/README.md")
+NOT_ACTIVATING = re.compile(r"(rather than|instead of|not) activating", re.I)
+PREPENDS_RESCORE = re.compile(r"export PATH=\S*rescore\S*bin:\$PATH")
+
+
+def path_sh_advice_faults(rel: str, text: str) -> list:
+    """Where a paragraph about path.sh advises activating an environment there, or puts rescore's
+    bin before the PATH it had."""
+    faults = []
+    for para in re.split(r"\n[ \t#]*\n", text):
+        if "path.sh" not in para:
+            continue
+        if re.search(r"activat", para, re.I) and not NOT_ACTIVATING.search(para):
+            faults.append(f"{rel}: activates an environment in path.sh: {para.strip()[:160]!r}")
+        if PREPENDS_RESCORE.search(para):
+            faults.append(f"{rel}: puts rescore's bin before PATH: {para.strip()[:160]!r}")
+    return faults
+
+
+@pytest.mark.parametrize("text, n_faults", [
+    ("add `. ~/rescore/.venv/bin/activate` to the recipe's path.sh", 1),
+    ("rescore's environment activated in `path.sh`", 1),
+    ("Add the bin to PATH in path.sh rather than activating the environment there.", 0),
+    ("echo 'export PATH=$HOME/rescore/.venv/bin:$PATH' >> path.sh", 1),
+    ("echo 'export PATH=$PATH:$HOME/rescore/.venv/bin' >> path.sh", 0),
+    ("python3 -m venv .venv && . .venv/bin/activate   # an interactive shell", 0),
+])
+def test_path_sh_advice_rules(text, n_faults):
+    assert len(path_sh_advice_faults("page", text)) == n_faults
+
+
+def test_one_way_to_put_the_commands_on_a_kaldi_recipes_path():
+    """Every page and script that says how a Kaldi recipe finds the rescore-* commands says the same:
+    the environment's bin at the end of PATH in path.sh (activating it there would put its python3
+    before Kaldi's), and the pages that show the line show the same line."""
+    if not (REPO_ROOT / ".git").exists():
+        pytest.skip("not a git checkout: no tracked files to check")
+    faults = []
+    for rel in tracked_files():
+        if rel.startswith("tests/") or rel == "CHANGELOG.md" or not rel.endswith((".md", ".sh", ".py", ".cfg")):
+            continue
+        path = REPO_ROOT / rel
+        if path.is_file():
+            faults += path_sh_advice_faults(rel, path.read_text(errors="replace"))
+    for rel in PAGES_WITH_PATH_LINE:
+        if PATH_LINE not in (REPO_ROOT / rel).read_text():
+            faults.append(f"{rel}: does not show the path.sh line {PATH_LINE!r}")
+    assert not faults, "\n".join(faults)
+
+
+# --- the README names every command ------------------------------------------------------------
+
+def console_scripts() -> list:
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(REPO_ROOT / "setup.cfg")
+    return [line.split("=", 1)[0].strip() for line in cfg["options.entry_points"]["console_scripts"].splitlines()
+            if "=" in line]
+
+
+def test_readme_lists_every_command():
+    """The README's list of commands names every console_script setup.cfg installs."""
+    scripts = console_scripts()
+    assert "rescore-nbest" in scripts and "rescore-import-lm" in scripts
+    listing = [p for p in (REPO_ROOT / "README.md").read_text().split("\n\n") if "Every command prints" in p]
+    assert len(listing) == 1, "README.md: no paragraph 'Every command prints `--help` ...'"
+    named = set(re.findall(r"`(rescore-[\w-]+)`", listing[0]))
+    assert not set(scripts) - named, f"README.md's command list lacks {sorted(set(scripts) - named)}"
+    extra = sorted(named - set(scripts))
+    assert not extra, f"README.md lists commands setup.cfg does not install: {extra}"
+
+
+# --- the mini recipe installs as the README says ------------------------------------------------
+
+def shell_commands(line: str) -> list:
+    """The commands of a shell line: split at &&, comments and surrounding blanks dropped."""
+    return [c.strip() for c in re.sub(r"\s#.*$", "", line).split("&&") if c.strip()]
+
+
+def test_mini_recipe_readme_installs_as_the_readme():
+    """recipes/mini/README.md runs the README's install line for the mini recipe (apt's index
+    updated first, torch's CPU build before the package), command for command."""
+    readme = (REPO_ROOT / "README.md").read_text()
+    line = [ln for block in BASH_BLOCK.findall(readme) for ln in block.splitlines() if "recipes/mini/run.sh" in ln]
+    assert len(line) == 1, "README.md: expected one line that installs and runs the mini recipe"
+    wanted = shell_commands(line[0])
+    assert "apt-get update -qq" in wanted and any("download.pytorch.org/whl/cpu" in c for c in wanted)
+    block = BASH_BLOCK.findall((REPO_ROOT / "recipes" / "mini" / "README.md").read_text())[0]
+    have = [c for ln in block.splitlines() for c in shell_commands(ln)]
+    missing = [c for c in wanted if c not in have]
+    assert not missing, f"recipes/mini/README.md does not run the README's {missing}"
+    assert have.index("apt-get update -qq") < have.index(next(c for c in have if c.startswith("apt-get install")))

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
+import re
+import subprocess
+import sys
 
 import pytest
 import torch
 from click.testing import CliRunner
 
-from tests.conftest import shared_data_path
+from tests.conftest import REPO_ROOT, shared_data_path
 
 pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
 pytest.importorskip("gguf", reason="the hf extra (gguf) is not installed")
@@ -36,13 +40,24 @@ def _smollm2_gguf():
 
 @pytest.fixture(scope="session")
 def smollm2_dir(tmp_path_factory):
-    """SmolLM2-135M-Instruct imported by the command (its log checked), once per session."""
-    from rescore.cli.import_lm import main
-
+    """SmolLM2-135M-Instruct imported by the command, its stderr going to a file as under run.pl
+    or nohup (the log: smollm2_dir.parent / "import.log"), once per test run."""
     out = tmp_path_factory.mktemp("smollm2") / "lm"
-    res = CliRunner().invoke(main, [str(_smollm2_gguf()), str(out)])
-    assert res.exit_code == 0, res.output
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), RESCORE_PROGRESS_SECONDS="2")
+    with open(out.parent / "import.log", "w") as err:
+        r = subprocess.run([sys.executable, "-m", "rescore.cli.import_lm", str(_smollm2_gguf()), str(out)],
+                           stdout=subprocess.PIPE, stderr=err, env=env, timeout=1200)
+    assert r.returncode == 0, (out.parent / "import.log").read_text()[-3000:]
     return out
+
+
+def test_import_log_has_lines_not_bar_frames(smollm2_dir):
+    """The GGUF conversion's progress (transformers' tqdm) in a log file: log lines, not hundreds
+    of bar frames separated by carriage returns on one line."""
+    log = (smollm2_dir.parent / "import.log").read_text()
+    assert "\r" not in log and "%|" not in log, log[:2000]
+    assert re.search(r"rescore.progress INFO: Converting and de-quantizing GGUF tensors\.\.\.: \d+/\d+ it", log), log
+    assert "rescore.models.hf_import INFO: wrote" in log
 
 
 @pytest.fixture(scope="session")

@@ -65,6 +65,37 @@ def test_log_lines_at_the_interval_while_a_step_is_long(tmp_path):
     assert re.search(r"quick: 3/3 step \(100%\)", log)
 
 
+# A library's own bars (transformers' GGUF conversion, its weight loading) after library_bars().
+LIBRARY_CHILD = """
+import logging, time
+logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+from rescore.progress import library_bars
+library_bars()
+from transformers import modeling_gguf_pytorch_utils as gguf_loading
+from transformers.utils import logging as tf_logging
+for _ in gguf_loading.tqdm(range(60), desc="Converting and de-quantizing GGUF tensors..."):
+    time.sleep(0.02)
+for _ in tf_logging.tqdm(range(50), desc="Loading weights"):
+    pass
+"""
+
+
+@pytest.mark.slow
+def test_library_bars_are_log_lines_in_a_log(tmp_path):
+    """Stderr to a file: transformers' GGUF conversion bar becomes rescore.progress's log lines,
+    its weight-loading bar is off: no carriage-return frames."""
+    pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
+    (tmp_path / "child.py").write_text(LIBRARY_CHILD)
+    with open(tmp_path / "log", "w") as err:
+        r = subprocess.run([sys.executable, str(tmp_path / "child.py")], stderr=err, stdout=subprocess.PIPE,
+                           env=_env(RESCORE_PROGRESS_SECONDS="0.3"), timeout=300)
+    log = (tmp_path / "log").read_text()
+    assert r.returncode == 0, log
+    assert "\r" not in log and "%|" not in log and "Loading weights" not in log, log
+    assert re.search(r"^rescore.progress: Converting and de-quantizing GGUF tensors\.\.\.: 60/60 it \(100%\).*done",
+                     log, re.M), log
+
+
 @pytest.mark.slow
 def test_training_logs_progress_in_a_log_file(tmp_path):
     """rescore-train-lm with stderr to a file (as under run.pl): epoch progress lines."""

@@ -95,6 +95,17 @@ def test_training_command_is_the_measured_one():
         assert page_string in "\n".join(blocks), page_string
 
 
+def test_train_lm_help_example_is_the_measured_command():
+    """rescore-train-lm --help shows the recommended model as measured: every option of the
+    quickstart's training command, and no --classes (auto: round(sqrt V), the measured count)."""
+    from rescore.cli.examples import EXAMPLES
+
+    example = re.sub(r"\\\n\s*", " ", EXAMPLES["rescore-train-lm"]).splitlines()[0]
+    for opt in MEASURED:
+        assert f" {opt}" in example, f"rescore-train-lm's example lost '{opt}'"
+    assert "--classes" not in example
+
+
 def test_readme_commands_are_the_quickstarts():
     readme = (REPO_ROOT / "README.md").read_text()
     section = readme.split(README_SECTION, 1)

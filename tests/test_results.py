@@ -164,3 +164,51 @@ def test_an_edited_readme_figure_is_caught():
         f"README.md:{len(edited.splitlines())}: 5.7x", f"README.md:{len(edited.splitlines())}: 14.99 %"]
     tool = load_tool()
     assert tool.render(edited, "README.md", tool.load(RESULTS)) != edited  # the edited table is rewritten
+
+
+# --- one dev WER per model -----------------------------------------------------------------------
+
+def number_on(text: str, value: float) -> list:
+    """Line numbers where value is written with two decimals (15.59: in a table, in prose, with or
+    without %), outside fenced code blocks."""
+    text = FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    pattern = re.compile(r"(?<![\w.])" + re.escape(f"{value:.2f}") + r"(?![\d])")
+    return [n for n, line in enumerate(text.splitlines(), 1) if pattern.search(line)]
+
+
+def test_one_dev_wer_of_the_recommended_model_on_every_page():
+    """The recommended model has one dev WER, results.json's: no page but docs/benchmarks.md (where
+    each comparison's same-run retraining is its baseline, said as such in one paragraph) quotes a
+    retraining's WER, and the pages that give its dev WER give that one."""
+    results = json.loads(RESULTS.read_text())
+    rec = results["recommended_model"]
+    figs = {f["id"]: f for f in results["figures"]}
+    canonical = figs[rec["dev_wer_figure"]]["value"]
+    faults = []
+    for r in rec["retrained"]:
+        f = figs[r["figure"]]
+        if r["value"] not in (f["value"], f.get("baseline", {}).get("value")):
+            faults.append(f"recommended_model: {r['value']} is not the value or baseline of {r['figure']}")
+        if r["value"] == canonical:
+            faults.append(f"recommended_model: the retraining {r['figure']} has the dev WER itself")
+        for page in pages():
+            if page == "docs/benchmarks.md":
+                continue
+            for n in number_on((REPO_ROOT / page).read_text(), r["value"]):
+                faults.append(f"{page}:{n}: quotes {r['value']:.2f}, a retraining of the recommended model "
+                              f"(its dev WER is {canonical:.2f} %; a comparison gives its same-run difference)")
+    bench = (REPO_ROOT / "docs" / "benchmarks.md").read_text()
+    explained = [p for p in bench.split("\n\n") if f"{canonical:.2f} %" in p
+                 and all(f"{r['value']:.2f} %" in p for r in rec["retrained"])]
+    if not explained:
+        faults.append("docs/benchmarks.md: no paragraph names the dev WER and every retraining's")
+    for page in ("README.md", "docs/models.md", "docs/hf.md"):
+        if not number_on((REPO_ROOT / page).read_text(), canonical):
+            faults.append(f"{page}: does not give the recommended model's dev WER {canonical:.2f}")
+    assert not faults, "\n".join(faults)
+
+
+def test_a_retraining_quoted_outside_the_benchmarks_is_caught():
+    assert number_on("| ours | 15.59 | 46.5 |\nours (15.63 %) against it\n```\n15.59\n```\n", 15.59) == [1]
+    assert number_on("ours (15.63 %) against it; 115.63, 15.631", 15.63) == [1]
+    assert number_on("115.63 and 15.631", 15.63) == []

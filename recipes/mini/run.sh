@@ -118,8 +118,8 @@ if [ "$stage" -le 3 ] && [ "$stop_stage" -ge 3 ]; then
 fi
 
 if [ "$stage" -le 4 ] && [ "$stop_stage" -ge 4 ]; then
-  # The decoder's own weights (inv_acwt = bestpathlw, no word penalty) and no NN LM: this must
-  # reproduce PocketSphinx's first pass.
+  # The decoder's own weights (inv_acwt = bestpathlw, no word penalty) and no NN LM: the lattice's
+  # best path, PocketSphinx's 1-best, but for exact ties and its bestpath's shortcut (README.md).
   mkdir -p "$dir/first_pass"
   for x in dev test; do
     log 4 "first pass: rescore-nbest --weight 0 on $x"

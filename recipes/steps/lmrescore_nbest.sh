@@ -121,7 +121,7 @@ fi
 
 # The programs the stages call; path.sh puts Kaldi's on PATH, rescore-nbest comes from
 # rescore's environment (installed from its repository or its wheel, docs/getting-started.md;
-# activate it in path.sh).
+# its bin/ added at the end of PATH in path.sh).
 if [ "$oldlm" == "$oldlang/G.carpa" ]; then
   remove_bins="lattice-lmrescore-const-arpa"
 else

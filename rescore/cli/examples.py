@@ -21,10 +21,13 @@ rescore-tune exp/chain/tdnn/decode_dev_rescore --data-dir data/dev --params-out 
     (a Kaldi step's output dir: every job, and the NN LM costs the step wrote)""",
     "rescore-wer": """\
 rescore-wer data/test/text first-pass=first_pass/text rescored=rescored/text \\
-    --train-text lm_train.txt --groups data/test/segments --plot compare.png --report compare.json""",
+    --train-text lm_train.txt --groups data/test/utt2spk --plot compare.png --report compare.json""",
     "rescore-train-lm": """\
 rescore-train-lm --train lm_train.txt --valid lm_valid.txt --out-dir exp/lm/lstm \\
-    --hidden 256 --layers 2 --output class --classes 174 --max-minutes 80""",
+    --hidden 256 --layers 2 --output class --dropout 0.2 --bptt 100 --batch-size 20 --epochs 200 \\
+    --epoch-batches 500 --max-anneals 4 --seed 1 --max-minutes 80 --threads 1
+    (the recommended model, as measured: classes round(sqrt V); --max-minutes is CPU time, so
+    keep --threads 1 or raise the budget with the threads)""",
     "rescore-ppl": """\
 rescore-ppl exp/lm/lstm/model.pt lm_test.txt --train-text lm_train.txt --plot ce.png
 rescore-ppl exp/lm/lstm/model.pt lm_valid.txt --tune-cache --cache-windows 100,500 --cache-thetas 0.1,0.3,0.6""",

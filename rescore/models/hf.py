@@ -34,6 +34,7 @@ from typing import Dict, List, Sequence, Tuple
 import torch
 
 from rescore.errors import OptionError, RescoreError
+from rescore.progress import library_bars
 from rescore.settings import HF_PREFIX as PREFIX
 from rescore.settings import OOV_AUTO, EngineSettings, is_hf_spec
 
@@ -134,7 +135,7 @@ def load_hf(spec: str, device: torch.device, context: int = DEFAULT_CONTEXT) -> 
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise RescoreError("a tokenizer transformers can load from local files", path=path,
                            got=f"{type(err).__name__}: {err}") from None
-    tf.utils.logging.disable_progress_bar()  # (the commands log; no bars of shard loading)
+    library_bars()  # (no bars of shard loading; the GGUF conversion's by rescore.progress's rule)
     model = None
     for attn in ("sdpa", "eager"):  # both take rescore.engine.hf's tree attention mask
         try:

@@ -37,6 +37,7 @@ import torch
 from rescore.errors import RescoreError
 from rescore.models.hf import _transformers as hf_transformers
 from rescore.models.hf import load_hf
+from rescore.progress import library_bars
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,7 @@ def import_lm(source, out_dir, bos: Optional[str] = None, eos: Optional[str] = N
     if gguf is None:
         _refuse_custom_code(directory)
     tf = _transformers()
-    tf.utils.logging.disable_progress_bar()
+    library_bars()  # (no bars of shard loading; the GGUF conversion's by rescore.progress's rule)
     kw = dict(local_files_only=True, trust_remote_code=False)
     if gguf is not None:
         kw["gguf_file"] = gguf

@@ -177,7 +177,8 @@ check_programs() {
   [ -z "$missing" ] && return 0
   echo "$0: not found on PATH:$missing"
   echo "$0: Kaldi's binaries come from \$KALDI_ROOT through path.sh; the rescore-* commands from"
-  echo "$0: the Python environment rescore is installed in (activate it in path.sh)."
+  echo "$0: the bin/ of the Python environment rescore is installed in, added at the end of PATH in"
+  echo "$0: path.sh (export PATH=\$PATH:\$HOME/rescore/.venv/bin)."
   exit 1
 }
 

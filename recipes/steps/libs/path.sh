@@ -25,7 +25,8 @@ export PATH=$PWD/utils/:$KALDI_ROOT/tools/openfst/bin:$KALDI_ROOT/tools/sctk/bin
 # shellcheck disable=SC1091
 . "$KALDI_ROOT/tools/config/common_path.sh"
 export LC_ALL=C
-# shellcheck disable=SC1091
-[ -n "$RESCORE_VENV" ] && . "$RESCORE_VENV/bin/activate"
+# The rescore-* commands at the end of PATH (they find their own Python) rather than activating
+# the environment, so that Kaldi's scripts keep the python3 they had.
+if [ -n "$RESCORE_VENV" ]; then export PATH=$PATH:$RESCORE_VENV/bin; fi
 # Python's own thread pools would oversubscribe the CPUs when run.pl starts many jobs.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
