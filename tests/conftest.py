@@ -34,3 +34,13 @@ def nbest_small(tmp_path: Path) -> Path:
     dst = tmp_path / "nbest-small"
     shutil.copytree(NBEST_SMALL, dst)
     return dst
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (for a temporary name of a killed run)."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                       check=True)
+    return int(p.stdout)

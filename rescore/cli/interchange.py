@@ -150,13 +150,16 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
     """Convert the N-best list SOURCE into TARGET: a Kaldi N-best dir (columns ac = acwt, graph =
     lmwt.withlm, nolm = lmwt.nolm), an ESPnet decode dir, an icefall dump or a NeMo beam-search TSV
     into an interchange file; or an interchange file into a Kaldi N-best dir. Kaldi -> interchange
-    -> Kaldi gives the same bytes for text archives."""
+    -> Kaldi gives the same bytes for text archives. A TARGET dir (new, empty or an earlier output)
+    is written as one set, with a manifest.json that says whether it is complete."""
     setup_logging(verbose)
     from rescore.errors import OptionError
     from rescore.io.ecosystems import input_format, table_to_kaldi
     from rescore.nbest.tables import load_table
     from rescore.io.interchange import write_nbest_table
-    from rescore.io.outputs import check_not_input, check_output_dir
+    from rescore.io.outdir import OutputSet
+    from rescore.io.outputs import check_not_input
+    from rescore.io.results import files_for, icefall_test_set, names_for, ranking_costs, write_files
 
     fmt = input_format(source, src_format)
     if manifest is not None and "nemo" not in (fmt, dst_format):
@@ -166,20 +169,28 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, no_trai
         from rescore.nbest.sets import default_words_txt
 
         inputs.append(default_words_txt(Path(source)))
-    if dst_format == "kaldi":  # (every name it may write, checked before reading)
-        check_output_dir(target, "TARGET", names=KALDI_ARCHIVES, inputs=inputs)
+    inputs = [p for p in inputs if p]
+    out = None
+    if dst_format == "kaldi":  # a dir written as one set (every name it may write, checked before reading)
+        names = list(KALDI_ARCHIVES if words_txt is not None else KALDI_ARCHIVES[:-1])
+        out = OutputSet(target, names, inputs, known=KALDI_ARCHIVES, option="TARGET")
+    elif dst_format in WRITE_FORMATS:
+        names = names_for(dst_format, icefall_test_set(source))
+        out = OutputSet(target, names, inputs, known=names, option="TARGET")
     else:
         check_not_input(Path(target), inputs, "TARGET")
+    if out is not None:
+        out.check()
     table = load_table(source, fmt, manifest if fmt == "nemo" else None, words_txt if fmt == "kaldi" else None,
                        read_options(options, fmt))
     if dst_format in WRITE_FORMATS:
-        from rescore.io.results import files_for, ranking_costs, write_files
-
         files = files_for(dst_format, table, ranking_costs(table), manifest=manifest)
-        written = write_files(Path(target), files, [p for p in inputs if p])
+        with out:
+            written = write_files(out, files)
         click.echo(f"wrote {', '.join(written)} into {target} ({len(table.utterances)} utterances)", err=True)
     elif dst_format == "kaldi":
-        written = table_to_kaldi(table, target, words_txt, kaldi_style=not no_trailing_space)
+        with out:
+            written = table_to_kaldi(table, target, words_txt, kaldi_style=not no_trailing_space, place=out.path)
         click.echo(f"wrote {len(written)} archives ({table.num_hyps} hypotheses) into {target}", err=True)
     else:
         write_nbest_table(target, table)
