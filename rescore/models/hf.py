@@ -28,6 +28,8 @@ least one: the boundary token) a quarter window at a time (rescore.engine.hf._sl
 from __future__ import annotations
 
 import logging
+import pickle
+import zipfile
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
@@ -67,9 +69,6 @@ def load_errors() -> tuple:
     the code never runs) or truncated (EOFError, RuntimeError of torch's zip reader), a config or
     tokenizer file that is not JSON (ValueError; transformers' OSError naming the file), and
     transformers' own refusals (OSError, ValueError, KeyError, TypeError)."""
-    import pickle
-    import zipfile
-
     from safetensors import SafetensorError  # (safetensors comes with transformers)
 
     return (OSError, ValueError, KeyError, TypeError, RuntimeError, EOFError, pickle.UnpicklingError,
@@ -80,9 +79,6 @@ def load_error(expected: str, path: Path, err: BaseException) -> RescoreError:
     """The RescoreError of a load error of model dir ``path`` (:func:`load_errors`), naming the
     file it is about where the error's type tells: safetensors' errors and those of torch's
     reader of ``pytorch_model.bin`` (a pickle, a zip) are about the weights file."""
-    import pickle
-    import zipfile
-
     name = type(err).__name__
     if name == "error":  # (struct.error, zlib.error: the module says whose)
         name = f"{type(err).__module__}.{name}"
@@ -98,8 +94,6 @@ def load_error(expected: str, path: Path, err: BaseException) -> RescoreError:
 
 def describe_load_error(err: BaseException) -> str:
     """A load error in one line: the weights-only unpickler's refusal says what it means."""
-    import pickle
-
     if isinstance(err, pickle.UnpicklingError) and "weights only" in str(err).lower():
         return "not plain weights (a pickle with code or other objects; none of it was run)"
     return (str(err).splitlines() or [""])[0][:200]
