@@ -25,8 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 from rescore.io import outdir
-from tests.cli.test_bad_input import (K, LA, LC, M, NBEST_SMALL, NO_FLITE, P, S, T, W,  # noqa: F401 (base: the fixture)
-                                      base)
+from tests.cli.test_bad_input import K, LA, LC, M, NO_FLITE, P, S, T, W, base  # noqa: F401 (base: the fixture)
 from tests.conftest import REPO_ROOT
 from tests.train.test_train_resume import assert_same_run
 
@@ -76,15 +75,6 @@ def _run(module: str, args: Sequence[str], world: Path):
     return CliRunner().invoke(main, _args(args, world), catch_exceptions=False)
 
 
-def _tiny_gpt2(at: Path) -> Path:
-    pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
-    pytest.importorskip("tokenizers", reason="the hf extra (tokenizers) is not installed")
-    from tools.bench import bench_hf
-
-    lines = [" ".join(NBEST_SMALL.joinpath("words.txt").read_text().split()[::2])] * 20
-    return bench_hf.save_random_gpt2(at, lines, vocab=300, layers=1, dim=16, heads=2, positions=64, scale=4.0)
-
-
 # (id, module, arguments, the output they write, kill points, what the world needs first)
 # Kill points: "write:N", the N-th file renamed into place; "swap:1", an earlier output dir moved
 # aside, the new one not yet in. "again": the killed run writes over an uninterrupted run's output.
@@ -120,7 +110,7 @@ RERUN = {"train-lm": ["--resume"]}
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_a_killed_run_leaves_nothing_a_rerun_does_not_clean(case, base, tmp_path):  # noqa: F811
+def test_a_killed_run_leaves_nothing_a_rerun_does_not_clean(case, base, tmp_path, request):  # noqa: F811
     name, module, args, output, points, needs = case
     world = tmp_path / "w"
     shutil.copytree(base, world)
@@ -129,7 +119,7 @@ def test_a_killed_run_leaves_nothing_a_rerun_does_not_clean(case, base, tmp_path
     if needs == "flite" and NO_FLITE:
         pytest.skip(NO_FLITE)
     if needs == "gpt2":
-        _tiny_gpt2(world / "gpt2")
+        shutil.copytree(request.getfixturevalue("tiny_gpt2"), world / "gpt2")
     if needs == "tsv":
         r = _run("rescore.cli.interchange", ["{w}/nb", "{w}/n.tsv"], world)
         assert r.exit_code == 0, r.output

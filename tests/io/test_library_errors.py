@@ -70,16 +70,9 @@ def _nbest(model: str, out: Path, world: Path) -> List[str]:
 # Hugging Face model dirs: rescore-nbest --model hf:DIR and rescore-import-lm
 
 
-@pytest.fixture(scope="module")
-def gpt2(tmp_path_factory) -> Path:
-    pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
-    pytest.importorskip("tokenizers", reason="the hf extra (tokenizers) is not installed")
-    from tools.bench import bench_hf
-
-    words = [w.split()[0] for w in (NBEST_SMALL / "words.txt").read_text().splitlines()]
-    lines = [" ".join(words[i:] + words[:i]) for i in range(len(words))] * 4
-    return bench_hf.save_random_gpt2(tmp_path_factory.mktemp("hf") / "gpt2", lines, vocab=300, layers=1, dim=16,
-                                     heads=2, positions=64, scale=4.0)
+@pytest.fixture
+def gpt2(tiny_gpt2) -> Path:
+    return tiny_gpt2
 
 
 def _broken(gpt2: Path, at: Path, how: str) -> Path:

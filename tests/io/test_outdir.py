@@ -94,23 +94,13 @@ def test_an_input_inside_the_earlier_output_is_never_deleted(tmp_path):
     assert (target / "src" / "model.bin").read_text() == "the input\n"
 
 
-@pytest.fixture(scope="module")
-def gpt2(tmp_path_factory) -> Path:
-    pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
-    pytest.importorskip("tokenizers", reason="the hf extra (tokenizers) is not installed")
-    from tools.bench import bench_hf
-
-    words = [w.split()[0] for w in (NBEST_SMALL / "words.txt").read_text().splitlines()]
-    return bench_hf.save_random_gpt2(tmp_path_factory.mktemp("hf") / "gpt2", [" ".join(words)] * 20, vocab=300,
-                                     layers=1, dim=16, heads=2, positions=64, scale=4.0)
-
-
-def test_import_lm_into_an_empty_dir_and_never_over_its_own_source(gpt2, tmp_path):
+def test_import_lm_into_an_empty_dir_and_never_over_its_own_source(tiny_gpt2, tmp_path):
     """An existing empty OUT_DIR is a valid target; a source that lies inside an earlier import
     in OUT_DIR is refused (exit 2) before any work, and is still there afterwards."""
     from rescore.cli.import_lm import main
     from rescore.models.hf_import import RECORD
 
+    gpt2 = tiny_gpt2
     out = tmp_path / "imported"
     out.mkdir()
     r = CliRunner().invoke(main, [str(gpt2), str(out)])
