@@ -562,7 +562,9 @@ class OutputSet:
                                f"e.g. archives.JOB)", path=self.dir)
 
     def _clean_temporary(self) -> None:
-        remove_leftovers(self.dir)
+        """Temporaries of killed runs in OUT_DIR and in the subdirs of its outputs (1best_recog/)."""
+        for d in dict.fromkeys([self.dir, *((self.dir / n).parent for n in self.known)]):
+            remove_leftovers(d)
 
     def _clean_outputs(self) -> None:
         for name in self.known:

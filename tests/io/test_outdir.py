@@ -126,3 +126,17 @@ def test_convert_into_an_existing_empty_dir_equals_into_a_new_one(to, tmp_path):
     files = {d: {str(p.relative_to(tmp_path / d)): p.read_bytes() for p in (tmp_path / d).rglob("*")
                  if p.is_file() and p.name != outdir.MANIFEST_NAME} for d in ("new", "empty")}
     assert files["new"] == files["empty"] and files["new"]
+
+
+def test_an_output_set_removes_the_leftovers_of_its_outputs_in_subdirs(tmp_path):
+    """A killed run with --write-format espnet left 1best_recog/.text.rescore-tmp.*: a rerun that
+    writes no 1best_recog/text removes it all the same."""
+    out = tmp_path / "out"
+    (out / "1best_recog").mkdir(parents=True)
+    left = out / "1best_recog" / f".text.rescore-tmp.{dead_pid()}.abc"
+    left.write_text("half\n")
+    with outdir.OutputSet(out, ["text"], [], known=["text", "1best_recog/text"]) as s:
+        with s.open("text") as f:
+            f.write("utt a b\n")
+    assert not left.exists()
+    assert (out / "text").read_text() == "utt a b\n"
