@@ -52,7 +52,6 @@ def save_checkpoint(model: LanguageModel, path: Union[str, Path], **extra: Any) 
     """Write weights, config and vocabulary (and ``extra`` plain data) atomically to ``path``."""
     model = getattr(model, "module", model)  # unwrap DistributedDataParallel
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"format": FORMAT, "version": VERSION, "config": model.config.to_dict(),
                "vocab": list(model.vocab.words),
                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}}
