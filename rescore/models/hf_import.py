@@ -33,9 +33,9 @@ from typing import List, Optional, Tuple
 import torch
 
 from rescore.errors import RescoreError
+from rescore.io.files import read_json
 from rescore.io.outdir import DirReplacement, atomic_output
 from rescore.models.hf import _transformers as hf_transformers
-from rescore.io.files import read_json
 from rescore.models.hf import check_json_files, load_error, load_errors, load_hf
 
 log = logging.getLogger(__name__)
