@@ -34,3 +34,27 @@ def nbest_small(tmp_path: Path) -> Path:
     dst = tmp_path / "nbest-small"
     shutil.copytree(NBEST_SMALL, dst)
     return dst
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (for a temporary name of a killed run)."""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                       check=True)
+    return int(p.stdout)
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2(tmp_path_factory) -> Path:
+    """A random 1-layer, 16-dim GPT-2 with a 300-token byte-level BPE over the small N-best
+    fixture's words, as save_pretrained writes it (skipped without the hf extra)."""
+    pytest.importorskip("transformers", reason="the hf extra (transformers) is not installed")
+    pytest.importorskip("tokenizers", reason="the hf extra (tokenizers) is not installed")
+    from tools.bench import bench_hf
+
+    words = [w.split()[0] for w in (NBEST_SMALL / "words.txt").read_text().splitlines()]
+    lines = [" ".join(words[i:] + words[:i]) for i in range(len(words))] * 4
+    return bench_hf.save_random_gpt2(tmp_path_factory.mktemp("hf") / "gpt2", lines, vocab=300, layers=1, dim=16,
+                                     heads=2, positions=64, scale=4.0)

@@ -148,7 +148,6 @@ class NbestDecoder:
         self.scorer = LatticeScorer(
             self._ps.get_lm(), self._ps.logmath, settings, _filler_words(cfg["hmm"])
         )
-        self._tmp = tempfile.mkdtemp(prefix="ps-lat-")
 
     def decode(self, utt: str, pcm: bytes) -> UttResult:
         """Decode 16 kHz 16-bit mono PCM (little-endian bytes) into an N-best list."""
@@ -163,12 +162,14 @@ class NbestDecoder:
         raw_hyp = hyp.hypstr.split() if hyp is not None and hyp.hypstr else []
         entries: List[NbestEntry] = []
         if hyp is not None:
-            lat_path = os.path.join(self._tmp, "lat.txt")
-            try:
-                d.get_lattice().write(lat_path)
-                entries = lattice_nbest(read_sphinx_lattice(Path(lat_path)), self.scorer, self.search_n)
-            except RuntimeError as e:  # no lattice (e.g. silence): keep PocketSphinx's hyp
-                log.warning("%s: no lattice (%s)", utt, e)
+            # (a scratch dir per utterance, removed at once: PocketSphinx writes lattices to a path)
+            with tempfile.TemporaryDirectory(prefix="ps-lat-") as tmp:
+                lat_path = os.path.join(tmp, "lat.txt")
+                try:
+                    d.get_lattice().write(lat_path)
+                    entries = lattice_nbest(read_sphinx_lattice(Path(lat_path)), self.scorer, self.search_n)
+                except RuntimeError as e:  # no lattice (e.g. silence): keep PocketSphinx's hyp
+                    log.warning("%s: no lattice (%s)", utt, e)
         hyps: List[Tuple[List[str], float, float, float]] = []
         seen = set()
         for e in entries:

@@ -35,7 +35,8 @@ def main(source, out_dir, eos, bos, boundary, dtype, verbose):
     directory, into OUT_DIR: safetensors weights, the tokenizer with the chosen sentence-boundary
     tokens as its BOS/EOS, and rescore-import.json recording the source, its SHA-256 and the
     choice. Offline; no code from the model is run (a model that needs custom code, auto_map,
-    is refused). An existing OUT_DIR is replaced only if an earlier import wrote it."""
+    is refused). OUT_DIR may be new or empty; an existing one is replaced only if an earlier
+    import wrote it and none of the source's files lies inside it."""
     setup_logging(verbose)
     from rescore.models.hf_import import import_lm
 

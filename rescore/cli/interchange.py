@@ -222,32 +222,42 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, data_di
     """Convert the N-best list SOURCE into TARGET: a Kaldi N-best dir (columns ac = acwt, graph =
     lmwt.withlm, nolm = lmwt.nolm), an ESPnet decode dir, an icefall dump or a NeMo beam-search TSV
     into an interchange file; or an interchange file into a Kaldi N-best dir. Kaldi -> interchange
-    -> Kaldi gives the same bytes for text archives."""
+    -> Kaldi gives the same bytes for text archives. A TARGET dir (new, empty or an earlier output)
+    is written as one set, with a manifest.json that says whether it is complete."""
     setup_logging(verbose)
     from rescore.io.ecosystems import input_format, table_to_kaldi
     from rescore.nbest.tables import load_table
     from rescore.io.interchange import write_nbest_table
-    from rescore.io.outputs import check_not_input, check_output_dir
+    from rescore.io.outdir import OutputSet
+    from rescore.io.outputs import check_not_input
+    from rescore.io.results import files_for, icefall_test_set, names_for, write_files
+    from rescore.nbest.tables import ranking_costs
 
     fmt = input_format(source, src_format)
     if icefall_suffix is not None and (not icefall_suffix or "/" in icefall_suffix):
         raise OptionError("a file name part (not empty, no '/')", option="--icefall-suffix", got=icefall_suffix)
-    inputs = [source, manifest, words_txt]
+    read = read_options(options)
+    inputs = [source, manifest, words_txt, data_dir]
     if fmt == "kaldi" and words_txt is None:
         from rescore.nbest.sets import default_words_txt
 
         inputs.append(default_words_txt(Path(source)))
-    if dst_format == "kaldi":  # (every name it may write, checked before reading)
-        check_output_dir(target, "TARGET", names=KALDI_ARCHIVES, inputs=inputs)
+    inputs = [p for p in inputs if p]
+    test_set = Path(data_dir).name if data_dir is not None else icefall_test_set(source)
+    out = None
+    if dst_format == "kaldi":  # a dir written as one set (every name it may write, checked before reading)
+        names = list(KALDI_ARCHIVES if words_txt is not None else KALDI_ARCHIVES[:-1])
+        out = OutputSet(target, names, inputs, known=KALDI_ARCHIVES, option="TARGET")
+    elif dst_format in WRITE_FORMATS:
+        names = names_for(dst_format, test_set, speaker=read.speaker, suffix=icefall_suffix)
+        out = OutputSet(target, names, inputs, known=names, option="TARGET")
     else:
         check_not_input(Path(target), inputs, "TARGET")
-    read = read_options(options)
+    if out is not None:
+        out.check()
     table = load_table(source, fmt, manifest if fmt == "nemo" else None, words_txt if fmt == "kaldi" else None,
                        read)
     if dst_format in WRITE_FORMATS:
-        from rescore.io.results import files_for, write_files
-        from rescore.nbest.tables import ranking_costs
-
         refs = None
         if data_dir is not None:
             from rescore.io.kaldi import read_data_dir
@@ -255,13 +265,14 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, data_di
             refs = read_data_dir(data_dir).text
             if refs is None:
                 raise OptionError("a data dir with a 'text' (the references)", option="--data-dir", got=data_dir)
-        files = files_for(dst_format, table, ranking_costs(table), manifest=manifest, refs=refs,
-                          test_set=Path(data_dir).name if data_dir is not None else None, speaker=read.speaker,
-                          suffix=icefall_suffix)
-        written = write_files(Path(target), files, [p for p in inputs if p])
+        files = files_for(dst_format, table, ranking_costs(table), manifest=manifest, refs=refs, test_set=test_set,
+                          speaker=read.speaker, suffix=icefall_suffix)
+        with out:
+            written = write_files(out, files)
         click.echo(f"wrote {', '.join(written)} into {target} ({len(table.utterances)} utterances)", err=True)
     elif dst_format == "kaldi":
-        written = table_to_kaldi(table, target, words_txt, kaldi_style=not no_trailing_space)
+        with out:
+            written = table_to_kaldi(table, target, words_txt, kaldi_style=not no_trailing_space, place=out.path)
         click.echo(f"wrote {len(written)} archives ({table.num_hyps} hypotheses) into {target}", err=True)
     else:
         write_nbest_table(target, table)

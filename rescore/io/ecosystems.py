@@ -69,7 +69,7 @@ import logging
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from rescore.errors import RescoreError
 from rescore.io.files import read_json
@@ -99,13 +99,14 @@ def _number(text: str) -> Optional[float]:
 
 
 def table_to_kaldi(table: NbestTable, out_dir: PathLike, words_txt: Optional[PathLike] = None,
-                   kaldi_style: bool = True) -> List[Path]:
+                   kaldi_style: bool = True, place: Optional[Callable[[str], Path]] = None) -> List[Path]:
     """Write a table with columns ac, graph, nolm as a Kaldi N-best dir: words_text, acwt,
     lmwt.withlm, lmwt.nolm (text archives, keys ``<utt>-<rank>``) and, with words_txt, words
-    (ids). Returns the files written."""
+    (ids). place: where each file goes (rescore.io.outdir.OutputSet.path, the dir written as one
+    set; default: ``out_dir / name``). Returns the files written."""
     idx = [table.column(c) for c in KALDI_COLUMNS]
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    place = place or (lambda name: out / name)
     hyps = [(f"{u.id}-{h.rank}", h) for u in table.utterances for h in u.hyps]
     sym = read_symbol_table(words_txt) if words_txt is not None else None
     ids = {}
@@ -116,17 +117,17 @@ def table_to_kaldi(table: NbestTable, out_dir: PathLike, words_txt: Optional[Pat
                 raise RescoreError(f"words of {words_txt}", path=table.path, line=h.line or None,
                                    got=f"{bad!r} (hypothesis {key})")
             ids[key] = [sym[w] for w in h.words]
-    written = [out / "words_text"]
+    written = [place("words_text")]
     write_table(written[0], "tokens", {k: h.words for k, h in hyps}, trailing_space=False)
     for col, i in zip(KALDI_COLUMNS, idx):
         vals = {}
         for k, h in hyps:
             t = h.texts[i] if len(h.texts) == len(table.columns) else None
             vals[k] = [t if t is not None else format_score(h.scores[i])]
-        written.append(out / KALDI_COLUMNS[col])
+        written.append(place(KALDI_COLUMNS[col]))
         write_table(written[-1], "tokens", vals, trailing_space=kaldi_style)
     if sym is not None:
-        written.append(out / "words")
+        written.append(place("words"))
         write_table(written[-1], "ints", ids, trailing_space=kaldi_style)
     return written
 

@@ -1,10 +1,8 @@
-"""Writing files safely, and the one JSON reader and writer: the home of every output's last step.
+"""The one JSON reader, and reading text files.
 
-* :func:`atomic_output` -- a temporary name in the target directory, renamed onto the target only
-  when the block succeeds, so a reader never sees half a file. The file gets the permissions any
-  ``open()`` would give it (``0666 & ~umask``; ``mkstemp`` alone makes ``0600``).
-* :func:`write_json` -- JSON through :func:`atomic_output`; NaN and infinities are refused (JSON
-  has no such numbers, and ``Infinity`` in a report hides a bug).
+* :func:`atomic_output` and :func:`write_json` -- every file is written through the first, every
+  JSON file through the second; their home is rescore.io.outdir, with the directory writers
+  (imported here for the writers that import them from here).
 * :func:`read_json` -- strict: UTF-8, valid JSON, no ``NaN``/``Infinity`` constants; every error
   is a RescoreError naming the file and the line.
 * :func:`file_key` -- what tells an unchanged file, for the readers that keep what they read.
@@ -12,83 +10,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
-import os
 import stat
-import tempfile
 from pathlib import Path
-from typing import IO, Any, Iterator, Optional, Union
+from typing import Any, Optional, Union
 
 from rescore.errors import RescoreError
+from rescore.io.outdir import atomic_output, dumps_json, is_temporary, write_json  # noqa: F401 (re-exported)
 
 PathLike = Union[str, Path]
-TMP_SUFFIX = ".tmp"  # temporary names are ``.<name>.<random>.tmp`` beside the target
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextlib.contextmanager
-def atomic_output(path: PathLike, mode: str = "w") -> Iterator[IO]:
-    """Open a temporary file beside ``path``; rename it onto ``path`` only if the block succeeds.
-
-    The file ends with mode ``0666 & ~umask``, as a plain ``open(path, "w")`` would leave it.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TMP_SUFFIX)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
-            yield f
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def is_temporary(name: str) -> bool:
-    """Whether ``name`` is one of atomic_output's temporary names (left behind by a killed run)."""
-    return name.startswith(".") and name.endswith(TMP_SUFFIX)
-
-
-def _non_finite(obj: Any, where: str = "") -> str:
-    """The JSON path of the first NaN or infinity in obj, or ''."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return where or "(top level)"
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            found = _non_finite(v, f"{where}.{k}" if where else str(k))
-            if found:
-                return found
-    if isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            found = _non_finite(v, f"{where}[{i}]")
-            if found:
-                return found
-    return ""
-
-
-def dumps_json(obj: Any) -> str:
-    """``obj`` as indented JSON text with a final newline; a NaN or infinity is a RescoreError."""
-    bad = _non_finite(obj)
-    if bad:
-        raise RescoreError(f"finite numbers to write as JSON ({bad} is not)")
-    return json.dumps(obj, indent=1, allow_nan=False) + "\n"
-
-
-def write_json(path: PathLike, obj: Any) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically; NaN or infinity anywhere is refused (and
-    nothing is written)."""
-    text = dumps_json(obj)
-    with atomic_output(path, "w") as f:
-        f.write(text)
 
 
 def _no_constant(name: str):
@@ -116,10 +47,13 @@ def read_utf8(path: PathLike, what: str) -> str:
         raise RescoreError("UTF-8 text", path=path, line=line, got=repr(raw[e.start:e.start + 20])) from None
 
 
-def read_json(path: PathLike) -> Any:
-    """Read a JSON file strictly: UTF-8, well formed, finite numbers only."""
+def read_json(path: PathLike, finite: bool = True) -> Any:
+    """Read a JSON file strictly: UTF-8, well formed, finite numbers only (``finite=False``: also
+    Python's ``NaN``/``Infinity``, for files other programs wrote, e.g. a model's config)."""
     text = read_utf8(path, "a readable JSON file")
     try:
+        if not finite:
+            return json.loads(text)
         return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except json.JSONDecodeError as e:
         raise RescoreError("JSON", path=path, line=e.lineno, got=e.msg) from None

@@ -1,5 +1,30 @@
-"""An output directory written as one set: one writer, no mix of two runs, a completion mark.
+"""Every file and directory a command writes is written here: whole or not at all, and a rerun
+cleans what a killed run left.
 
+* :func:`atomic_output` -- one file: a temporary name beside the target
+  (``.NAME.rescore-tmp.PID.RANDOM``), written, flushed and fsynced, then renamed onto the target
+  (and the directory fsynced), so a reader never sees half a file (a target that is a device or
+  a FIFO, e.g. ``/dev/stdout``, is written as it is). The file gets the permissions
+  any ``open()`` would give it (``0666 & ~umask``; ``mkstemp`` alone makes ``0600``). A disk
+  that is full or a file-size limit (``ENOSPC``, ``EDQUOT``, ``EFBIG``) and a directory that
+  cannot be written are RescoreErrors naming the file.
+* :func:`write_json` -- JSON through :func:`atomic_output`; NaN and infinities are refused (JSON
+  has no such numbers, and ``Infinity`` in a report hides a bug).
+* :class:`DirReplacement` -- a directory written whole (rescore-import-lm's model dir): built in
+  a temporary dir beside the target, then put in its place. The target may be absent, an empty
+  dir, or an earlier output of the same kind (it holds the command's marker file) that holds
+  none of the run's inputs: a dir of other files is never replaced, and an input inside the old
+  output is never deleted (both are refused before any work).
+* :class:`OutputSet` -- an output dir written file by file as one set (rescore-nbest,
+  rescore-convert-nbest into a dir), described below.
+
+Temporary names carry the pid of their writer: each writer first removes the temporaries of
+its target whose writer is gone (:func:`remove_leftovers`: a killed run's), never those of a run
+still going. ``RESCORE_KILL_AT=POINT[:N]`` (a testing hook) makes a run kill itself (SIGKILL)
+the N-th time it reaches POINT: ``write`` (a temporary file written, before its rename) or
+``swap`` (a replaced dir's old version moved aside, the new one not yet in its place).
+
+**OutputSet**: one writer, no mix of two runs, a completion mark.
 ``with OutputSet(out_dir, outputs, inputs, known=...) as out:`` then write each file through
 ``out.path(name)`` (with any atomic writer) or ``out.open(name)``:
 
@@ -8,7 +33,7 @@
    is not a file;
 2. on entry: OUT_DIR is created and locked (``OUT_DIR/.rescore.lock``, ``flock``, removed at
    the end): a second writer fails at once with the pid of the first; the lock goes with the
-   process, so a killed run leaves none held. Temporary files of killed runs (``.name.*.tmp``) are removed;
+   process, so a killed run leaves none held. Temporary files of killed runs are removed;
 3. before the first output (a run that fails on its input leaves an older set as it was):
    ``manifest.json`` is written with ``"complete": false`` and every file an older run may have
    written (``known``) is removed, unless it is an input of this run: after a kill, the dir
@@ -29,13 +54,19 @@ import errno
 import hashlib
 import json
 import logging
+import math
 import os
+import re
+import shutil
+import signal
+import stat
+import tempfile
 import time
+from collections import Counter
 from pathlib import Path
-from typing import IO, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import IO, Any, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from rescore.errors import OptionError, RescoreError
-from rescore.io.files import atomic_output, dumps_json, is_temporary
 from rescore.io.outputs import InputGuard, check_not_input  # noqa: F401 (check_not_input: its users import it here)
 
 log = logging.getLogger(__name__)
@@ -43,6 +74,301 @@ PathLike = Union[str, Path]
 
 LOCK_NAME = ".rescore.lock"
 MANIFEST_NAME = "manifest.json"
+
+TMP_TAG = "rescore-tmp"  # .NAME.rescore-tmp.PID.RANDOM: a file or dir being written
+OLD_TAG = "rescore-old"  # .NAME.rescore-old.PID.RANDOM: a replaced dir, being removed
+_LEFTOVER = re.compile(rf"\.(?P<name>.+)\.(?:{TMP_TAG}|{OLD_TAG})\.(?P<pid>\d+)\.[^.]+\Z", re.S)
+KILL_ENV = "RESCORE_KILL_AT"
+# errors of a write that found no room: a full disk, a quota, the file-size limit (ulimit -f)
+NO_ROOM = tuple(e for e in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", None)) if e is not None)
+_reached: Counter = Counter()
+
+
+def kill_point(name: str) -> None:
+    """The testing hook of the module doc: SIGKILL this process at the N-th ``name``."""
+    spec = os.environ.get(KILL_ENV)
+    if not spec or spec.partition(":")[0] != name:
+        return
+    _reached[name] += 1
+    if _reached[name] == int(spec.partition(":")[2] or 1):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def is_temporary(name: str) -> bool:
+    """Whether ``name`` is a temporary name of this module (a file or dir being written, or a
+    replaced dir being removed)."""
+    return _LEFTOVER.match(name) is not None
+
+
+def _gone(pid: int) -> bool:
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # (EPERM: a process of another user)
+        return False
+    return False
+
+
+def remove_leftovers(directory: PathLike, name: Optional[str] = None) -> List[str]:
+    """Remove the temporaries in ``directory`` (of target ``name`` only, where given) whose
+    writer is gone: what a killed run left. Returns their names."""
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:  # (no such dir yet: nothing left there)
+        return removed
+    for entry in entries:
+        m = _LEFTOVER.match(entry.name)
+        if m is None or (name is not None and m.group("name") != name) or not _gone(int(m.group("pid"))):
+            continue
+        log.info("removing %s, left by a killed run", entry.path)
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+        removed.append(entry.name)
+    return removed
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (where the system lets a dir be opened)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}.{TMP_TAG}.{os.getpid()}."
+
+
+def no_room(path: PathLike, err: OSError) -> RescoreError:
+    """The RescoreError of a write to ``path`` that found no room (``err.errno`` in NO_ROOM)."""
+    return RescoreError("room to write the file (free disk space, and a file-size limit above its size)",
+                        path=path, got=f"{err.strerror or err}")
+
+
+def cannot_write(path: PathLike, err: OSError) -> RescoreError:
+    """The RescoreError of an output that cannot be created (a missing or read-only dir, no permission)."""
+    return RescoreError("a path where a file can be written", path=path, got=f"{err.strerror or err}")
+
+
+def _make_parent(path: Path) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise cannot_write(path, e) from None
+
+
+def _is_special(path: Path) -> bool:
+    """An existing target that is not a regular file: a device (/dev/stdout, /dev/null), a FIFO."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+@contextlib.contextmanager
+def _open_special(path: Path, mode: str) -> Iterator[IO]:
+    try:
+        f = open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"}))
+    except OSError as e:
+        raise cannot_write(path, e) from None
+    try:
+        with f:
+            yield f
+    except OSError as e:
+        if e.errno in NO_ROOM:
+            raise no_room(path, e) from None
+        raise
+
+
+@contextlib.contextmanager
+def atomic_output(path: PathLike, mode: str = "w") -> Iterator[IO]:
+    """Open a temporary file beside ``path``; rename it onto ``path`` only if the block succeeds
+    (module doc). The file ends with mode ``0666 & ~umask``, as a plain ``open(path, "w")``
+    would leave it."""
+    path = Path(path)
+    if _is_special(path):  # /dev/stdout, a FIFO: written as it is (a rename would replace the node)
+        with _open_special(path, mode) as f:
+            yield f
+        return
+    _make_parent(path)
+    remove_leftovers(path.parent, path.name)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path))
+    except OSError as e:
+        raise cannot_write(path, e) from None
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+            yield f
+            if not f.closed:  # (a wrapper, e.g. wave's, may close it itself)
+                f.flush()
+                os.fsync(f.fileno())
+        kill_point("write")
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if e.errno in NO_ROOM:
+            raise no_room(path, e) from None
+        raise
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _non_finite(obj: Any, where: str = "") -> str:
+    """The JSON path of the first NaN or infinity in obj, or ''."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return where or "(top level)"
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            found = _non_finite(v, f"{where}.{k}" if where else str(k))
+            if found:
+                return found
+    if isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            found = _non_finite(v, f"{where}[{i}]")
+            if found:
+                return found
+    return ""
+
+
+def dumps_json(obj: Any) -> str:
+    """``obj`` as indented JSON text with a final newline; a NaN or infinity is a RescoreError."""
+    bad = _non_finite(obj)
+    if bad:
+        raise RescoreError(f"finite numbers to write as JSON ({bad} is not)")
+    return json.dumps(obj, indent=1, allow_nan=False) + "\n"
+
+
+def write_json(path: PathLike, obj: Any) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically; NaN or infinity anywhere is refused (and
+    nothing is written)."""
+    text = dumps_json(obj)
+    with atomic_output(path, "w") as f:
+        f.write(text)
+
+
+class DirReplacement:
+    """The directory ``target`` written whole (module doc): ``with DirReplacement(...) as tmp:``
+    write every file into ``tmp``; on success it takes ``target``'s place.
+
+    marker: the file name that marks an earlier output of this kind (it must be among the files
+    written); inputs: every file the run reads (none may lie in the replaced dir); option: the
+    name of the target in errors; kind: what an earlier output is, in errors.
+    """
+
+    def __init__(self, target: PathLike, marker: str, inputs: Iterable[PathLike], option: str = "OUT_DIR",
+                 kind: str = "an earlier output of this command"):
+        self.target = Path(target)
+        self.kind = kind
+        self.marker = marker
+        self.inputs = [Path(p) for p in inputs if p is not None]
+        self.option = option
+        self.tmp: Optional[Path] = None
+
+    def check(self) -> None:
+        """Before any work: the target can be replaced (an OptionError where it cannot)."""
+        t = self.target
+        for p in (t, *t.parents):
+            if p.exists() and not p.is_dir():
+                raise OptionError(f"a directory ({p} is a file)", option=self.option, got=str(t))
+        if not t.is_dir():
+            return
+        names = [e.name for e in os.scandir(t)]
+        if names and self.marker not in names:
+            raise OptionError(f"a new or empty directory, or {self.kind} (with {self.marker}); "
+                              f"a directory of other files is never replaced", option=self.option, got=str(t))
+        guard = InputGuard(self.inputs)
+        for dirpath, _, filenames in os.walk(t):
+            for f in filenames:
+                inp = guard.input_at(Path(dirpath) / f)
+                if inp is not None:
+                    raise OptionError(f"an output directory that holds none of the inputs (it holds {inp}, which "
+                                      f"replacing it would delete)", option=self.option, got=str(t))
+
+    def __enter__(self) -> Path:
+        self.check()
+        _make_parent(self.target)
+        remove_leftovers(self.target.parent, self.target.name)
+        try:
+            self.tmp = Path(tempfile.mkdtemp(dir=self.target.parent, prefix=_temp_prefix(self.target)))
+        except OSError as e:
+            raise cannot_write(self.target, e) from None
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        tmp = self.tmp
+        if exc_type is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(exc, OSError) and exc.errno in NO_ROOM:  # (a library's writer into tmp)
+                raise no_room(self.target, exc) from None
+            return
+        try:
+            self._finish(tmp)
+        except BaseException as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(e, OSError) and e.errno in NO_ROOM:
+                raise no_room(self.target, e) from None
+            raise
+
+    def _finish(self, tmp: Path) -> None:
+        """Whole files with the umask's modes (mkdtemp's and some writers' are private), then
+        the swap: an empty or absent target is replaced by one rename; an earlier output is
+        moved aside, the new dir renamed in, the old one removed."""
+        mask = _umask()
+        for dirpath, dirs, files in os.walk(tmp):
+            for f in files:
+                p = os.path.join(dirpath, f)
+                os.chmod(p, 0o666 & ~mask)
+                fd = os.open(p, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            for d in dirs:
+                os.chmod(os.path.join(dirpath, d), 0o777 & ~mask)
+        tmp.chmod(0o777 & ~mask)
+        if not (tmp / self.marker).is_file():
+            raise ValueError(f"{self.marker} must be written into the dir")
+        _fsync_dir(tmp)
+        t = self.target
+        if t.is_dir() and any(t.iterdir()):
+            self.check()  # (again, just before the old one goes)
+            old = tmp.with_name(tmp.name.replace(f".{TMP_TAG}.", f".{OLD_TAG}.", 1))
+            os.rename(t, old)
+            kill_point("swap")
+            try:
+                os.rename(tmp, t)
+            except OSError:
+                os.rename(old, t)  # (the earlier output back in its place)
+                raise
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, t)  # (rename replaces an empty dir)
+        _fsync_dir(t.parent)
 
 
 def sha256(path: Path) -> str:
@@ -236,11 +562,9 @@ class OutputSet:
                                f"e.g. archives.JOB)", path=self.dir)
 
     def _clean_temporary(self) -> None:
-        for entry in os.scandir(self.dir):
-            if entry.is_file() and is_temporary(entry.name):
-                log.info("removing %s, left by a killed run", entry.path)
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
+        """Temporaries of killed runs in OUT_DIR and in the subdirs of its outputs (1best_recog/)."""
+        for d in dict.fromkeys([self.dir, *((self.dir / n).parent for n in self.known)]):
+            remove_leftovers(d)
 
     def _clean_outputs(self) -> None:
         for name in self.known:

@@ -3,9 +3,8 @@ them unchanged (docs/ecosystems.md has the commands).
 
 Every writer takes a table (rescore.io.interchange.NbestTable) and a cost per hypothesis (lower
 is better: rescore-nbest's ``total``, or rescore.nbest.tables.ranking_costs, the same rule for a
-table not yet rescored) and returns ``{file name: text}``
-for the caller to write (rescore-nbest into its OUT_DIR as one set, rescore-convert-nbest into
-TARGET):
+table not yet rescored) and returns ``{file name: text}`` for the caller to write (rescore-nbest
+into its OUT_DIR, rescore-convert-nbest into TARGET, each as one set: rescore.io.outdir.OutputSet):
 
 * **ESPnet** (:func:`espnet_files`): what ``asr.sh`` leaves in a decode dir for its scoring
   stage: ``text`` and ``score`` (the 1-best, merged) and ``1best_recog/{text,score}``, lines
@@ -33,8 +32,6 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rescore.errors import RescoreError
 from rescore.io.ecosystems import nemo_manifest
-from rescore.io.files import atomic_output
-from rescore.io.outputs import check_not_input
 
 PathLike = Union[str, Path]
 WRITE_FORMATS = ("espnet", "nemo", "icefall")
@@ -263,13 +260,10 @@ def names_for(fmt: str, test_set: str = "", speaker: Optional[int] = None, suffi
     return nemo_names() if fmt == "nemo" else icefall_names(test_set, suffix=suffix)
 
 
-def write_files(out_dir: Path, files: Mapping[str, str], inputs: Sequence[PathLike] = ()) -> List[str]:
-    """Write ``files`` ({name: text}, names relative to out_dir) each atomically; none may
-    replace an input. Returns the names."""
-    for name in files:
-        check_not_input(out_dir / name, inputs, "TARGET")
+def write_files(out, files: Mapping[str, str]) -> List[str]:
+    """Write ``files`` ({name: text}, names relative to the dir) into ``out``, a
+    rescore.io.outdir.OutputSet (each file atomically, the dir as one set). Returns the names."""
     for name, text in files.items():
-        (out_dir / name).parent.mkdir(parents=True, exist_ok=True)
-        with atomic_output(out_dir / name, "w") as f:
+        with out.open(name) as f:
             f.write(text)
     return list(files)

@@ -10,6 +10,9 @@ loading never executes code):
 
 from __future__ import annotations
 
+import io
+import pickle
+import zipfile
 from pathlib import Path
 from typing import Any, Dict, Union
 
@@ -20,6 +23,7 @@ from rescore.io.files import file_key
 from rescore.models.base import EMPTY, HeadOutput, LanguageModel, LMState
 from rescore.models.bodies import BODIES
 from rescore.models.config import ModelConfig
+from rescore.models.hf import describe_load_error
 from rescore.models.heads import HEADS, register_head
 from rescore.models.lm import NeuralLM
 
@@ -48,13 +52,16 @@ def save_checkpoint(model: LanguageModel, path: Union[str, Path], **extra: Any) 
     """Write weights, config and vocabulary (and ``extra`` plain data) atomically to ``path``."""
     model = getattr(model, "module", model)  # unwrap DistributedDataParallel
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"format": FORMAT, "version": VERSION, "config": model.config.to_dict(),
                "vocab": list(model.vocab.words),
                "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}}
     payload.update(extra)
+    # serialized first: torch's writer turns an error of the file's write (a full disk: ENOSPC,
+    # EFBIG) into a RuntimeError of its own, which atomic_output could not tell from a bug
+    buf = io.BytesIO()
+    torch.save(payload, buf)
     with atomic_output(path, "wb") as f:
-        torch.save(payload, f)
+        f.write(buf.getbuffer())
 
 
 # Checkpoints read once and not yet loaded into a model: rescore-nbest checks each model's
@@ -80,12 +87,26 @@ def read_checkpoint(path: Union[str, Path], device="cpu", keep: bool = False) ->
     return ckpt
 
 
-def _read_checkpoint(path: Path, device) -> Dict[str, Any]:
+# What torch.load raises on a file it cannot read: a pickle with code that weights_only refuses
+# (UnpicklingError; no code runs), a truncated or corrupt zip (RuntimeError from its zip reader,
+# BadZipFile), a truncated pickle (EOFError, UnpicklingError), an unreadable file (OSError), a
+# value of a type the weights-only unpickler does not build (ValueError, TypeError), a file that is
+# neither zip nor pickle, e.g. text (KeyError of the legacy reader's first byte).
+TORCH_LOAD_ERRORS = (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, TypeError, KeyError,
+                     zipfile.BadZipFile)
+
+
+def load_plain(path: Union[str, Path], expected: str, device="cpu", **kw) -> Any:
+    """``torch.load(path, weights_only=True)``: plain data only, no code executed. A file it cannot
+    read is a RescoreError naming it (``expected``: what it should have been)."""
     try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
-    except Exception as e:  # corrupt file, or a pickle with code weights_only refuses
-        raise RescoreError("a rescore checkpoint (torch.save file of plain data)", path=path,
-                           got=f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}") from None
+        return torch.load(path, map_location=device, weights_only=True, **kw)
+    except TORCH_LOAD_ERRORS as e:
+        raise RescoreError(expected, path=path, got=f"{type(e).__name__}: {describe_load_error(e)}") from None
+
+
+def _read_checkpoint(path: Path, device) -> Dict[str, Any]:
+    ckpt = load_plain(path, "a rescore checkpoint (torch.save file of plain data)", device)
     if not isinstance(ckpt, dict) or ckpt.get("format") != FORMAT:
         raise RescoreError(f"a checkpoint with format {FORMAT!r}", path=path,
                            got="a foreign file" if not isinstance(ckpt, dict)

@@ -28,12 +28,15 @@ least one: the boundary token) a quarter window at a time (rescore.engine.hf._sl
 from __future__ import annotations
 
 import logging
+import pickle
+import zipfile
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
 import torch
 
 from rescore.errors import OptionError, RescoreError
+from rescore.io.files import read_json
 from rescore.progress import library_bars
 from rescore.settings import HF_PREFIX as PREFIX
 from rescore.settings import OOV_AUTO, EngineSettings, is_hf_spec
@@ -43,6 +46,9 @@ log = logging.getLogger(__name__)
 DEFAULT_CONTEXT = EngineSettings.hf_context  # tokens of carried context (rescore-nbest --hf-context)
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model",
                     "spiece.model", "vocab.txt")
+_JSON_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "tokenizer.json",
+               "special_tokens_map.json", "added_tokens.json", "model.safetensors.index.json",
+               "pytorch_model.bin.index.json")
 _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                  "pytorch_model.bin.index.json")
 
@@ -55,6 +61,43 @@ def _transformers():
                            "(the hf extra: pip install -e '.[hf]' in rescore's repository)",
                            got="transformers not installed") from None
     return transformers
+
+
+def load_errors() -> tuple:
+    """What loading a local model dir with transformers raises on files it cannot read: a
+    truncated or corrupt ``model.safetensors`` (safetensors' SafetensorError), a
+    ``pytorch_model.bin`` with code in its pickle (UnpicklingError of the weights-only unpickler:
+    the code never runs) or truncated (EOFError, RuntimeError of torch's zip reader), a config or
+    tokenizer file that is not JSON (ValueError; transformers' OSError naming the file), and
+    transformers' own refusals (OSError, ValueError, KeyError, TypeError)."""
+    from safetensors import SafetensorError  # (safetensors comes with transformers)
+
+    return (OSError, ValueError, KeyError, TypeError, RuntimeError, EOFError, pickle.UnpicklingError,
+            zipfile.BadZipFile, SafetensorError)
+
+
+def load_error(expected: str, path: Path, err: BaseException) -> RescoreError:
+    """The RescoreError of a load error of model dir ``path`` (:func:`load_errors`), naming the
+    file it is about where the error's type tells: safetensors' errors and those of torch's
+    reader of ``pytorch_model.bin`` (a pickle, a zip) are about the weights file."""
+    name = type(err).__name__
+    if name == "error":  # (struct.error, zlib.error: the module says whose)
+        name = f"{type(err).__module__}.{name}"
+    if name == "SafetensorError":
+        candidates = _WEIGHT_FILES
+    elif isinstance(err, (pickle.UnpicklingError, EOFError, RuntimeError, zipfile.BadZipFile)):
+        candidates = _WEIGHT_FILES[2:] + _WEIGHT_FILES[:2]
+    else:
+        candidates = ()
+    at = next((path / c for c in candidates if (path / c).is_file()), path)
+    return RescoreError(expected, path=at, got=f"{name}: {describe_load_error(err)}")
+
+
+def describe_load_error(err: BaseException) -> str:
+    """A load error in one line: the weights-only unpickler's refusal says what it means."""
+    if isinstance(err, pickle.UnpicklingError) and "weights only" in str(err).lower():
+        return "not plain weights (a pickle with code or other objects; none of it was run)"
+    return (str(err).splitlines() or [""])[0][:200]
 
 
 def _check_dir(path: Path) -> None:
@@ -70,6 +113,13 @@ def _check_dir(path: Path) -> None:
     if not any((path / f).is_file() for f in _TOKENIZER_FILES):
         raise RescoreError(f"a tokenizer in the model directory (one of {', '.join(_TOKENIZER_FILES)}; "
                            "tokenizer.save_pretrained writes them)", path=path, got="none")
+    check_json_files(path)
+
+
+def check_json_files(path: Path) -> List[object]:
+    """The JSON files of a model dir, each read by rescore's JSON reader: a broken one is an error
+    naming it and its line (transformers' own errors name the dir at best). Returns their data."""
+    return [read_json(path / name, finite=False) for name in _JSON_FILES if (path / name).is_file()]
 
 
 class HfLM:
@@ -90,6 +140,13 @@ class HfLM:
             raise RescoreError("a tokenizer with an EOS token (the end-of-sentence cost is its)",
                                path=path, got="eos_token None")
         self.bos_id = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else self.eos_id
+        # a token id past the model's embeddings (a tokenizer config naming a token the vocabulary
+        # lacks adds it) would be an IndexError in the middle of scoring
+        self.num_ids = model.get_input_embeddings().num_embeddings
+        for what, tok, i in (("EOS", tokenizer.eos_token, self.eos_id), ("BOS", tokenizer.bos_token, self.bos_id)):
+            if not 0 <= i < self.num_ids:
+                raise RescoreError(f"a tokenizer whose {what} token is in the model's vocabulary of {self.num_ids} "
+                                   f"tokens", path=Path(path) / "tokenizer_config.json", got=f"{tok} (id {i})")
         cfg = model.config
         self.max_positions = int(getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", 0)
                                  or 1 << 30)
@@ -110,6 +167,9 @@ class HfLM:
             if not p:
                 raise RescoreError("a word the tokenizer turns into at least one token", path=self.path,
                                    got=word)
+            if max(p) >= self.num_ids:
+                raise RescoreError(f"a tokenizer whose tokens are in the model's vocabulary of {self.num_ids} tokens",
+                                   path=self.path, got=f"{word} -> token id {max(p)}")
             self._pieces[word] = p
         return p
 
@@ -132,9 +192,8 @@ def load_hf(spec: str, device: torch.device, context: int = DEFAULT_CONTEXT) -> 
     kw = dict(local_files_only=True, trust_remote_code=False)
     try:
         tokenizer = tf.AutoTokenizer.from_pretrained(str(path), **kw)
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        raise RescoreError("a tokenizer transformers can load from local files", path=path,
-                           got=f"{type(err).__name__}: {err}") from None
+    except load_errors() as err:
+        raise load_error("a tokenizer transformers can load from local files", path, err) from None
     library_bars()  # (no bars of shard loading; the GGUF conversion's by rescore.progress's rule)
     model = None
     for attn in ("sdpa", "eager"):  # both take rescore.engine.hf's tree attention mask
@@ -142,11 +201,10 @@ def load_hf(spec: str, device: torch.device, context: int = DEFAULT_CONTEXT) -> 
             model = tf.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32,
                                                             attn_implementation=attn, **kw)
             break
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError) as err:
+        except load_errors() as err:
             if attn == "eager" or "sdpa" not in str(err).lower():
-                raise RescoreError("a causal LM transformers can load from local files (config.json, "
-                                   "safetensors or weights_only weights)", path=path,
-                                   got=f"{type(err).__name__}: {err}") from None
+                raise load_error("a causal LM transformers can load from local files (config.json, "
+                                 "safetensors or weights_only weights)", path, err) from None
     lm = HfLM(model.eval(), tokenizer, str(path), context).to(device)
     log.info("Hugging Face LM %s: %s, %d parameters, vocabulary %d, context %d tokens", path,
              type(model).__name__, sum(p.numel() for p in model.parameters()), len(tokenizer), context)

@@ -26,17 +26,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import shutil
-import tempfile
+import struct
 from pathlib import Path
 from typing import List, Optional, Tuple
 
 import torch
 
 from rescore.errors import RescoreError
+from rescore.io.files import read_json
+from rescore.io.outdir import DirReplacement, atomic_output
 from rescore.models.hf import _transformers as hf_transformers
-from rescore.models.hf import load_hf
+from rescore.models.hf import check_json_files, load_error, load_errors, load_hf
 from rescore.progress import library_bars
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,8 @@ RECORD = "rescore-import.json"
 DOC_EOS = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>")
 DOC_BOS = ("<s>", "<|begin_of_text|>", "<bos>")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# the gguf reader's own errors, beyond load_errors(): a truncated file ends inside a struct it unpacks
+GGUF_ERRORS = (struct.error,)
 PROBE = "the cat sat on the mat and it was closely related to the american lobster"
 
 
@@ -74,15 +76,14 @@ def resolve_source(source) -> Tuple[Path, Optional[str]]:
 
 def _refuse_custom_code(directory: Path) -> None:
     """A config or tokenizer config naming custom code (``auto_map``) is refused: only the
-    architectures of the installed transformers are loaded."""
+    architectures of the installed transformers are loaded. (Every JSON file of the dir is read
+    first: a broken one is an error naming it.)"""
+    check_json_files(directory)
     for name in ("config.json", "tokenizer_config.json"):
         f = directory / name
         if not f.is_file():
             continue
-        try:
-            data = json.loads(f.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise RescoreError("a JSON file", path=f, got=f"{type(err).__name__}: {err}") from None
+        data = read_json(f, finite=False)
         if isinstance(data, dict) and data.get("auto_map"):
             raise RescoreError("a model of an architecture transformers ships (no custom code: "
                                "rescore never runs code from a model directory)", path=f,
@@ -175,15 +176,12 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _prepare_out(out_dir: Path) -> None:
-    """OUT_DIR must be absent, empty, or an earlier import's (its record there): never a
-    directory of other files, never the source."""
-    if out_dir.exists():
-        if not out_dir.is_dir():
-            raise RescoreError("an output directory", path=out_dir, got="a file")
-        if any(out_dir.iterdir()) and not (out_dir / RECORD).is_file():
-            raise RescoreError(f"an empty output directory or an earlier import's (with {RECORD})",
-                               path=out_dir, got="a directory of other files")
+def _inputs(directory: Path, gguf: Optional[str]) -> List[Path]:
+    """The files an import reads: the GGUF file, or the files of the from_pretrained dir (not
+    its subdirectories: an earlier import written inside it is not an input)."""
+    if gguf is not None:
+        return [directory / gguf]
+    return [f for f in directory.iterdir() if f.is_file()]
 
 
 def import_lm(source, out_dir, bos: Optional[str] = None, eos: Optional[str] = None,
@@ -194,7 +192,8 @@ def import_lm(source, out_dir, bos: Optional[str] = None, eos: Optional[str] = N
     out = Path(out_dir)
     if out.resolve() == directory.resolve():
         raise RescoreError("an output directory other than the source's", path=out, got="the source directory")
-    _prepare_out(out)
+    target = DirReplacement(out, RECORD, _inputs(directory, gguf), kind="an earlier import")
+    target.check()  # (before the model is read: an OUT_DIR that cannot be written is refused first)
     if gguf is None:
         _refuse_custom_code(directory)
     tf = _transformers()
@@ -212,9 +211,9 @@ def import_lm(source, out_dir, bos: Optional[str] = None, eos: Optional[str] = N
     try:
         tokenizer = tf.AutoTokenizer.from_pretrained(str(directory), **kw)
         model = tf.AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32, **kw).eval()
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError, ImportError) as err:
-        raise RescoreError("a causal LM and tokenizer transformers can load from local files", path=src,
-                           got=f"{type(err).__name__}: {err}") from None
+    except (*load_errors(), *GGUF_ERRORS, ImportError) as err:
+        raise load_error("a causal LM and tokenizer transformers can load from local files",
+                         directory if gguf is None else src, err) from None
     specials = _special_tokens(tokenizer)
     bos, eos, why = choose_boundary(tokenizer, bos, eos)
     log.info("sentence boundary: %s (special tokens: %s)", why, " ".join(specials))
@@ -222,10 +221,14 @@ def import_lm(source, out_dir, bos: Optional[str] = None, eos: Optional[str] = N
     if gguf is not None or getattr(model.config, "quantization_config", None) is not None:
         model = _plain_copy(model, DTYPES[dtype])
     tokenizer.bos_token, tokenizer.eos_token = bos, eos
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        model.to(DTYPES[dtype]).save_pretrained(str(tmp), safe_serialization=True)
+    from safetensors import SafetensorError  # (comes with transformers)
+
+    with target as tmp:
+        try:
+            model.to(DTYPES[dtype]).save_pretrained(str(tmp), safe_serialization=True)
+        except SafetensorError as err:  # its writer's I/O errors (a full disk, the file-size limit) are its own
+            raise RescoreError("room to write the model (free disk space, and a file-size limit above its size)",
+                               path=out / "model.safetensors", got=f"SafetensorError: {err}") from None
         tokenizer.save_pretrained(str(tmp))
         back = load_hf(str(tmp), torch.device("cpu"))
         diff = float((_probe_logits(back.model, back.tokenizer) - reference).abs().max())
@@ -241,18 +244,8 @@ def import_lm(source, out_dir, bos: Optional[str] = None, eos: Optional[str] = N
                   "bos_token": bos, "eos_token": eos, "boundary_choice": why,
                   "special_tokens": specials, "probe_max_abs_logit_diff": diff,
                   "transformers": tf.__version__}
-        (tmp / RECORD).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        umask = os.umask(0)
-        os.umask(umask)
-        for f in tmp.iterdir():  # (mkdtemp's and the writers' private modes: the umask's instead)
-            f.chmod(0o666 & ~umask)
-        tmp.chmod(0o777 & ~umask)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        with atomic_output(tmp / RECORD, "w") as f:
+            f.write(json.dumps(record, indent=2) + "\n")
     log.info("wrote %s: %s, %d parameters, %s; logits within %.2g of the source's", out,
              record["architecture"], record["parameters"], dtype, diff)
     return record

@@ -49,7 +49,7 @@ from rescore.errors import RescoreError, check
 from rescore.io.lines import iter_lines
 from rescore.vocab import EOS, UNK, Vocabulary
 from rescore.models import ModelConfig
-from rescore.models import build_model, save_checkpoint
+from rescore.models import TORCH_LOAD_ERRORS, build_model, load_plain, save_checkpoint
 from rescore.models.bodies import interleaved_sinusoidal
 
 log = logging.getLogger(__name__)
@@ -113,11 +113,7 @@ def _load_state_dict(path: Path) -> Dict[str, torch.Tensor]:
     if not path.is_file():
         raise RescoreError("an existing model file (Kaldi steps/pytorchnn/train.py --save)",
                            path=path)
-    try:
-        sd = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # corrupt, or a pickle with code that weights_only refuses
-        raise RescoreError("a state_dict saved by torch.save (plain tensors)", path=path,
-                           got=f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}") from None
+    sd = load_plain(path, "a state_dict saved by torch.save (plain tensors)")
     if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
         if isinstance(sd, dict) and sd.get("format") == "rescore-lm":
             got = "a rescore checkpoint (use it as it is, no import needed)"
@@ -143,7 +139,7 @@ def _check_replaceable(out_path: Path) -> None:
     try:
         ck = torch.load(out_path, map_location="cpu", weights_only=True, mmap=True)
         earlier = isinstance(ck, dict) and isinstance(ck.get("imported_from"), dict)
-    except Exception:  # unreadable: not an earlier import either
+    except TORCH_LOAD_ERRORS:  # unreadable: not an earlier import either
         earlier = False
     if not earlier:
         raise RescoreError("no model.pt in OUT_DIR, or one an earlier rescore-import-kaldi-lm "

@@ -41,6 +41,7 @@ import torch.distributed as dist
 from rescore.train.data import Streams, load_streams
 from rescore.errors import OptionError, RescoreError
 from rescore.io.files import write_json
+from rescore.io.outdir import remove_leftovers
 from rescore.models import ModelConfig, build_model, model_from_checkpoint, read_checkpoint, save_checkpoint
 from rescore.models.base import HeadOutput, LMState
 from rescore.nbest.refs import FINGERPRINT_KEY, text_fingerprint
@@ -543,17 +544,9 @@ def _save_due(opts: TrainOptions, step: int, last_save: float, world: int, devic
     return due
 
 
-
 def _remove_stale_temporaries(out_dir: Path) -> None:
-    """Temporary files of a killed earlier run (save_checkpoint's and atomic_output's)."""
-    if not out_dir.is_dir():
-        return
-    for p in out_dir.iterdir():
-        if p.name.endswith(".tmp") and p.name.split(".")[0] in ("last", "model", "train") \
-                or (p.name.startswith(".") and p.name.endswith(".tmp")):
-            log.info("removing %s (left by a killed run)", p)
-            p.unlink()
-
+    """Temporary files of a killed earlier run (save_checkpoint's and write_json's)."""
+    remove_leftovers(out_dir)
 
 
 def _to(streams: Streams, device) -> Streams:

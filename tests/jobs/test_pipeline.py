@@ -14,7 +14,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from tests.conftest import NBEST_SMALL, REPO_ROOT
+from tests.conftest import NBEST_SMALL, REPO_ROOT, dead_pid
 from rescore.cli.nbest import main as nbest_main
 from rescore.cli.tune import main as tune_main
 from rescore.errors import OptionError, RescoreError
@@ -304,12 +304,13 @@ def test_stale_outputs_and_temporary_files_are_removed(tmp_path):
     out.mkdir()
     (out / "lmwt.nn").write_text("an older run's costs\n")  # a run with --model, then one without
     (out / "buckets.png").write_bytes(b"old")
-    (out / ".text.abc123.tmp").write_text("left by a kill -9\n")
+    left = out / f".text.rescore-tmp.{dead_pid()}.abc123"
+    left.write_text("left by a kill -9\n")
     (out / "notes.txt").write_text("not ours\n")
     r = _nbest(_base(out))
     assert r.exit_code == 0, r.output
     assert not (out / "lmwt.nn").exists() and not (out / "buckets.png").exists()
-    assert not (out / ".text.abc123.tmp").exists()
+    assert not left.exists()
     assert (out / "notes.txt").exists()  # files that are not ours are left alone
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == \
         ["lmwt.interp", "manifest.json", "notes.txt", "report.json", "report.txt", "text"]

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from rescore.cli.train_lm import main as train_main
 from rescore.errors import RescoreError
+from rescore.io.outdir import is_temporary
 from rescore.models import ModelConfig
 from rescore.train.loop import TrainOptions, train_lm
 
@@ -158,7 +159,7 @@ def test_kill_9_then_resume_is_bit_identical(corpus):
     r = CliRunner().invoke(train_main, cli_args(corpus, corpus / "killed", setup, epochs=5)
                            + ["--save-every", "4", "--resume"])
     assert r.exit_code == 0, r.output
-    assert not [p for p in (corpus / "killed").iterdir() if p.name.endswith(".tmp")]
+    assert not [p for p in (corpus / "killed").iterdir() if is_temporary(p.name)]
     assert_same_run(corpus / "whole", corpus / "killed")
 
 
