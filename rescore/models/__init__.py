@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import struct
 import zipfile
 from pathlib import Path
 from typing import Any, Dict, Union
@@ -91,9 +92,10 @@ def read_checkpoint(path: Union[str, Path], device="cpu", keep: bool = False) ->
 # (UnpicklingError; no code runs), a truncated or corrupt zip (RuntimeError from its zip reader,
 # BadZipFile), a truncated pickle (EOFError, UnpicklingError), an unreadable file (OSError), a
 # value of a type the weights-only unpickler does not build (ValueError, TypeError), a file that is
-# neither zip nor pickle, e.g. text (KeyError of the legacy reader's first byte).
+# neither zip nor pickle, e.g. text (KeyError of the legacy reader's first byte), a corrupt pickle
+# stream (IndexError of the weights-only unpickler's stack, struct.error of a cut length field).
 TORCH_LOAD_ERRORS = (pickle.UnpicklingError, RuntimeError, EOFError, OSError, ValueError, TypeError, KeyError,
-                     zipfile.BadZipFile)
+                     IndexError, struct.error, zipfile.BadZipFile)
 
 
 def load_plain(path: Union[str, Path], expected: str, device="cpu", **kw) -> Any:
