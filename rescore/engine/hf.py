@@ -373,7 +373,8 @@ def _kv_wave(caches: _ContextCaches, convs: List[int], items: List[Item]) -> Lis
     """The fast engine with the context from each conversation's KV cache: the tries of the
     wave's utterances (utterance k of each conversation ``convs``) in calls of at most
     ``max_tokens`` positions; on an out-of-memory error the budget is halved (stats.oom_backoffs)
-    and the wave scored again, until a call of one hypothesis fails."""
+    for the rest of the run and the wave scored again (a budget of one position that still runs
+    out raises the error: a call of one hypothesis cannot be cut)."""
     run = caches.run
     while True:
         out: List[List[Optional[List[float]]]] = [[None] * len(hyps) for _, hyps in items]
