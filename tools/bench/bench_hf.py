@@ -58,7 +58,8 @@ def parse_args(argv=None):
     p.add_argument("--state-carry", default="rescored", help="none, first-pass or rescored")
     p.add_argument("--engines", default="fast,padded", help="comma list of fast, padded, naive, nemo "
                    "(fast-bf16: fast with --precision bf16; fast-single: fast with one trie per call, as "
-                   "on a CPU, where a GPU puts several conversations' side by side; the last of them, "
+                   "on a CPU, where a GPU puts several conversations' side by side; fast-batched: side by "
+                   "side on any device; the last of them, "
                    "nemo aside unless --state-carry none, is the costs' reference; "
                    "the speed ratios are against nemo where run, else padded)")
     p.add_argument("--repeat", type=int, default=3, help="runs per engine (median reported)")
@@ -239,13 +240,13 @@ def main(argv=None) -> None:
             sync()
             t0, c0 = time.perf_counter(), time.process_time()
             engine, _, precision = e.partition("-")
-            single, precision = precision == "single", "" if precision == "single" else precision
+            layout, precision = (precision, "") if precision in ("single", "batched") else ("", precision)
             if e == "nemo":
                 costs[e] = nemo_costs(lm, convs, args.nemo_batch, args.device)
                 stats.rows, stats.calls = nemo_costs.stats["rows"], nemo_costs.stats["calls"]
             else:
                 side_by_side = hf_engine.SIDE_BY_SIDE_DEVICES
-                hf_engine.SIDE_BY_SIDE_DEVICES = () if single else side_by_side
+                hf_engine.SIDE_BY_SIDE_DEVICES = {"single": (), "batched": ("cpu", "cuda")}.get(layout, side_by_side)
                 try:
                     costs[e] = score_nbest(lm, convs, weight=args.weight, state_carry=args.state_carry,
                                            device=args.device, max_tokens=args.max_tokens, engine=engine,
