@@ -105,6 +105,33 @@ def test_fast_equals_naive_on_dev_hypotheses(smollm2, carry):
     assert sum(shuffled[0][0][0]) > costs[0] + 5
 
 
+def test_conversations_side_by_side_equal_one_at_a_time(smollm2, monkeypatch):
+    """The fast engine's calls as on a GPU (the tries of two conversations' current utterances in
+    one call, each after its own carried context) give the costs of one conversation at a time."""
+    from rescore.engine import hf as hf_engine
+
+    d = shared_data_path("tts-wikitext2-dev")
+    from rescore.nbest.combine import fixed_cost
+    from rescore.nbest.sets import load_nbest_dir
+
+    nbest = load_nbest_dir(d / "nbest", d / "data", d / "lang" / "words.txt")
+    convs = [[UttInput([h.words for h in u.hyps[:6]], [fixed_cost(h, 0.5, 9.5, 0.0) for h in u.hyps[:6]])
+              for u in c.utterances[:2]] for c in nbest.conversations[:2]]
+    kw = dict(weight=0.5, device="cpu", progress=False, state_carry="rescored", engine="fast")
+    one = score_nbest(smollm2, convs, **kw)
+    rows = []
+    real = hf_engine._Runner.log_probs
+    monkeypatch.setattr(hf_engine, "SIDE_BY_SIDE_DEVICES", ("cpu",))
+    monkeypatch.setattr(hf_engine._Runner, "log_probs", lambda self, ids, *a, **k: rows.append(len(ids)) or
+                        real(self, ids, *a, **k))
+    batched = score_nbest(smollm2, convs, **kw)
+    assert max(rows) == 2
+    for cb, co in zip(batched, one, strict=True):
+        for ub, uo in zip(cb, co, strict=True):
+            for hb, ho in zip(ub, uo, strict=True):
+                assert max(abs(a - b) for a, b in zip(hb, ho, strict=True)) <= 1e-4
+
+
 def test_boundary_option_and_refusals(smollm2_dir, tmp_path):
     from rescore.cli.import_lm import main
 

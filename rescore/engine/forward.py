@@ -91,7 +91,8 @@ def resolve_normalize(model: LanguageModel, normalize: str) -> str:
     return normalize
 
 
-def _is_oom(err: BaseException) -> bool:
+def is_oom(err: BaseException) -> bool:
+    """Whether ``err`` is an out-of-memory error (torch.OutOfMemoryError, or a CPU allocator's)."""
     return isinstance(err, torch.OutOfMemoryError) or "out of memory" in str(err)
 
 
@@ -207,7 +208,7 @@ class Forward:
                             tree[1][start:stop], state.select(rows[start:stop]), **kw)
                 reduce(out, start, stop)
             except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError
-                if not _is_oom(err) or n == 1:
+                if not is_oom(err) or n == 1:
                     raise
                 del err
                 self.max_tokens = max(1, (n // 2) * T)

@@ -19,7 +19,10 @@ carry, else the conversation's stream of best hypotheses, each followed by ``<eo
               best hypothesis with the keys and values its trie call computed (recomputed only
               where the context window slides: a quarter window at a time, _slide), and shared
               by every part of a trie (one of more than ``max_tokens`` nodes is cut into parts
-              of sorted hypotheses; the cache is cropped back after each). One call per part.
+              of sorted hypotheses; the cache is cropped back after each). On a CPU one call per
+              part; on a GPU the parts of the conversations' current utterances side by side,
+              up to ``max_tokens`` positions a call (_kv_batch_call). Out of memory, the budget
+              is halved and the utterances scored again (_kv_wave).
 
 The output layer runs only where a token is scored; on a CPU, for the model types whose logits
 are the last hidden state times the output layer (PLAIN_HEAD_TYPES), over HEAD_COLUMNS vocabulary
@@ -42,7 +45,7 @@ import torch
 
 from rescore.engine.carry import carry_choice
 from rescore.engine.forest import TokenTrie, token_tries
-from rescore.engine.forward import autocast_for, resolve_device
+from rescore.engine.forward import autocast_for, is_oom, resolve_device
 from rescore.engine.types import EngineStats
 from rescore.errors import OptionError, RescoreError
 from rescore.settings import OOV_AUTO, EngineSettings
@@ -305,14 +308,13 @@ class _ContextCaches:
         self.cache.clear()
         self.kept.clear()
 
-    def keep(self, c: int, ctx: List[int], cache, trie: TokenTrie, hyps: List[List[int]]) -> None:
-        """Hold the keys and values of a trie call (before its crop) for the carry: row P the
-        context's last token, row P + 1 + n trie node n."""
+    def keep(self, c: int, ctx: List[int], kv, trie: TokenTrie, hyps: List[List[int]]) -> None:
+        """Hold the keys and values ``kv`` (per layer, (1, heads, positions, dim)) of a trie call
+        (before its crop) for the carry: row P the context's last token, row P + 1 + n trie node n."""
         P = len(ctx) - 1
         kept = self.kept.get(c)
         if kept is None or kept[0] != P:
             kept = self.kept[c] = (P, ctx[-1], {})
-        kv = [(layer.keys, layer.values) for layer in cache.layers]
         for i, path in zip(trie.hyps, trie.path):
             kept[2][tuple(hyps[i])] = (kv, [P] + [P + 1 + n for n in path])
 
@@ -326,12 +328,19 @@ class _ContextCaches:
         new = prefix[len(old):]
         kept = self.kept.pop(c, None)
         if new and not self._from_kept(self.cache[c], kept, len(old), new):
-            run, n = self.run, len(old)
-            with autocast_for(run.device, run.precision):
-                run.lm.model(input_ids=run.tensor([new]), past_key_values=self.cache[c], use_cache=True,
-                             position_ids=run.tensor([list(range(n, n + len(new)))]), logits_to_keep=1)
-            run.stats.calls += 1
-            run.stats.rows += len(new)
+            run = self.run
+            try:  # (in calls of at most max_tokens positions)
+                for n in range(len(old), len(prefix), run.max_tokens):
+                    chunk = prefix[n:n + run.max_tokens]
+                    with autocast_for(run.device, run.precision):
+                        run.lm.model(input_ids=run.tensor([chunk]), past_key_values=self.cache[c], use_cache=True,
+                                     position_ids=run.tensor([list(range(n, n + len(chunk)))]), logits_to_keep=1)
+                    run.stats.calls += 1
+                    run.stats.rows += len(chunk)
+            except BaseException:  # (an out-of-memory error part-way: the cache is rebuilt next time)
+                self.tokens.pop(c, None)
+                self.cache.pop(c, None)
+                raise
         self.tokens[c] = list(prefix)
         return self.cache[c]
 
@@ -350,19 +359,142 @@ class _ContextCaches:
         return True
 
 
+# The fast engine's calls: each conversation's trie cut into parts of at most max_tokens nodes (one
+# row each: the context's last token, then the part's nodes). On a CPU a call is one row under tree
+# attention: every position a row holds is computed whole by the CPU, so padding would cost in
+# proportion (SmolLM2, 4 dev conversations' first 2 utterances, one thread: 26.5 CPU-s side by side
+# against 20.0 one trie per call; tools/bench/bench_hf.py --engines fast-single,fast-batched). On a
+# GPU one row leaves the device mostly idle: the rows of several conversations' current utterances
+# (and of the parts of one) go side by side into one call, up to max_tokens positions (rows x
+# longest row), each row after its own conversation's cached context under a dense tree mask
+# (_kv_batch_call). Out of memory, the budget is halved and the wave run again.
+SIDE_BY_SIDE_DEVICES = ("cuda",)  # device types whose calls hold the rows of several tries
+
+
 def _kv_wave(caches: _ContextCaches, convs: List[int], items: List[Item]) -> List[List[List[float]]]:
-    """The fast engine with the context from each conversation's KV cache: one call per trie part."""
+    """The fast engine with the context from each conversation's KV cache: the tries of the
+    wave's utterances (utterance k of each conversation ``convs``) in calls of at most
+    ``max_tokens`` positions; on an out-of-memory error the budget is halved (stats.oom_backoffs)
+    for the rest of the run and the wave scored again (a budget of one position that still runs
+    out raises the error: a call of one hypothesis cannot be cut)."""
     run = caches.run
-    out: List[List[Optional[List[float]]]] = [[None] * len(hyps) for _, hyps in items]
+    while True:
+        out: List[List[Optional[List[float]]]] = [[None] * len(hyps) for _, hyps in items]
+        try:
+            _kv_wave_once(caches, convs, items, out)
+            return out
+        except RuntimeError as err:  # torch.OutOfMemoryError is a RuntimeError
+            if not is_oom(err) or run.max_tokens <= 1:
+                raise
+            del err
+            run.max_tokens = max(1, run.max_tokens // 2)
+            run.stats.oom_backoffs += 1
+            log.warning("out of memory in a forward call; going on with %d tokens per call", run.max_tokens)
+            if run.device.type == "cuda":
+                torch.cuda.empty_cache()
+
+
+def _kv_wave_once(caches: _ContextCaches, convs: List[int], items: List[Item],
+                  out: List[List[Optional[List[float]]]]) -> None:
+    run = caches.run
+    parts: List[Tuple[int, TokenTrie]] = []  # (index in the wave, a part of its trie)
     for i, (c, (ctx, hyps)) in enumerate(zip(convs, items)):
-        if not hyps:
-            continue
-        cache = caches.get(c, ctx[:-1])
-        for trie in token_tries(hyps, max(1, run.max_tokens - 1)):
-            _kv_call(run, cache, ctx, trie, out[i])
-            caches.keep(c, ctx, cache, trie, hyps)
-            _crop(cache, len(ctx) - 1)
-    return out
+        if hyps:
+            caches.get(c, ctx[:-1])
+            parts += [(i, trie) for trie in token_tries(hyps, max(1, run.max_tokens - 1))]
+    for call in _side_by_side(parts, run.max_tokens, run.device.type in SIDE_BY_SIDE_DEVICES):
+        if len(call) == 1:
+            i, trie = call[0]
+            c, (ctx, hyps) = convs[i], items[i]
+            cache = caches.cache[c]
+            try:
+                _kv_call(run, cache, ctx, trie, out[i])
+                caches.keep(c, ctx, [(layer.keys, layer.values) for layer in cache.layers], trie, hyps)
+            finally:  # (also after an error part-way, some layers extended)
+                _crop(cache, len(ctx) - 1)
+        else:
+            _kv_batch_call(caches, [(convs[i], items[i][0], items[i][1], trie, out[i]) for i, trie in call])
+
+
+def _side_by_side(parts: List[Tuple[int, TokenTrie]], max_tokens: int, batch: bool) -> List[list]:
+    """The calls: one part each, or (``batch``) parts sorted by size, as many side by side as fit
+    in ``max_tokens`` positions (rows x (1 + the most nodes))."""
+    if not batch:
+        return [[p] for p in parts]
+    calls: List[list] = []
+    for p in sorted(parts, key=lambda p: len(p[1].tok)):
+        if calls and (len(calls[-1]) + 1) * (1 + len(p[1].tok)) <= max_tokens:
+            calls[-1].append(p)
+        else:
+            calls.append([p])
+    return calls
+
+
+def _kv_batch_call(caches: _ContextCaches, rows) -> None:
+    """One forward of several trie parts side by side, ``rows`` of (conversation, context, its
+    hypotheses' tokens, part, the utterance's costs to fill). Row b holds its conversation's
+    cached context (P_b positions) left-padded to the longest (P), then its context's last token
+    and its part's nodes, right-padded to the longest (Q):
+
+        keys of row b:  [ pad .. pad | context (P_b) | last token, node 0 .. node N_b-1 | pad ]
+                          P - P_b                      1 + N_b                              Q - 1 - N_b
+
+    A dense mask (B, 1, Q, P + Q) lets a row's last token see its context and itself, a node its
+    context, the last token and its ancestors-or-self, a padding row itself (its outputs unread).
+    The keys and values of the call are kept for the carry (_ContextCaches.keep)."""
+    from transformers import DynamicCache  # (lazy: transformers is the optional 'hf' extra)
+
+    run, eos = caches.run, caches.run.lm.eos_id
+    B = len(rows)
+    P = max(len(ctx) - 1 for _, ctx, _, _, _ in rows)
+    Q = 1 + max(len(trie.tok) for _, _, _, trie, _ in rows)
+    ids = torch.full((B, Q), eos, dtype=torch.long)
+    posid = torch.zeros((B, Q), dtype=torch.long)
+    mask = torch.zeros((B, 1, Q, P + Q), dtype=torch.bool)
+    b, pos, tgt = [], [], []
+    for r, (_, ctx, _, trie, _) in enumerate(rows):
+        Pb, N = len(ctx) - 1, len(trie.tok)
+        ids[r, :1 + N] = torch.tensor([ctx[-1]] + trie.tok)
+        posid[r, :1 + N] = torch.tensor([Pb] + [Pb + d for d in trie.depth])
+        mask[r, 0, :, P - Pb:P] = True
+        mask[r, 0, :1 + N, P:P + 1 + N] = _tree_mask(1, trie, 1 + N)
+        pad = torch.arange(1 + N, Q)
+        mask[r, 0, pad, P + pad] = True
+        for path, h in zip(trie.path, trie.tok_of_paths()):
+            pos += [0] + [1 + n for n in path]
+            tgt += h + [eos]
+            b += [r] * (len(h) + 1)
+    cache = DynamicCache(config=run.lm.model.config)
+    if P > 0:
+        for n, layers in enumerate(zip(*(caches.cache[c].layers for c, _, _, _, _ in rows))):
+            k, v = zip(*(_left_pad(layer, P, layers) for layer in layers))
+            cache.update(torch.cat(k), torch.cat(v), n)
+    mask = mask.to(run.device)
+    if getattr(run.lm.model.config, "_attn_implementation", "sdpa") == "eager":
+        mask = torch.zeros(mask.shape, device=run.device).masked_fill(~mask, torch.finfo(torch.float32).min)
+    lp = run.log_probs(ids.to(run.device), b, pos, tgt, attention_mask=mask,
+                       position_ids=posid.to(run.device), past_key_values=cache, use_cache=True)
+    at = 0
+    for r, (c, ctx, hyps, trie, out) in enumerate(rows):
+        Pb = len(ctx) - 1
+        caches.keep(c, ctx, [(layer.keys[r:r + 1, :, P - Pb:], layer.values[r:r + 1, :, P - Pb:])
+                             for layer in cache.layers], trie, hyps)
+        for i, path in zip(trie.hyps, trie.path):
+            out[i] = [-x for x in lp[at:at + len(path) + 1]]
+            at += len(path) + 1
+
+
+def _left_pad(layer, length: int, like) -> Tuple[torch.Tensor, torch.Tensor]:
+    """A cache layer's keys and values (1, heads, P_b, dim) with zeros before them to ``length``
+    positions; a layer of an empty context (P_b = 0) all zeros, shaped as the first non-empty
+    layer among ``like``."""
+    k, v = getattr(layer, "keys", None), getattr(layer, "values", None)
+    if k is None or k.numel() == 0:
+        k, v = next((x.keys, x.values) for x in like if getattr(x, "keys", None) is not None and x.keys.numel())
+        k, v = k[:, :, :0], v[:, :, :0]
+    if k.shape[-2] == length:
+        return k, v
+    return tuple(torch.nn.functional.pad(x, (0, 0, length - x.shape[-2], 0)) for x in (k, v))
 
 
 def _crop(cache, length: int) -> None:

@@ -353,3 +353,114 @@ def test_refining_tune_scores_with_an_hf_model(tiny_dir):
                                   "--refine-model", f"hf:{tiny_dir}", "--device", "cpu"])
     assert r.exit_code == 0, r.output
     assert "refined" in r.output and "costs scored at this setting" in r.output
+
+
+def _side_by_side(monkeypatch):
+    """The fast engine's calls as on a GPU: the tries of several conversations in one call."""
+    monkeypatch.setattr(hf_engine, "SIDE_BY_SIDE_DEVICES", ("cpu", "cuda"))
+    rows = []
+    real = hf_engine._Runner.log_probs
+
+    def spy(self, ids, *a, **kw):
+        rows.append(tuple(ids.shape))
+        return real(self, ids, *a, **kw)
+
+    monkeypatch.setattr(hf_engine._Runner, "log_probs", spy)
+    return rows
+
+
+@pytest.mark.parametrize("carry", ["none", "rescored", "first-pass"])
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_conversations_side_by_side_equal_one_at_a_time(tiny_dir, monkeypatch, carry, impl):
+    """On a GPU the tries of several conversations' current utterances share a call (each row
+    after its own conversation's cached context, contexts of different lengths left-padded);
+    the costs are those of one conversation at a time and of the naive engine. A conversation
+    whose first utterances have no hypotheses starts with an empty cache beside carried ones."""
+    lm = load_hf(str(tiny_dir), torch.device("cpu"), context=64)
+    lm.model.set_attn_implementation(impl)
+    convs = _toy_conversations(seed=9, n_conv=4, n_utt=4)
+    convs[2].insert(0, UttInput([], []))
+    convs[2].insert(0, UttInput([], []))
+    one = _score(lm, convs, engine="fast", state_carry=carry)
+    naive = _score(lm, convs, engine="naive", state_carry=carry)
+    rows = _side_by_side(monkeypatch)
+    for max_tokens in (2048, 70):  # every part of a wave in one call; tries cut, calls of a few rows
+        batched = _score(lm, convs, engine="fast", state_carry=carry, max_tokens=max_tokens)
+        _assert_close(batched, one)
+        _assert_close(batched, naive)
+        assert max(B for B, _ in rows) >= 3, rows
+        assert all(B * L <= max_tokens for B, L in rows if B > 1), rows  # (one part may be bigger)
+        rows.clear()
+
+
+def test_side_by_side_on_dev_nbest(tiny, monkeypatch, dev_conversations):
+    one = _score(tiny, dev_conversations, engine="fast", state_carry="rescored")
+    rows = _side_by_side(monkeypatch)
+    _assert_close(_score(tiny, dev_conversations, engine="fast", state_carry="rescored", max_tokens=1024), one)
+    assert max(B for B, _ in rows) >= 2 and all(B * L <= 1024 for B, L in rows if B > 1)
+
+
+def _fake_oom(lm, monkeypatch, most_tokens):
+    """Calls of more than ``most_tokens`` token positions fail as CUDA's allocator does, in the
+    model's second block (after the first has extended the KV cache)."""
+    calls = []
+
+    def hook(module, args, kwargs):
+        x = args[0] if args else kwargs["hidden_states"]
+        calls.append(x.shape[0] * x.shape[1])
+        if x.shape[0] * x.shape[1] > most_tokens:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (a test's)")
+
+    handle = lm.model.transformer.h[1].register_forward_pre_hook(hook, with_kwargs=True)
+    return calls, handle
+
+
+@pytest.mark.parametrize("side_by_side", [False, True])
+def test_out_of_memory_halves_the_budget_and_costs_stay(tiny_dir, monkeypatch, caplog, side_by_side):
+    """An out-of-memory error in a call halves --max-tokens and the wave is scored again: the
+    costs are those of a run that never ran out, the back-offs counted and logged; the budget
+    stays halved for the rest of the run."""
+    import logging
+
+    from rescore.engine.types import EngineStats
+
+    lm = load_hf(str(tiny_dir), torch.device("cpu"), context=64)
+    convs = _toy_conversations(seed=10, n_conv=4, n_utt=4)
+    reference = _score(lm, convs, engine="fast", state_carry="rescored")
+    # the fewest positions a call can hold: one hypothesis after the context's last token
+    most = 1 + max(len(lm.encode(h)[0]) for c in convs for u in c for h in u.hyps)
+    if side_by_side:
+        _side_by_side(monkeypatch)
+        most *= 3
+    calls, handle = _fake_oom(lm, monkeypatch, most_tokens=most)
+    stats = EngineStats()
+    caplog.set_level(logging.WARNING)
+    try:
+        got = _score(lm, convs, engine="fast", state_carry="rescored", max_tokens=512, stats=stats)
+    finally:
+        handle.remove()
+    _assert_close(got, reference)
+    assert stats.oom_backoffs >= 2 and "out of memory" in caplog.text
+    assert max(calls) > most  # it did run out, and then went on with smaller calls
+    assert sum(n > most for n in calls) == stats.oom_backoffs
+
+
+def test_out_of_memory_on_the_smallest_call_and_other_errors_are_raised(tiny_dir):
+    lm = load_hf(str(tiny_dir), torch.device("cpu"), context=64)
+    convs = _toy_conversations(seed=10, n_conv=1, n_utt=1)
+    _, handle = _fake_oom(lm, None, most_tokens=0)
+    try:
+        with pytest.raises(torch.OutOfMemoryError):
+            _score(lm, convs, engine="fast", state_carry="rescored")
+    finally:
+        handle.remove()
+
+    def broken(module, args, kwargs):
+        raise RuntimeError("a shape mismatch")
+
+    handle = lm.model.transformer.h[1].register_forward_pre_hook(broken, with_kwargs=True)
+    try:
+        with pytest.raises(RuntimeError, match="shape mismatch"):
+            _score(lm, convs, engine="fast", state_carry="rescored")
+    finally:
+        handle.remove()

