@@ -89,6 +89,13 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
               help="Normalise the references before scoring as a recipe's scoring filter does: lower case, "
                    "punctuation stripped (inner apostrophes and hyphens kept), for raw transcripts against a "
                    "recognizer's normalised words (a warning suggests it).")
+@click.option("--cascade-top", type=int, default=0, show_default="0: no limit by rank",
+              help="Cascade of two --model (the cheap one first): the second scores only the top K hypotheses of "
+                   "each utterance by the first's interpolated total; the others keep the first's cost and cannot "
+                   "win (docs/hf.md#a-cascade). OUT_DIR/lmwt.cascade records the ranking for rescore-tune.")
+@click.option("--cascade-margin", type=float, default=None, show_default="none: no limit by cost",
+              help="Cascade (as --cascade-top; both: both limits): the second --model scores only the hypotheses "
+                   "whose total under the first is within M nats of the utterance's best.")
 @click.option("--jobs", "jobs_spec", metavar="A:B",
               help="Do the work of Kaldi's jobs A to B (what `$cmd JOB=A:B ... rescore-nbest` runs as B-A+1 processes) "
                    "in one process: every JOB in NBEST_DIR, OUT_DIR, --data-dir, --words-txt and --nn-costs is "
@@ -102,8 +109,8 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
 @interchange_options
 @verbose_option
 def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix_spec, inv_acwt, wip, train_text,
-         num_buckets, plot, allow_missing, allow_oov_rate, normalize_refs, jobs_spec, verbose, model, split_spec,
-         **settings):
+         num_buckets, plot, allow_missing, allow_oov_rate, normalize_refs, cascade_top, cascade_margin, jobs_spec,
+         verbose, model, split_spec, **settings):
     """Rescore NBEST_DIR (Kaldi layout: words/words_text, acwt, lmwt.withlm, lmwt.nolm) into
     OUT_DIR: lmwt.interp (new graph costs, Kaldi text archive for linear-to-nbest), text
     (1-best words), lmwt.nn with --model (the mixed costs with several --model, each model's own
@@ -119,6 +126,7 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     from rescore.metrics import format_report
     from rescore.jobs.nbest import (NbestJob, job_numbers, job_path, nbest_jobs, parse_split, rescore_nbest_dir,
                                   rescore_nbest_jobs)
+    from rescore.nbest.cascade import Cascade
 
     # options that would do nothing without a model (one rule: rescore.cli.common.refuse_idle_options)
     refuse_idle_options({**idle_without_model(model, split_spec),
@@ -132,6 +140,9 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     other = pop_other_format(nbest_dir if numbers is None else job_path(nbest_dir, numbers[0]), settings)
     check(numbers is None or other is None, "Kaldi N-best dirs (one per job): other recognizers' inputs "
           "(--format) are rescored one per run", "--jobs", f"{jobs_spec} with {nbest_dir}")
+    cascade = Cascade(cascade_top, cascade_margin)
+    check(other is None or not cascade.on, "a Kaldi N-best dir for a cascade (its ranking is written as "
+          "lmwt.cascade beside lmwt.nn)", "--cascade-top" if cascade_top else "--cascade-margin", nbest_dir)
     scoring = engine_settings(settings)
     mix = parse_mix(mix_spec)
     k = len(model) or len(nn_costs)
@@ -143,7 +154,7 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
                nn_costs=tuple(nn_costs), models=tuple(model), scoring=scoring, train_text=train_text,
                num_buckets=num_buckets, plot=plot, allow_missing=allow_missing,
                split=parse_split(split_spec) if split_spec else None, params_file=params_file,
-               allow_oov_rate=allow_oov_rate, normalize_refs=normalize_refs)
+               allow_oov_rate=allow_oov_rate, normalize_refs=normalize_refs, cascade=cascade)
     if numbers is not None:  # Kaldi's jobs in one process
         for k, report in rescore_nbest_jobs(nbest_jobs(jobs_spec, **job)).items():
             if report is not None:

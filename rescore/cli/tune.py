@@ -32,6 +32,15 @@ log = logging.getLogger("rescore-tune")
 @click.option("--mixes", default="0:1:0.1", show_default=True,
               help="With several --nn-costs: the first model's share for two models ('a,b,c' or 'start:stop:step'; "
                    "the second gets the rest); for K > 2, every mix whose K shares all lie in this grid.")
+@click.option("--cascade", "cascade_ranks", type=click.Path(dir_okay=False),
+              help="A cascade's ranking (the lmwt.cascade of rescore-nbest --cascade-top/--cascade-margin, with its "
+                   "lmwt.nn.1 and lmwt.nn.2 as --nn-costs): only the hypotheses its second model scored can win; "
+                   "with --cascade-tops/--cascade-margins, only those within each swept limit.")
+@click.option("--cascade-tops", default=None, show_default="the scoring run's",
+              help="--cascade: the K values to sweep ('a,b,c' or 'start:stop:step'), each at most the scoring "
+                   "run's (a smaller K keeps a subset of the scored hypotheses, so nothing is scored again).")
+@click.option("--cascade-margins", default=None, show_default="the scoring run's",
+              help="--cascade: the margins M (nats) to sweep, as --cascade-tops.")
 @click.option("--split-half", is_flag=True,
               help="Tune on the first half of the conversations, report on the second half.")
 @click.option("--dev-utts", type=click.Path(dir_okay=False),
@@ -80,7 +89,8 @@ log = logging.getLogger("rescore-tune")
 @click.option("--allow-oov-rate", is_flag=True, help="--refine-model: as rescore-nbest's.")
 @engine_option("device", "--refine-model: as rescore-nbest's (auto: CUDA when present; cpu, cuda or cuda:N).")
 @verbose_option
-def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mixes, split_half, dev_utts, eval_utts,
+def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mixes, cascade_ranks, cascade_tops,
+         cascade_margins, split_half, dev_utts, eval_utts,
          cross_validate, params_out, report, hyp_out, apply_to, apply_data_dir, apply_nn_costs, apply_words_txt,
          allow_missing, verbose, **refine_kw):
     """Tune weight, inv-acwt and wip (with several --nn-costs, the models' shares too) by WER on
@@ -102,7 +112,8 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     from rescore.nbest.combine import mix_grid
     from rescore.metrics import format_report
     from rescore.jobs.nbest import NbestJob
-    from rescore.jobs.tune import TuneJob, format_cross_validation, format_setting, tune_nbest_dir
+    from rescore.jobs.tune import (TuneJob, cascade_int, format_cascade, format_cross_validation, format_setting,
+                                   tune_nbest_dir)
 
     nn_costs, apply_nn_costs = tuple(nn_costs), tuple(apply_nn_costs)
     from rescore.nbest.step_output import default_cost_names, step_jobs
@@ -130,7 +141,10 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
                   wips=parse_grid(wips, "--wips"), split_half=split_half, dev_utts=dev_utts, eval_utts=eval_utts,
                   params_out=params_out, report=report, apply=apply, allow_missing=allow_missing,
                   cross_validate=cross_validate, hyp_out=hyp_out,
-                  mixes=mix_grid(parse_grid(mixes, "--mixes"), len(nn_costs)) if len(nn_costs) > 1 else None)
+                  mixes=mix_grid(parse_grid(mixes, "--mixes"), len(nn_costs)) if len(nn_costs) > 1 else None,
+                  cascade_ranks=cascade_ranks, cascade_tops=tuple(cascade_int(v) for v in parse_grid(
+                      cascade_tops, "--cascade-tops")) if cascade_tops else (),
+                  cascade_margins=tuple(parse_grid(cascade_margins, "--cascade-margins")) if cascade_margins else ())
     from rescore.jobs.refine import format_refine, refine_job, run_refine, warn_carried_costs
 
     ctx = click.get_current_context()
@@ -145,7 +159,7 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
         click.echo(format_cross_validation(result))
         return
     best = result["best"]
-    click.echo(f"best setting: {format_setting(best)}")
+    click.echo(f"best setting: {format_setting(best)}{format_cascade(result)}")
     click.echo(f"tuned on {result['dev_utts']} utterances: WER {result['dev_wer']:.2f} %")
     if "held_out_wer" in result:
         click.echo(f"held out {result['held_out_utts']} utterances: WER {result['held_out_wer']:.2f} % "
