@@ -150,8 +150,10 @@ class TuneJob:
         for m in self.cascade_margins:
             Cascade(margin=m)
         if self.cascade_ranks is not None:
-            check(self.step_jobs is None, "an N-best dir (tune a cascade on one N-best dir, e.g. a run of "
-                  "rescore-nbest --jobs)", "--cascade", self.cascade_ranks)
+            if self.step_jobs is not None:
+                check(Path(self.cascade_ranks).name == str(self.cascade_ranks), f"a file name in each "
+                      f"{self.nbest_dir}/archives.JOB (lmwt.cascade) with a step's output dir", "--cascade",
+                      self.cascade_ranks)
             check(bool(self.nn_costs), "--nn-costs (the cascade's lmwt.nn.1 and lmwt.nn.2)", "--cascade",
                   self.cascade_ranks)
             n = len(self.cascade_tops or [0]) * len(self.cascade_margins or [0])
@@ -172,7 +174,8 @@ class TuneJob:
         else:
             files += [Path(p) for p in self.nn_costs]
         if self.cascade_ranks is not None:
-            files.append(Path(self.cascade_ranks))
+            files += [j / self.cascade_ranks for j in self.step_jobs] if self.step_jobs is not None else \
+                [Path(self.cascade_ranks)]
         files += [Path(p) for p in (self.dev_utts, self.eval_utts) if p is not None]
         if self.apply is not None:
             files += self.apply.inputs()
@@ -285,7 +288,8 @@ def tune_nbest_dir(job: TuneJob) -> dict:
         costs = NnCosts.read(nbest, job.nn_costs) if job.nn_costs else None  # other hypotheses fail here
     cascades = None
     if job.cascade_ranks is not None:
-        ranks = CascadeRanks.read(job.cascade_ranks)
+        ranks = CascadeRanks.read_all([job.cascade_ranks] if job.step_jobs is None else
+                                      [j / job.cascade_ranks for j in job.step_jobs])
         ranks.mask(costs.keys, Cascade())  # (every hypothesis of the set has its rank: checked here)
         cascades = (ranks, job.cascades())
         log.info("cascade: %d of %d hypotheses were scored by the last model; sweeping %d cascade settings",

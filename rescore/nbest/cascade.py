@@ -122,6 +122,18 @@ class CascadeRanks:
         vals = np.array([rows[k] for k in keys], dtype=np.float64).reshape(-1, 3)
         return cls(keys, vals[:, 0].astype(np.int64), vals[:, 1], vals[:, 2] > 0, str(path))
 
+    @classmethod
+    def read_all(cls, paths: Sequence[PathLike]) -> "CascadeRanks":
+        """The lmwt.cascade of each job of a step (one per archives.JOB) as one ranking."""
+        parts = [cls.read(p) for p in paths]
+        if len(parts) == 1:
+            return parts[0]
+        keys = [k for part in parts for k in part.at]
+        if len(set(keys)) < len(keys):
+            raise RescoreError("each hypothesis in one job's lmwt.cascade", path=paths[0], got="a key in two jobs")
+        return cls(keys, *(np.concatenate([getattr(part, a) for part in parts]) for a in ("rank", "gap", "scored")),
+                   source=str(paths[0]))
+
     def mask(self, keys: Sequence[str], cascade: Cascade) -> np.ndarray:
         """(len(keys),) bool: the hypotheses of ``keys`` (a set's, in its order) that survive
         ``cascade`` among those the expensive model scored."""

@@ -421,8 +421,9 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
 
     Returns {"best": {weight, inv_acwt, wip[, mix]}, "dev_wer", "dev_utts", "dev_conversations",
     "dev_choice" (utt -> 0-based rank of its 1-best under the best setting), "grid": [rows of
-    sweep], with cascades "cascade" (the best's: {top, margin}, and each row's)} and with held_out: "held_out_wer", "held_out_utts", "held_out_conversations",
-    "held_out_errors", "held_out_ref_words", "held_out_choice", "held_out_first_pass_wer".
+    sweep]; with cascades each row's "cascade" and the best's, {top, margin}} and with held_out:
+    "held_out_wer", "held_out_utts", "held_out_conversations", "held_out_errors",
+    "held_out_ref_words", "held_out_choice", "held_out_first_pass_wer".
     """
     if dev.refs is None:
         raise RescoreError("references for the tuning set (a data dir with 'text')", path=dev.path)
