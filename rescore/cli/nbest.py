@@ -89,11 +89,11 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
               help="Normalise the references before scoring as a recipe's scoring filter does: lower case, "
                    "punctuation stripped (inner apostrophes and hyphens kept), for raw transcripts against a "
                    "recognizer's normalised words (a warning suggests it).")
-@click.option("--cascade-top", type=int, default=0, show_default="0: no limit by rank",
+@click.option("--cascade-top", type=int, default=0, metavar="K", show_default="0: no limit by rank",
               help="Cascade of two --model (the cheap one first): the second scores only the top K hypotheses of "
                    "each utterance by the first's interpolated total; the others keep the first's cost and cannot "
                    "win (docs/hf.md#a-cascade). OUT_DIR/lmwt.cascade records the ranking for rescore-tune.")
-@click.option("--cascade-margin", type=float, default=None, show_default="none: no limit by cost",
+@click.option("--cascade-margin", type=float, default=None, metavar="NATS", show_default="none: no limit by cost",
               help="Cascade (as --cascade-top; both: both limits): the second --model scores only the hypotheses "
                    "whose total under the first is within M nats of the utterance's best.")
 @click.option("--jobs", "jobs_spec", metavar="A:B",

@@ -37,8 +37,9 @@ log = logging.getLogger("rescore-tune")
                    "lmwt.nn.1 and lmwt.nn.2 as --nn-costs): only the hypotheses its second model scored can win; "
                    "with --cascade-tops/--cascade-margins, only those within each swept limit.")
 @click.option("--cascade-tops", default=None, show_default="the scoring run's",
-              help="--cascade: the K values to sweep ('a,b,c' or 'start:stop:step'), each at most the scoring "
-                   "run's (a smaller K keeps a subset of the scored hypotheses, so nothing is scored again).")
+              help="--cascade: the K values to sweep ('a,b,c' or 'start:stop:step'): a K below the scoring run's "
+                   "keeps a subset of the scored hypotheses, so nothing is scored again; above it, only the "
+                   "scored hypotheses can still win.")
 @click.option("--cascade-margins", default=None, show_default="the scoring run's",
               help="--cascade: the margins M (nats) to sweep, as --cascade-tops.")
 @click.option("--split-half", is_flag=True,
