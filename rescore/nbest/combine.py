@@ -436,16 +436,17 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
     mixes = [tuple(m) for m in (mixes or [(1.0,)])] if nn_costs is not None else [(1.0,)]
     ranks, settings = cascades if cascades is not None else (None, [None])
     rows = []
-    arrays = {}  # weight -> the dev set's arrays (one entry when the costs do not depend on it)
+    # weight -> the dev set's arrays (one entry when the costs do not depend on it), built once
+    arrays = {} if callable(nn_costs) else dict.fromkeys(weights, CostArrays(dev, nn_costs))
     for cascade in settings:
         start = len(rows)
         if callable(nn_costs):
             for w in weights:
-                arrays[w] = _eligible(CostArrays(dev, costs_for(w)), ranks, cascade)
+                arrays[w] = _eligible(arrays.get(w) or CostArrays(dev, costs_for(w)), ranks, cascade)
                 for mix in mixes:
                     rows += sweep(arrays[w], [w], inv_acwts, wips, mix)
         else:
-            arrays = dict.fromkeys(weights, _eligible(CostArrays(dev, nn_costs), ranks, cascade))
+            _eligible(arrays[weights[0]], ranks, cascade)
             for mix in progress_mixes(mixes):
                 rows += sweep(arrays[weights[0]], weights, inv_acwts, wips, mix)
         if cascade is not None:
