@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence, Union
+from typing import List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -155,16 +155,3 @@ def write_ranks(path: PathLike, ranks: CascadeRanks, keys: Sequence[str]) -> Non
 
     with atomic_output(path, "w") as f:
         f.write("".join(ranks.lines(keys)))
-
-
-def sweep_values(cascade: Cascade, tops: Sequence[int], margins: Sequence[Optional[float]]) -> List[Cascade]:
-    """The cascade settings rescore-tune sweeps: every (K, M) of the grids (K 0 or M None: no
-    limit of that kind), each no wider than the scoring run's ``cascade`` would let through."""
-    return [Cascade(k, m) for k in (tops or [cascade.top]) for m in (margins or [cascade.margin])]
-
-
-def summary(mask: np.ndarray, starts: np.ndarray) -> Mapping[str, float]:
-    """How many hypotheses survive: in all, and their share."""
-    n = len(mask)
-    return {"hypotheses": n, "survivors": int(mask.sum()), "share": float(mask.mean()) if n else 0.0,
-            "utterances": len(starts)}
