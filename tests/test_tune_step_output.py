@@ -105,3 +105,33 @@ def test_step_dir_options_refused(tmp_path):
     assert r.exit_code == 2 and "--params" in r.output
     r = run([d, "--data-dir", NBEST_SMALL / "data", "--refine-model", tmp_path / "m.pt"])
     assert r.exit_code == 2 and "--refine-model" in r.output
+
+
+def test_step_dir_of_a_cascade_tunes_like_one_nbest_dir(tmp_path):
+    # A cascade run by the step (--rescore-opts "--cascade-top K", two models): each archives.JOB has
+    # its lmwt.cascade; rescore-tune --cascade lmwt.cascade reads every job's, as one N-best dir's.
+    costs, rng = nn_costs(), random.Random(3)
+    ranks = [f"{line.split()[0]} {rng.randint(1, 4)} {rng.uniform(0, 9)!r} {rng.randint(0, 1)} \n"
+             for line in lines_of("words_text")]
+    other = [f"{a.split()[0]} {' '.join(b.split()[1:2] * (len(a.split()) - 1))} \n" for a, b in zip(costs, costs[::-1])]
+    for name, lines in (("lmwt.nn.1", costs), ("lmwt.nn.2", other), ("lmwt.cascade", ranks)):
+        (tmp_path / name).write_text("".join(lines))
+    d = step_dir(tmp_path, {1: "rec1", 2: "rec2"}, costs, names=("lmwt.nn.1",))
+    for n, rec in ((1, "rec1"), (2, "rec2")):
+        for name in ("lmwt.nn.2", "lmwt.cascade"):
+            (d / f"archives.{n}" / name).write_text(
+                "".join(x for x in (tmp_path / name).read_text().splitlines(keepends=True) if x.startswith(rec)))
+    grid = ["--weights", "0.5,1", "--inv-acwts", "10", "--wips", "0", "--mixes", "0,0.5",
+            "--cascade-tops", "1,2,4", "--cascade-margins", "3,9"]
+    whole = run([NBEST_SMALL, "--data-dir", NBEST_SMALL / "data", "--nn-costs", tmp_path / "lmwt.nn.1",
+                 "--nn-costs", tmp_path / "lmwt.nn.2", "--cascade", tmp_path / "lmwt.cascade", *grid,
+                 "--report", tmp_path / "whole.json"])
+    assert whole.exit_code == 0, whole.output
+    step = run([d, "--data-dir", NBEST_SMALL / "data", "--nn-costs", "lmwt.nn.1", "--nn-costs", "lmwt.nn.2",
+                "--cascade", "lmwt.cascade", *grid, "--report", tmp_path / "step.json"])
+    assert step.exit_code == 0, step.output
+    a, b = (json.loads((tmp_path / f).read_text()) for f in ("whole.json", "step.json"))
+    assert a["grid"] == b["grid"] and a["cascade"] == b["cascade"] and len(a["grid"]) == 2 * 2 * 3 * 2
+    r = run([d, "--data-dir", NBEST_SMALL / "data", "--nn-costs", "lmwt.nn.1", "--nn-costs", "lmwt.nn.2",
+             "--cascade", tmp_path / "lmwt.cascade"])
+    assert r.exit_code == 2 and "--cascade" in r.output

@@ -43,6 +43,14 @@
 # each from the best under its own cost, fixed + w * l_nn_k); none and first-pass give exactly
 # the mix of one-model runs.
 #
+# A cascade of two models (a cheap one first, e.g. a small LSTM, then an expensive one, e.g. a
+# bigger LSTM or a Transformer): --rescore-opts "--cascade-top 10" (and/or "--cascade-margin M")
+# has the second score only each utterance's top 10 under the first; the others keep the first's
+# cost and cannot win (their lmwt.interp carries 10000 nats more, so local/score.sh never picks
+# them either).  Each archives.JOB then has lmwt.cascade, the ranking, and rescore-tune OUT_DIR
+# --nn-costs lmwt.nn.1 --nn-costs lmwt.nn.2 --cascade lmwt.cascade --cascade-tops 1:10:1 tunes K
+# without scoring again (docs/hf.md#a-cascade).
+#
 # Run it from a Kaldi recipe directory (one with path.sh, cmd.sh, steps/, utils/,
 # local/score.sh).  The output directory should sit beside the input one (e.g.
 # exp/chain/tdnn/decode_eval2000_nnlm beside exp/chain/tdnn/decode_eval2000):

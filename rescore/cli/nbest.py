@@ -11,7 +11,7 @@ from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.engine_options import MODEL_NEEDED, engine_needs, engine_options, engine_settings
 from rescore.cli.interchange import NBEST_NEEDS, interchange_options, other_format, pop_other_format, run_other_format
-from rescore.cli.options import MAX_BUCKETS, Conflict, Count, Need, Real, Shares
+from rescore.cli.options import MAX_BATCH, MAX_BUCKETS, Conflict, Count, Need, Real, Shares
 from rescore.nbest.checks import OOV_ERROR_RATE, OOV_WARN_RATE
 
 log = logging.getLogger("rescore-nbest")
@@ -54,13 +54,16 @@ NEEDS = {
     "--buckets": Need(lambda p: p["train_text"] is not None, "--train-text (the word counts of the buckets)"),
     "--allow-missing": Need(_has_refs, REFS_NEEDED),
     "--normalize-refs": Need(_has_refs, REFS_NEEDED),
+    **{name: Need(lambda p: len(p["model"]) == 2, "exactly two --model, the cheap one first (the cascade's two "
+                                                    "models)") for name in ("--cascade-top", "--cascade-margin")},
 }
 CONFLICTS = [Conflict("--jobs", "--split", "--jobs runs several jobs in one process, --split a share of one "
                                           "N-best dir")]
 # --help's sections (rescore.cli.options.GROUPS), core first
 GROUPS = {
     "Input": ["--data-dir", "--words-txt", "--nn-costs", "--train-text", "--allow-missing", "--normalize-refs"],
-    "Model": ["--model", "--oov-penalty", "--allow-oov-rate", "--normalize", "--hf-context"],
+    "Model": ["--model", "--cascade-top", "--cascade-margin", "--oov-penalty", "--allow-oov-rate", "--normalize",
+              "--hf-context"],
     "Weights": ["--params", "--weight", "--inv-acwt", "--wip", "--mix"],
     "Carry and pointer": ["--state-carry", "--mix-carry", "--history-min-posterior", "--cache-window",
                           "--cache-theta", "--cache-lambda"],
@@ -115,6 +118,13 @@ GROUPS = {
                    "as ASCII, lower case, punctuation stripped (apostrophes and hyphens between letters kept, and an "
                    "apostrophe at a word's edge where the recognizer's words have that form: 'cause, rangers'), for "
                    "raw transcripts against a recognizer's normalised words (a warning suggests it).")
+@click.option("--cascade-top", type=Count(0, MAX_BATCH), default=0, metavar="K", show_default="0: no limit by rank",
+              help="Cascade of two --model (the cheap one first): the second scores only the top K hypotheses of "
+                   "each utterance by the first's interpolated total; the others keep the first's cost and cannot "
+                   "win (docs/hf.md#a-cascade). OUT_DIR/lmwt.cascade records the ranking for rescore-tune.")
+@click.option("--cascade-margin", type=Real(0.0), default=None, metavar="NATS", show_default="none: no limit by cost",
+              help="Cascade (as --cascade-top; both: both limits): the second --model scores only the hypotheses "
+                   "whose total under the first is within M nats of the utterance's best.")
 @click.option("--jobs", "jobs_spec", metavar="A:B",
               help="Do the work of Kaldi's jobs A to B (what `$cmd JOB=A:B ... rescore-nbest` runs as B-A+1 processes) "
                    "in one process: every JOB in NBEST_DIR, OUT_DIR, --data-dir, --words-txt and --nn-costs is "
@@ -128,8 +138,8 @@ GROUPS = {
 @interchange_options
 @verbose_option
 def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix, inv_acwt, wip, train_text,
-         num_buckets, plot, allow_missing, allow_oov_rate, normalize_refs, jobs_spec, verbose, model, split_spec,
-         **settings):
+         num_buckets, plot, allow_missing, allow_oov_rate, normalize_refs, cascade_top, cascade_margin, jobs_spec,
+         verbose, model, split_spec, **settings):
     """Rescore NBEST_DIR (Kaldi layout: words/words_text, acwt, lmwt.withlm, lmwt.nolm) into
     OUT_DIR: lmwt.interp (new graph costs, Kaldi text archive for linear-to-nbest), text
     (1-best words), lmwt.nn with --model (the mixed costs with several --model, each model's own
@@ -145,6 +155,7 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     from rescore.metrics import format_report
     from rescore.jobs.nbest import (NbestJob, job_numbers, job_path, nbest_jobs, parse_split, rescore_nbest_dir,
                                   rescore_nbest_jobs)
+    from rescore.nbest.cascade import Cascade
 
     numbers = None
     if jobs_spec is not None:  # (checked before --params is read)
@@ -154,6 +165,9 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     other = pop_other_format(nbest_dir if numbers is None else job_path(nbest_dir, numbers[0]), settings)
     check(numbers is None or other is None, "Kaldi N-best dirs (one per job): other recognizers' inputs "
           "(--format) are rescored one per run", "--jobs", f"{jobs_spec} with {nbest_dir}")
+    cascade = Cascade(cascade_top, cascade_margin)
+    check(other is None or not cascade.on, "a Kaldi N-best dir for a cascade (its ranking is written as "
+          "lmwt.cascade beside lmwt.nn)", "--cascade-top" if cascade_top else "--cascade-margin", nbest_dir)
     scoring = engine_settings(settings)
     k = len(model) or len(nn_costs)
     # (one share alone would read as "no mix" in the job)
@@ -165,7 +179,7 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
                nn_costs=tuple(nn_costs), models=tuple(model), scoring=scoring, train_text=train_text,
                num_buckets=num_buckets, plot=plot, allow_missing=allow_missing,
                split=parse_split(split_spec) if split_spec else None, params_file=params_file,
-               allow_oov_rate=allow_oov_rate, normalize_refs=normalize_refs)
+               allow_oov_rate=allow_oov_rate, normalize_refs=normalize_refs, cascade=cascade)
     if numbers is not None:  # Kaldi's jobs in one process
         for k, report in rescore_nbest_jobs(nbest_jobs(jobs_spec, **job)).items():
             if report is not None:

@@ -150,20 +150,22 @@ class Shares(click.ParamType):
 
 
 def parse_grid(spec: str, integer: bool = False) -> list:
-    """'0,0.5,1' or 'start:stop:step' (stop included; not for ``integer``) -> the sorted list of
-    values; a ValueError that says what is wrong with ``spec``."""
+    """'0,0.5,1' or 'start:stop:step' (stop included; integers for ``integer``) -> the sorted list
+    of values; a ValueError that says what is wrong with ``spec``."""
     kind = int if integer else float
-    shape = "'a,b,c'" if integer else "'a,b,c' or 'start:stop:step'"
-    if ":" in spec and not integer:
+    shape = "'a,b,c' or 'start:stop:step'"
+    if ":" in spec:
         try:
-            start, stop, step = (float(x) for x in spec.split(":"))
+            start, stop, step = (kind(x) for x in spec.split(":"))
         except ValueError:
-            raise ValueError(f"expected {shape} with numbers") from None
+            raise ValueError(f"expected {shape} with {'integers' if integer else 'numbers'}") from None
         if not all(math.isfinite(x) for x in (start, stop, step)) or step <= 0 or stop < start:
             raise ValueError("expected finite numbers, stop >= start, step > 0")
-        n = int(round((stop - start) / step)) + 1
+        n = int(round((stop - start) / step)) + 1 if not integer else (stop - start) // step + 1
         if n > MAX_GRID_POINTS:
             raise ValueError(f"expected at most {MAX_GRID_POINTS} values, got {n}")
+        if integer:
+            return list(range(start, stop + 1, step))
         return [round(start + i * step, 10) for i in range(n)]
     try:
         values = [kind(x) for x in spec.split(",") if x.strip()]

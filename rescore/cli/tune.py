@@ -8,7 +8,7 @@ import logging
 import click
 
 from rescore.cli.common import command, setup_logging, verbose_option
-from rescore.cli.options import Count, Grid, Need
+from rescore.cli.options import MAX_BATCH, Count, Grid, Need
 from rescore.cli.examples import attach
 from rescore.cli.engine_options import engine_option
 from rescore.jobs.refine import DEFAULT_ROUNDS, MAX_ROUNDS
@@ -31,13 +31,16 @@ REFINE = Need(lambda p: p["refine_model"] is not None, "--refine-model (the LM a
 # What each option needs to act (rescore.cli.options.Need) and --help's sections
 NEEDS = {
     "--mixes": Need(lambda p: _models(p) >= 2, "two or more --nn-costs (one per model)"),
+    "--cascade": Need(lambda p: bool(p["nn_costs"]), "--nn-costs (the cascade's lmwt.nn.1 and lmwt.nn.2)"),
+    **{name: Need(lambda p: p["cascade_ranks"] is not None, "--cascade (the ranking the limits cut)")
+       for name in ("--cascade-tops", "--cascade-margins")},
     **{name: APPLY for name in ("--apply-data-dir", "--apply-nn-costs", "--apply-words-txt")},
     **{name: REFINE for name in ("--refine-rounds", "--refine-start", "--state-carry", "--oov-penalty",
                                  "--train-text", "--allow-oov-rate", "--device")},
 }
 GROUPS = {
-    "Input": ["--data-dir", "--words-txt", "--nn-costs", "--allow-missing", "--normalize-refs"],
-    "Weights": ["--weights", "--inv-acwts", "--wips", "--mixes"],
+    "Input": ["--data-dir", "--words-txt", "--nn-costs", "--cascade", "--allow-missing", "--normalize-refs"],
+    "Weights": ["--weights", "--inv-acwts", "--wips", "--mixes", "--cascade-tops", "--cascade-margins"],
     "Output": ["--split-half", "--dev-utts", "--eval-utts", "--cross-validate", "--params-out", "--report",
                "--hyp-out", "--apply-to", "--apply-data-dir", "--apply-nn-costs", "--apply-words-txt"],
     "Model": ["--refine-model", "--refine-rounds", "--refine-start", "--state-carry", "--oov-penalty",
@@ -64,6 +67,16 @@ GROUPS = {
 @click.option("--mixes", type=Grid(0.0, 1.0), default="0:1:0.1", show_default=True,
               help="With several --nn-costs: the first model's share for two models ('a,b,c' or 'start:stop:step'; "
                    "the second gets the rest); for K > 2, every mix whose K shares all lie in this grid.")
+@click.option("--cascade", "cascade_ranks", type=click.Path(dir_okay=False),
+              help="A cascade's ranking (the lmwt.cascade of rescore-nbest --cascade-top/--cascade-margin, with its "
+                   "lmwt.nn.1 and lmwt.nn.2 as --nn-costs): only the hypotheses its second model scored can win; "
+                   "with --cascade-tops/--cascade-margins, only those within each swept limit.")
+@click.option("--cascade-tops", type=Grid(1, MAX_BATCH, integer=True), default=None, show_default="the scoring run's",
+              help="--cascade: the K values to sweep ('a,b,c' or 'start:stop:step'): a K below the scoring run's "
+                   "keeps a subset of the scored hypotheses, so nothing is scored again; above it, only the "
+                   "scored hypotheses can still win.")
+@click.option("--cascade-margins", type=Grid(0.0), default=None, show_default="the scoring run's",
+              help="--cascade: the margins M (nats) to sweep, as --cascade-tops.")
 @click.option("--split-half", is_flag=True,
               help="Tune on the first half of the conversations, report on the second half.")
 @click.option("--dev-utts", type=click.Path(dir_okay=False),
@@ -118,7 +131,8 @@ GROUPS = {
 @click.option("--allow-oov-rate", is_flag=True, help="--refine-model: as rescore-nbest's.")
 @engine_option("device", "--refine-model: as rescore-nbest's (auto: CUDA when present; cpu, cuda or cuda:N).")
 @verbose_option
-def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mixes, split_half, dev_utts, eval_utts,
+def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mixes, cascade_ranks, cascade_tops,
+         cascade_margins, split_half, dev_utts, eval_utts,
          cross_validate, params_out, report, hyp_out, apply_to, apply_data_dir, apply_nn_costs, apply_words_txt,
          allow_missing, normalize_refs, verbose, **refine_kw):
     """Tune weight, inv-acwt and wip (with several --nn-costs, the models' shares too) by WER on
@@ -140,7 +154,8 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     from rescore.nbest.combine import mix_grid
     from rescore.metrics import format_report
     from rescore.jobs.nbest import NbestJob
-    from rescore.jobs.tune import TuneJob, format_cross_validation, format_setting, tune_nbest_dir
+    from rescore.jobs.tune import (TuneJob, format_cascade, format_cross_validation, format_setting,
+                                   tune_nbest_dir)
 
     nn_costs, apply_nn_costs = tuple(nn_costs), tuple(apply_nn_costs)
     from rescore.nbest.step_output import default_cost_names, step_jobs
@@ -161,7 +176,9 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
                   eval_utts=eval_utts,
                   params_out=params_out, report=report, apply=apply, allow_missing=allow_missing,
                   cross_validate=cross_validate, hyp_out=hyp_out, normalize_refs=normalize_refs,
-                  mixes=mix_grid(mixes, len(nn_costs)) if len(nn_costs) > 1 else None)
+                  mixes=mix_grid(mixes, len(nn_costs)) if len(nn_costs) > 1 else None,
+                  cascade_ranks=cascade_ranks, cascade_tops=tuple(int(v) for v in cascade_tops or ()),
+                  cascade_margins=tuple(cascade_margins or ()))
     from rescore.jobs.refine import format_refine, refine_job, run_refine, warn_carried_costs
 
     refine = refine_job(job, **refine_kw)
@@ -174,7 +191,7 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
         click.echo(format_cross_validation(result))
         return
     best = result["best"]
-    click.echo(f"best setting: {format_setting(best)}")
+    click.echo(f"best setting: {format_setting(best)}{format_cascade(result)}")
     click.echo(f"tuned on {result['dev_utts']} utterances: WER {result['dev_wer']:.2f} %")
     if "held_out_wer" in result:
         click.echo(f"held out {result['held_out_utts']} utterances: WER {result['held_out_wer']:.2f} % "

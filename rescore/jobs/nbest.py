@@ -47,6 +47,7 @@ from rescore.jobs.scoring import score_models, score_sets
 from rescore.jobs.scoring import auto_oov_penalty, score_nbest_set  # noqa: F401
 from rescore.metrics.refnorm import normalize_refs
 from rescore.nbest import checks as sanity
+from rescore.nbest.cascade import CASCADE_FILE, Cascade, CascadeRanks, write_ranks
 from rescore.nbest.combine import CostArrays, NnCosts
 from rescore.nbest.interp import Params, equal_mix
 from rescore.nbest.sets import ARCHIVES, default_words_txt, find_archive, load_nbest_dir
@@ -62,7 +63,7 @@ MAX_MODELS = 8
 # Every file rescore-nbest may write into OUT_DIR: an older run's are removed before a new run
 # writes (unless one is an input of the new run), so a set never mixes two runs. lmwt.nn.k is
 # model k's own cost when several are interpolated.
-NBEST_OUTPUTS = ("lmwt.nn", "lmwt.interp", "text", "report.json", "report.txt", "buckets.png",
+NBEST_OUTPUTS = ("lmwt.nn", "lmwt.interp", "text", "report.json", "report.txt", "buckets.png", CASCADE_FILE,
                  *(f"lmwt.nn.{k}" for k in range(1, MAX_MODELS + 1)))
 
 
@@ -186,6 +187,8 @@ class NbestJob:
     extra_report: Dict[str, object] = field(default_factory=dict)
     allow_oov_rate: bool = False  # score an LM that lacks most of the words (rescore.nbest.checks)
     normalize_refs: bool = False  # lower-case the references, strip punctuation (rescore.metrics.refnorm)
+    # two models as a cascade: the last scores only the first's survivors (rescore.nbest.cascade)
+    cascade: Cascade = field(default_factory=Cascade)
 
     def __post_init__(self):
         if not isinstance(self.params, Params):
@@ -205,6 +208,11 @@ class NbestJob:
         check(self.params.weight == 0.0 or k > 0, "NN LM costs (--nn-costs or --model) for an NN LM weight other "
               "than 0", "--weight", f"{self.params.weight:g}")
         self._check_scoring()
+        if self.cascade.on:
+            option = "--cascade-top" if self.cascade.top else "--cascade-margin"
+            got = self.cascade.top or self.cascade.margin
+            check(len(self.models) == 2, "two --model for a cascade (the cheap one first, the expensive one "
+                  "second)", option, f"{got} with {len(self.models)} --model")
         if self.split is not None:
             k, n = self.split
             check(1 <= k <= n, "K/N with 1 <= K <= N", "--split", f"{k}/{n}")
@@ -226,7 +234,8 @@ class NbestJob:
         if any(map(is_hf_spec, self.models)):  # a Hugging Face LM among them (rescore.models.hf)
             from rescore.models.hf import check_settings  # (lazy: keeps torch out of the job's checks)
 
-            check_settings(s, len(self.models))
+            # (a cascade scores its models one after the other, whatever --mix-carry says)
+            check_settings(s, 1 if self.cascade.on else len(self.models))
 
     # -- what it reads and writes
 
@@ -255,6 +264,8 @@ class NbestJob:
             names.insert(0, "lmwt.nn")
         if len(self.models) > 1:
             names[1:1] = [f"lmwt.nn.{k}" for k in range(1, len(self.models) + 1)]
+        if self.cascade.on:
+            names.append(CASCADE_FILE)
         if self.data_dir is not None and (Path(self.data_dir) / "text").exists():
             names += ["report.json", "report.txt"]
             if self.train_text is not None and self.plot:
@@ -268,7 +279,8 @@ class NbestJob:
                 "scoring": {f.name: getattr(self.scoring, f.name) for f in fields(self.scoring)}
                 if self.models else None,
                 "train_text": self.train_text, "num_buckets": self.num_buckets,
-                "normalize_refs": self.normalize_refs}
+                "normalize_refs": self.normalize_refs,
+                "cascade": self.cascade.as_dict() if self.cascade.on else None}
 
     def output_set(self) -> OutputSet:
         return OutputSet(self.out_dir, self.outputs(), self.inputs(), known=NBEST_OUTPUTS,
@@ -307,6 +319,7 @@ class Rescored:
     graph: Optional[Dict[str, float]]  # key -> new graph cost (lmwt.interp); None: not written
     nn_names: List[str]
     train_counts: object
+    cascade: Optional[CascadeRanks] = None  # a cascade's ranking (lmwt.cascade); None without one
 
 
 def train_sentences_of(job: NbestJob):
@@ -345,15 +358,19 @@ def rescore_loaded(out_dir: PathLike, job: NbestJob, nbest, checks, results, tra
     else read from its cost files), interpolated into the 1-best and, with ``graph``, the new
     graph costs: checked, nothing written."""
     names = []
+    ranks = None
     if job.models:
         names = ["lmwt.nn"] if len(job.models) == 1 else [f"lmwt.nn.{k}" for k in range(1, len(job.models) + 1)]
         nn = NnCosts.of_engine(nbest, results, [str(Path(out_dir) / n) for n in names])
+        if job.cascade.on:
+            ranks = CascadeRanks(nn.keys, results.rank, results.gap, results.scored,
+                                 str(Path(out_dir) / CASCADE_FILE))
     else:
         nn = NnCosts.read(nbest, job.nn_costs, share=job.split is not None) if job.nn_costs else None
-    arrays = CostArrays(nbest, nn)
+    arrays = CostArrays(nbest, nn, eligible=ranks.scored if ranks is not None else None)
     best = arrays.choice(job.params)
     graph_costs = arrays.graph_costs(job.params) if graph else None
-    return Rescored(nbest, checks, nn, arrays, best, graph_costs, names, train_counts)
+    return Rescored(nbest, checks, nn, arrays, best, graph_costs, names, train_counts, ranks)
 
 
 def write_rescored(out: OutputSet, job: NbestJob, nbest, write_costs=None) -> Optional[dict]:
@@ -369,7 +386,8 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest, write_costs=None) -> Op
     results = None
     if job.models:
         lexicon = job.lexicon() if job.scoring.oov_penalty == OOV_AUTO else ()
-        results = score_models(nbest, job.params, job.models, job.scoring, fixed, train_counts, lexicon)
+        results = score_models(nbest, job.params, job.models, job.scoring, fixed, train_counts, lexicon,
+                               job.cascade)
     done = rescore_loaded(out.dir, job, nbest, checks, results, train_counts, graph=write_costs is None)
     return write_outputs(out, job, done, write_costs)
 
@@ -393,6 +411,10 @@ def write_outputs(out: OutputSet, job: NbestJob, r: Rescored, write_costs=None) 
     for k, name in enumerate(r.nn_names):
         write_nn_costs(out.path(name), r.nn.model(k))
         log.info("wrote %s (%d hypotheses)", out.path(name), len(r.nn.keys))
+    if r.cascade is not None:
+        write_ranks(out.path(CASCADE_FILE), r.cascade, r.nn.keys)
+        log.info("wrote %s: the cascade's ranking (%d of %d hypotheses scored by model 2)", out.path(CASCADE_FILE),
+                 int(r.cascade.scored.sum()), len(r.nn.keys))
     if r.nn is not None and r.nn.num_models > 1:
         write_nn_costs(out.path("lmwt.nn"), r.nn.mixed_rows(params.mix))
         log.info("wrote %s: the mixed costs (shares %s)", out.path("lmwt.nn"),
@@ -412,6 +434,9 @@ def write_outputs(out: OutputSet, job: NbestJob, r: Rescored, write_costs=None) 
     extra = dict(job.extra_report, input_checks=r.checks.as_dict())
     if job.num_models > 1:  # name what was interpolated
         extra["models"] = list(job.models or job.nn_costs)
+    if r.cascade is not None:
+        extra["cascade"] = {**job.cascade.as_dict(), "hypotheses": len(r.nn.keys),
+                            "scored_by_model_2": int(r.cascade.scored.sum())}
     report = metrics.nbest_report(nbest, r.best, params=params.as_dict(), train_counts=r.train_counts,
                                   num_buckets=job.num_buckets, extra=extra).as_dict()
     if r.train_counts is not None and job.plot:
@@ -492,7 +517,8 @@ def check_jobs(jobs: Mapping[int, NbestJob]) -> NbestJob:
     Returns the first job."""
     first = next(iter(jobs.values()))
     for k, j in jobs.items():
-        if (j.models, j.params, j.train_text) != (first.models, first.params, first.train_text):
+        if (j.models, j.params, j.train_text, j.cascade) != (first.models, first.params, first.train_text,
+                                                             first.cascade):
             raise ValueError(f"job {k}: the jobs of one run share their models, params and training text")
         check(j.scoring == first.scoring, "one OOV penalty for every job (give --oov-penalty, or --words-txt: "
               "a job's default depends on the words.txt found beside its NBEST_DIR)", "--oov-penalty",
@@ -541,7 +567,7 @@ def rescore_nbest_jobs(jobs: Mapping[int, NbestJob]) -> Dict[int, Optional[dict]
             log.info("jobs %d-%d: %d conversations in one engine run", min(jobs), max(jobs),
                      sum(len(n.conversations) for n, _, _ in loaded.values()))
             scored = score_sets([(n, fixed) for n, _, fixed in loaded.values()], first.params, first.models,
-                                first.scoring, train_counts, lexicon)
+                                first.scoring, train_counts, lexicon, first.cascade)
             results = dict(zip(loaded, scored))
         done = {k: rescore_loaded(j.out_dir, j, loaded[k][0], loaded[k][1], results[k], train_counts)
                 for k, j in jobs.items()}

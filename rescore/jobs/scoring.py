@@ -5,6 +5,7 @@ on the set's conversations. Torch is imported only when a model is loaded or sco
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from typing import Dict, List, Optional, Sequence
@@ -107,17 +108,70 @@ def score_nbest_set(model, nbest, params: Params, settings: Optional[EngineSetti
 
 
 def score_models(nbest, params: Params, models: Sequence[str], settings: EngineSettings,
-                 fixed: Sequence[float], train_counts=None, lexicon=()) -> List[list]:
+                 fixed: Sequence[float], train_counts=None, lexicon=(), cascade=None) -> List[list]:
     """The engine's costs, result[c][u][h], of every hypothesis by each checkpoint of models.
     Every checkpoint is loaded (and checked) first. Several models with carry rescored and
     mix-carry mixed are scored in lockstep (each carries from the best by the mixed cost under
     params); else one at a time, each carrying from the best under its own cost at the total
-    weight."""
-    return score_sets([(nbest, fixed)], params, models, settings, train_counts, lexicon)[0]
+    weight. With a cascade (rescore.nbest.cascade.Cascade, two models): score_cascade."""
+    return score_sets([(nbest, fixed)], params, models, settings, train_counts, lexicon, cascade)[0]
+
+
+def score_cascade(loaded: list, convs: list, params: Params, settings: EngineSettings, cascade) -> list:
+    """[cheap costs, expensive costs] of a cascade (rescore.nbest.cascade, its module doc has the
+    rule): the cheap model (loaded[0]) scores every hypothesis of ``convs`` (engine inputs),
+    carrying from its own best; the expensive one (loaded[1]) only each utterance's survivors,
+    carrying from the cascade's final choice among them (the best by the mixed total; with
+    --mix-carry own, by its own). A hypothesis that did not survive gets the cheap model's
+    costs in the expensive model's place. Returns (results, rank, gap, scored): results as
+    score_sets' of one set, the rest (num_hyps,) arrays in the conversations' order."""
+    import numpy as np
+
+    from rescore.engine.score import UttInput, score_nbest  # (lazy: keeps torch out until a model is scored)
+    from rescore.nbest.cascade import rank_and_gap, survivors
+
+    w, (s1, s2) = params.weight, params.mix
+    lm, dev, penalty = loaded[0]
+    log.info("cascade: model 1 (cheap) scores every hypothesis")
+    cheap = score_nbest(lm, convs, weight=w, settings=settings, device=dev, oov_penalty=penalty)
+    utts = [(u, c) for conv, conv_costs in zip(convs, cheap) for u, c in zip(conv, conv_costs)]
+    fixed = np.array([f for u, _ in utts for f in u.fixed], dtype=np.float64)
+    lcheap = np.array([sum(r) for _, c in utts for r in c], dtype=np.float64)
+    starts = np.cumsum([0] + [len(u.hyps) for u, _ in utts[:-1]]).astype(np.int64) if utts else np.zeros(0, np.int64)
+    rank, gap = rank_and_gap(fixed + w * lcheap, starts)
+    keep = survivors(rank, gap, cascade)
+    mixed_carry = settings.mix_carry == "mixed"
+    # The expensive model's carry: argmin fixed' + w' * l_exp over the survivors is the cascade's
+    # final choice, fixed + w * (s1 * l_cheap + s2 * l_exp), with fixed' = fixed + w s1 l_cheap and
+    # w' = w s2 (mixed); its own best, fixed + w * l_exp (own).
+    carry_fixed = fixed + w * s1 * lcheap if mixed_carry else fixed
+    sub, i = [], 0
+    for conv in convs:
+        out = []
+        for u in conv:
+            idx = [j for j in range(len(u.hyps)) if keep[i + j]]
+            out.append(UttInput([u.hyps[j] for j in idx], [float(carry_fixed[i + j]) for j in idx]))
+            i += len(u.hyps)
+        sub.append(out)
+    n_keep = int(keep.sum())
+    log.info("cascade: model 2 (expensive) scores %d of the %d hypotheses (%.1f %%; %s)", n_keep, len(keep),
+             100.0 * n_keep / max(len(keep), 1), ", ".join(f"{k} {v}" for k, v in cascade.as_dict().items()))
+    lm, dev, penalty = loaded[1]
+    part = score_nbest(lm, sub, weight=w * s2 if mixed_carry else w, settings=settings, device=dev,
+                       oov_penalty=penalty)
+    expensive, i = [], 0
+    for conv, conv_part, conv_cheap in zip(convs, part, cheap):
+        out = []
+        for u, u_part, u_cheap in zip(conv, conv_part, conv_cheap):
+            scored = iter(u_part)
+            out.append([next(scored) if keep[i + j] else u_cheap[j] for j in range(len(u.hyps))])
+            i += len(u.hyps)
+        expensive.append(out)
+    return [cheap, expensive], rank, gap, keep
 
 
 def score_sets(sets: Sequence[tuple], params: Params, models: Sequence[str], settings: EngineSettings,
-               train_counts=None, lexicon=()) -> List[List[list]]:
+               train_counts=None, lexicon=(), cascade=None) -> List[List[list]]:
     """score_models of several N-best sets (``sets``: (set, its fixed costs) each, e.g. the jobs
     of rescore-nbest --jobs) in one engine run per model: every model is loaded once, the sets'
     conversations are scored as one list (so that the forward calls batch across sets), and the
@@ -133,7 +187,10 @@ def score_sets(sets: Sequence[tuple], params: Params, models: Sequence[str], set
     if len(sets) > 1:
         log.info("%d sets, %d conversations, scored together; %d torch threads (OMP_NUM_THREADS, else "
                  "torch's default)", len(sets), len(convs), torch.get_num_threads())
-    if len(models) > 1 and settings.state_carry == "rescored" and settings.mix_carry == "mixed":
+    ranks = None
+    if cascade is not None and cascade.on:
+        results, *ranks = score_cascade(loaded, convs, params, settings, cascade)
+    elif len(models) > 1 and settings.state_carry == "rescored" and settings.mix_carry == "mixed":
         log.info("%d models in lockstep, each carrying from the best by the mixed cost", len(models))
         results = score_nbest_mixed([lm for lm, _, _ in loaded], convs, weight=params.weight, mix=params.mix,
                                     oov_penalties=[p for _, _, p in loaded], settings=settings,
@@ -152,4 +209,17 @@ def score_sets(sets: Sequence[tuple], params: Params, models: Sequence[str], set
     for s in per_set:
         out.append([r[start:start + len(s)] for r in results])
         start += len(s)
+    if ranks is not None:  # (the cascade's ranking, in the sets' order: each set's share of it)
+        sizes = [sum(len(u.hyps) for c in s for u in c) for s in per_set]
+        bounds = [0, *itertools.accumulate(sizes)]
+        out = [CascadeScored(r, *(a[b:e] for a in ranks)) for r, b, e in zip(out, bounds, bounds[1:])]
     return out
+
+
+class CascadeScored(list):
+    """score_sets' result of one set under a cascade: the per-model costs (a list, as without a
+    cascade) with the cascade's ``rank``, ``gap`` and ``scored`` arrays (score_cascade)."""
+
+    def __init__(self, results, rank, gap, scored):
+        super().__init__(results)
+        self.rank, self.gap, self.scored = rank, gap, scored

@@ -16,6 +16,7 @@ from rescore.errors import OptionError, RescoreError, check
 from rescore.io.files import atomic_output, write_json
 from rescore.io.kaldi import read_text_table
 from rescore.io.outdir import check_not_input
+from rescore.nbest.cascade import Cascade, CascadeRanks
 from rescore.nbest.combine import NnCosts, cross_validate, mix_grid, split_half, tune
 from rescore.nbest.interp import Params, check_inv_acwt, check_mix, check_weight, check_wip
 from rescore.jobs.nbest import NbestJob, check_paths, lexicon_of, nbest_input_files, rescore_nbest_dir
@@ -58,12 +59,17 @@ class TuneJob:
     hyp_out: Optional[str] = None  # 1-best text of the reported set (pooled under cross_validate)
     mixes: Optional[Sequence[Tuple[float, ...]]] = None  # shares swept with several cost files
     normalize_refs: bool = False  # lower-case the references, strip punctuation (rescore.metrics.refnorm)
+    # a cascade's ranking (rescore-nbest's lmwt.cascade) and the limits swept under it (rescore.nbest.cascade)
+    cascade_ranks: Optional[str] = None
+    cascade_tops: Tuple[int, ...] = ()  # K values (0: no limit by rank); none: the scored hypotheses
+    cascade_margins: Tuple[float, ...] = ()  # M values in nats; none: no limit by cost
     # NBEST_DIR as a step's output dir: its archives.JOB dirs (rescore.nbest.step_output); None for an N-best dir
     step_jobs: Optional[List[Path]] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         self._step_dir()
         self._check_mixes()
+        self._check_cascade()
         if self.split_half and (self.dev_utts or self.eval_utts):
             raise OptionError("one way of holding out: --split-half and --dev-utts/--eval-utts exclude each other",
                               option="--split-half")
@@ -136,12 +142,44 @@ class TuneJob:
               "--mixes", f"{sorted({len(m) for m in mixes})} shares")
         object.__setattr__(self, "mixes", mixes)
 
+    def _check_cascade(self) -> None:
+        """The cascade's limits need its ranking, and are checked as rescore-nbest's."""
+        object.__setattr__(self, "cascade_tops", tuple(sorted(set(self.cascade_tops))))
+        object.__setattr__(self, "cascade_margins", tuple(sorted(set(self.cascade_margins))))
+        for option, values in (("--cascade-tops", self.cascade_tops), ("--cascade-margins", self.cascade_margins)):
+            check(not values or self.cascade_ranks is not None, "--cascade (the lmwt.cascade of the scoring run) "
+                  "to sweep a cascade's limits", option, ",".join(f"{v:g}" for v in values))
+        for k in self.cascade_tops:
+            Cascade(top=k)
+        for m in self.cascade_margins:
+            Cascade(margin=m)
+        if self.cascade_ranks is not None:
+            if self.step_jobs is not None:
+                check(Path(self.cascade_ranks).name == str(self.cascade_ranks), f"a file name in each "
+                      f"{self.nbest_dir}/archives.JOB (lmwt.cascade) with a step's output dir", "--cascade",
+                      self.cascade_ranks)
+            check(bool(self.nn_costs), "--nn-costs (the cascade's lmwt.nn.1 and lmwt.nn.2)", "--cascade",
+                  self.cascade_ranks)
+            n = len(self.cascade_tops or [0]) * len(self.cascade_margins or [0])
+            check(n * len(self.weights) * len(self.inv_acwts) * len(self.wips) * len(self.mixes) <= MAX_TUNE_SETTINGS,
+                  f"a grid of at most {MAX_TUNE_SETTINGS} settings", "--cascade-tops/--cascade-margins",
+                  f"{n} cascade settings")
+
+    def cascades(self) -> List[Cascade]:
+        """The cascade settings swept (every K with every M), none without --cascade."""
+        if self.cascade_ranks is None:
+            return []
+        return [Cascade(k, m) for k in (self.cascade_tops or (0,)) for m in (self.cascade_margins or (None,))]
+
     def inputs(self) -> List[Path]:
         files = nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
         if self.step_jobs is not None:
             files += step_input_files(self.nbest_dir, self.nn_costs)
         else:
             files += [Path(p) for p in self.nn_costs]
+        if self.cascade_ranks is not None:
+            files += [j / self.cascade_ranks for j in self.step_jobs] if self.step_jobs is not None else \
+                [Path(self.cascade_ranks)]
         files += [Path(p) for p in (self.dev_utts, self.eval_utts) if p is not None]
         if self.apply is not None:
             files += self.apply.inputs()
@@ -184,6 +222,14 @@ def format_setting(best: Mapping[str, float]) -> str:
                      for k, v in best.items())
 
 
+def format_cascade(result: Mapping[str, object]) -> str:
+    """'  cascade-top 5  cascade-margin 8' of a tune() result with a cascade ('' without)."""
+    c = result.get("cascade")
+    if not c:
+        return ""
+    return "".join(f"  cascade-{k} {v:g}" for k, v in c.items() if v is not None) or "  cascade: every scored"
+
+
 def format_cross_validation(result: dict) -> str:
     """The readable result of combine.cross_validate: per fold the setting and the WER on the
     half it was tuned on and on the other, then the pooled figure."""
@@ -191,7 +237,7 @@ def format_cross_validation(result: dict) -> str:
     for f in result["folds"]:
         convs = f"{f['dev_conversations']} conversation{'s' if f['dev_conversations'] != 1 else ''}"
         lines.append(f"tuned on half {f['tuned_on']} ({f['dev_utts']} utterances, {convs}): "
-                     f"{format_setting(f['best'])}  (WER {f['dev_wer']:.2f} % there)")
+                     f"{format_setting(f['best'])}{format_cascade(f)}  (WER {f['dev_wer']:.2f} % there)")
         lines.append(f"  half {f['reported_on']} ({f['held_out_utts']} utterances) under it: WER "
                      f"{f['held_out_wer']:.2f} %  (rank 1: {f['held_out_first_pass_wer']:.2f} %)")
     lines.append(f"pooled ({result['pooled_utts']} utterances, each under the setting tuned on the other half): "
@@ -253,9 +299,17 @@ def tune_nbest_dir(job: TuneJob) -> dict:
     nbest, costs = load_tuning_set(job, job.nn_costs)
     if job.step_jobs is None:
         costs = NnCosts.read(nbest, job.nn_costs) if job.nn_costs else None  # other hypotheses fail here
+    cascades = None
+    if job.cascade_ranks is not None:
+        ranks = CascadeRanks.read_all([job.cascade_ranks] if job.step_jobs is None else
+                                      [j / job.cascade_ranks for j in job.step_jobs])
+        ranks.mask(costs.keys, Cascade())  # (every hypothesis of the set has its rank: checked here)
+        cascades = (ranks, job.cascades())
+        log.info("cascade: %d of %d hypotheses were scored by the last model; sweeping %d cascade settings",
+                 int(ranks.scored.sum()), len(ranks.scored), len(cascades[1]))
     if job.cross_validate:
         result = cross_validate(nbest, weights=job.weights, inv_acwts=job.inv_acwts, wips=job.wips,
-                                nn_costs=costs, mixes=job.mixes)
+                                nn_costs=costs, mixes=job.mixes, cascades=cascades)
         if job.hyp_out:
             write_one_best(job.hyp_out, nbest, result["pooled_choice"])
         if job.report:
@@ -272,7 +326,7 @@ def tune_nbest_dir(job: TuneJob) -> dict:
         if held_out is not None and {u.id for u in held_out.utterances()} & {u.id for u in nbest.utterances()}:
             log.warning("the tuning and evaluation utterances overlap: the held-out WER is not held out")
     result = tune(nbest, weights=job.weights, inv_acwts=job.inv_acwts, wips=job.wips, nn_costs=costs,
-                  held_out=held_out, mixes=job.mixes)
+                  held_out=held_out, mixes=job.mixes, cascades=cascades)
     best = Params(**result["best"])
     if job.params_out:
         best.to_json(job.params_out, tuned_on=job.nbest_dir, dev_wer=result["dev_wer"])

@@ -194,9 +194,12 @@ class CostArrays:
 
     Every combination of costs is checked: one that overflows (finite inputs whose interpolated
     cost is not finite) is a RescoreError naming the archive, the line and the hypothesis.
+
+    eligible: (num_hyps,) bool, the hypotheses that may be chosen (a cascade's survivors:
+    rescore.nbest.cascade; the others' total is taken as +inf), None: all of them.
     """
 
-    def __init__(self, nbest: NbestSet, nn: Optional[NnCosts] = None):
+    def __init__(self, nbest: NbestSet, nn: Optional[NnCosts] = None, eligible: Optional[np.ndarray] = None):
         hyps = [h for u in nbest.utterances() for h in u.hyps]
         self._nbest = nbest
         self.utt_ids = [u.id for u in nbest.utterances()]
@@ -209,6 +212,7 @@ class CostArrays:
         sizes = [len(u.hyps) for u in nbest.utterances()]
         self.starts = np.cumsum([0] + sizes[:-1] if sizes else []).astype(np.int64)
         self._errors: Optional[np.ndarray] = None
+        self.eligible = eligible
         self.ref_words = 0
         if nbest.refs is not None:
             self.ref_words = sum(len(nbest.refs[u]) for u in self.utt_ids)
@@ -250,6 +254,10 @@ class CostArrays:
         with np.errstate(over="ignore", invalid="ignore"):
             cost = interp.graph_cost(self.withlm, self.nolm, lnn, params.weight)
         self._check(cost, params, "graph cost")
+        if self.eligible is not None:  # out of a cascade: out of the running in Kaldi's scoring too
+            from rescore.nbest.cascade import OUT_OF_CASCADE
+
+            cost = cost + np.where(self.eligible, 0.0, OUT_OF_CASCADE)
         return dict(zip(self.keys, cost.tolist()))
 
     def best(self, params: Params) -> np.ndarray:
@@ -258,6 +266,8 @@ class CostArrays:
         cost = self.total(params)
         if not self.utt_ids:  # no utterance (an empty --split share)
             return np.zeros(0, dtype=np.int64)
+        if self.eligible is not None:  # a cascade: only its survivors can win
+            cost = np.where(self.eligible, cost, np.inf)
         mins = np.minimum.reduceat(cost, self.starts)
         seg = np.repeat(np.arange(len(self.starts)), np.diff(np.append(self.starts, len(cost))))
         at_min = np.flatnonzero(cost == mins[seg])
@@ -397,7 +407,7 @@ def sweep(arrays: CostArrays, weights: Sequence[float], inv_acwts: Sequence[floa
 
 def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float], wips: Sequence[float],
          nn_costs: Union[None, NnCosts, Callable[[float], NnCosts]] = None, held_out: Optional[NbestSet] = None,
-         mixes: Optional[Sequence[Sequence[float]]] = None) -> dict:
+         mixes: Optional[Sequence[Sequence[float]]] = None, cascades: Optional[tuple] = None) -> dict:
     """Pick the grid setting with the lowest WER on dev (ties: first in grid order, i.e. the
     first mix, then the smallest weight, inv_acwt, wip) and, when held_out is given, report its
     WER there too.
@@ -405,12 +415,15 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
     nn_costs: the checked NN costs of the K models (NnCosts), or a function weight -> NnCosts
     for models whose costs depend on the weight (state carried along the best hypotheses by the
     final cost); either may hold the costs of a bigger set than dev (and held_out). mixes: the
-    shares of the K models to sweep (mix_grid; default: one model, (1.0,)).
+    shares of the K models to sweep (mix_grid; default: one model, (1.0,)). cascades: (the
+    ranking of a cascade's scoring run, rescore.nbest.cascade.CascadeRanks; the cascade settings
+    to sweep, a list of Cascade), an outer loop: under each only its survivors can win.
 
     Returns {"best": {weight, inv_acwt, wip[, mix]}, "dev_wer", "dev_utts", "dev_conversations",
     "dev_choice" (utt -> 0-based rank of its 1-best under the best setting), "grid": [rows of
-    sweep]} and with held_out: "held_out_wer", "held_out_utts", "held_out_conversations",
-    "held_out_errors", "held_out_ref_words", "held_out_choice", "held_out_first_pass_wer".
+    sweep]; with cascades each row's "cascade" and the best's, {top, margin}} and with held_out:
+    "held_out_wer", "held_out_utts", "held_out_conversations", "held_out_errors",
+    "held_out_ref_words", "held_out_choice", "held_out_first_pass_wer".
     """
     if dev.refs is None:
         raise RescoreError("references for the tuning set (a data dir with 'text')", path=dev.path)
@@ -421,23 +434,38 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
         raise RescoreError("inv_acwt values > 0", got=str(list(inv_acwts)))
     costs_for = nn_costs if callable(nn_costs) else (lambda w: nn_costs)
     mixes = [tuple(m) for m in (mixes or [(1.0,)])] if nn_costs is not None else [(1.0,)]
+    ranks, settings = cascades if cascades is not None else (None, [None])
     rows = []
-    arrays = {}  # weight -> the dev set's arrays (one entry when the costs do not depend on it)
-    if callable(nn_costs):
-        for w in weights:
-            arrays[w] = CostArrays(dev, costs_for(w))
-            for mix in mixes:
-                rows += sweep(arrays[w], [w], inv_acwts, wips, mix)
-    else:
-        arrays = dict.fromkeys(weights, CostArrays(dev, nn_costs))
-        for mix in progress_mixes(mixes):
-            rows += sweep(arrays[weights[0]], weights, inv_acwts, wips, mix)
+    # weight -> the dev set's arrays (one entry when the costs do not depend on it), built once
+    arrays = {} if callable(nn_costs) else dict.fromkeys(weights, CostArrays(dev, nn_costs))
+    for cascade in settings:
+        start = len(rows)
+        if callable(nn_costs):
+            for w in weights:
+                arrays[w] = _eligible(arrays.get(w) or CostArrays(dev, costs_for(w)), ranks, cascade)
+                for mix in mixes:
+                    rows += sweep(arrays[w], [w], inv_acwts, wips, mix)
+        else:
+            _eligible(arrays[weights[0]], ranks, cascade)
+            for mix in progress_mixes(mixes):
+                rows += sweep(arrays[weights[0]], weights, inv_acwts, wips, mix)
+        if cascade is not None:
+            for row in rows[start:]:
+                row["cascade"] = cascade.as_dict()
     best = min(range(len(rows)), key=lambda i: rows[i]["wer"])
     params = Params(rows[best]["weight"], rows[best]["inv_acwt"], rows[best]["wip"],
                     tuple(rows[best].get("mix", (1.0,))))
+    cascade = None
+    if ranks is not None:  # the best's cascade, for the choice here and on the held-out set
+        from rescore.nbest.cascade import Cascade
+
+        cascade = Cascade(rows[best]["cascade"]["top"] or 0, rows[best]["cascade"]["margin"])
+        arrays = {w: _eligible(a, ranks, cascade) for w, a in arrays.items()}
     out = {"best": params.as_dict(), "dev_wer": rows[best]["wer"], "dev_utts": dev.num_utts,
            "dev_conversations": len(dev.conversations), "grid": rows,
            "dev_choice": arrays[params.weight].choice(params)}
+    if cascade is not None:
+        out["cascade"] = cascade.as_dict()
     for name, grid, v in (("inv_acwt", inv_acwts, params.inv_acwt), ("wip", wips, params.wip)):
         if len(grid) > 1 and v in (min(grid), max(grid)):
             log.warning("best %s %g is at the edge of its grid %s: widen the grid", name, v, list(grid))
@@ -448,7 +476,7 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
     if held_out is not None:
         if held_out.refs is None:
             raise RescoreError("references for the held-out set", path=held_out.path)
-        ho = CostArrays(held_out, costs_for(params.weight))
+        ho = _eligible(CostArrays(held_out, costs_for(params.weight)), ranks, cascade)
         out.update(held_out_wer=ho.wer(params), held_out_utts=held_out.num_utts,
                    held_out_conversations=len(held_out.conversations),
                    held_out_errors=ho.errors_of(params), held_out_ref_words=ho.ref_words,
@@ -457,6 +485,14 @@ def tune(dev: NbestSet, *, weights: Sequence[float], inv_acwts: Sequence[float],
         log.info("held out (%d utterances): WER %.2f %% (rank 1: %.2f %%)", held_out.num_utts,
                  out["held_out_wer"], out["held_out_first_pass_wer"])
     return out
+
+
+def _eligible(arrays: CostArrays, ranks, cascade) -> CostArrays:
+    """arrays with only the survivors of ``cascade`` (rescore.nbest.cascade.Cascade, under the
+    scoring run's ranking ``ranks``) eligible; unchanged without a cascade."""
+    if cascade is not None:
+        arrays.eligible = ranks.mask(arrays.keys, cascade)
+    return arrays
 
 
 def cross_validate(nbest: NbestSet, **tune_args) -> dict:

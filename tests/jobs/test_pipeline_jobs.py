@@ -204,3 +204,30 @@ def test_parse_jobs_and_job_paths():
     assert parse_jobs("1:4") == range(1, 5) and parse_jobs("3:3") == range(3, 4)
     assert job_path("exp/d/archives.JOB", 12) == "exp/d/archives.12" and job_path(None, 1) is None
     assert set(JOB_PATHS) == {"nbest_dir", "out_dir", "data_dir", "words_txt", "nn_costs"}
+
+
+def _same_ranks(a, b):
+    """Two lmwt.cascade files (key rank gap scored): the same keys, ranks and survivors; the gaps
+    (sums of float costs, summed in another order by one process over every job) to 1e-5."""
+    rows_a = [line.split() for line in a.read_text().splitlines()]
+    rows_b = [line.split() for line in b.read_text().splitlines()]
+    assert [(r[0], r[1], r[3]) for r in rows_a] == [(r[0], r[1], r[3]) for r in rows_b]
+    assert [float(r[2]) for r in rows_a] == pytest.approx([float(r[2]) for r in rows_b], abs=1e-5)
+
+
+def test_a_cascade_in_jobs_writes_what_separate_runs_write(tmp_path, model):
+    """--jobs with a cascade (the Kaldi step's --rescore-opts "--cascade-top 2" with two models):
+    every job's lmwt.cascade, costs and 1-best are those of a cascade run of its own."""
+    root = make_jobs(tmp_path / "set")
+    opts = _common(model, "--model", model, "--cascade-top", "2", "--mix", "0.3,0.7")
+    r = _nbest(_job_args(root) + ["--jobs", "1:3"] + opts)
+    assert r.exit_code == 0, r.output
+    for k in (1, 2, 3):
+        sep = tmp_path / f"sep.{k}"
+        one = _nbest([root / f"archives.{k}", sep, "--data-dir", root / "data" / str(k)] + opts)
+        assert one.exit_code == 0, one.output
+        a = root / f"archives.{k}"
+        _same_ranks(a / "lmwt.cascade", sep / "lmwt.cascade")
+        assert (a / "text").read_text() == (sep / "text").read_text()
+        for name in ("lmwt.nn.1", "lmwt.nn.2"):
+            _same_costs(a / name, sep / name)
