@@ -165,7 +165,8 @@ def _read_binary_int_vector(f: io.BytesIO, pos: int, where: str) -> Tuple[List[i
     f.seek(pos)
     try:
         arr = matio.read_int32vector(f, "<")
-    except Exception as e:  # kaldiio asserts on malformed input
+    except (AssertionError, struct.error, ValueError, MemoryError) as e:  # kaldiio's asserts on a malformed
+        # vector, struct.error of a cut length, numpy's ValueError/MemoryError of a negative or huge one
         raise RescoreError("a binary int32 vector", path=where, got=f"{type(e).__name__} {e}") from None
     return [int(x) for x in arr], f.tell()
 
