@@ -16,10 +16,17 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from rescore.settings import BODY_NAMES
+
 BODIES: Dict[str, type] = {}
 
 
 def register_body(name: str):
+    """Register a body class under ``name``, one of rescore.settings.BODY_NAMES (the torch-free
+    list that rescore-train-lm's --arch offers)."""
+    if name not in BODY_NAMES:
+        raise ValueError(f"body {name!r} is not declared in rescore.settings.BODY_NAMES")
+
     def add(cls: type) -> type:
         BODIES[name] = cls
         return cls

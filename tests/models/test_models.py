@@ -178,3 +178,19 @@ def test_rescore_nbest_reads_its_checkpoint_once(tmp_path, monkeypatch):
     assert M.read_checkpoint(path, keep=True) is first and len(reads) == 4
     load_checkpoint(path)
     assert len(reads) == 4 and not M._READ
+
+
+def test_the_torch_free_body_names_are_the_registry():
+    """rescore-train-lm's --arch (torch-free, for an instant --help) offers the names of
+    rescore.settings, and the registry of bodies holds exactly those; a body under an undeclared
+    name is refused when it registers."""
+    from rescore.cli.train_lm import main as train_main
+    from rescore.models import BODIES
+    from rescore.models.bodies import register_body
+    from rescore.settings import BODY_NAMES, RNN_BODIES, TRANSFORMER_BODIES
+
+    assert sorted(BODIES) == sorted(BODY_NAMES) == sorted(RNN_BODIES + TRANSFORMER_BODIES)
+    arch = next(p for p in train_main.params if p.name == "arch")
+    assert tuple(arch.type.choices) == BODY_NAMES
+    with pytest.raises(ValueError, match="BODY_NAMES"):
+        register_body("mamba")
