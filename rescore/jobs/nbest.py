@@ -43,6 +43,7 @@ from rescore.io.ecosystems import FORMATS
 from rescore.io.files import write_json
 from rescore.io.kaldi import write_nn_costs, write_table
 from rescore.io.outdir import OutputSet
+from rescore.io.symbols import read_vocabulary
 from rescore.jobs.scoring import score_models, score_sets
 # (their home is rescore.jobs.scoring; imported from here by tools and tests)
 from rescore.jobs.scoring import auto_oov_penalty, score_nbest_set  # noqa: F401
@@ -53,7 +54,7 @@ from rescore.nbest.combine import CostArrays, NnCosts
 from rescore.nbest.interp import Params, equal_mix
 from rescore.nbest.sets import ARCHIVES, default_words_txt, find_archive, load_nbest_dir
 from rescore.settings import OOV_AUTO, OOV_NONE, EngineSettings, is_hf_spec
-from rescore.vocab import Vocabulary, count_words, read_sentences
+from rescore.vocab import count_words, read_sentences
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -144,7 +145,7 @@ def lexicon_of(nbest_dir: PathLike, words_txt: Optional[PathLike]) -> List[str]:
     """The recognizer's words: those of the N-best set's words.txt (words_txt_of), none where
     there is none."""
     path = words_txt_of(nbest_dir, words_txt)
-    return Vocabulary.from_words_txt(path).words[2:] if path is not None else []
+    return read_vocabulary(path).words[2:] if path is not None else []
 
 
 def model_oov_penalty(s: EngineSettings, nbest_dir: PathLike, words_txt: Optional[PathLike],

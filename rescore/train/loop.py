@@ -42,6 +42,7 @@ from rescore.train.data import Streams, load_streams
 from rescore.errors import OptionError, RescoreError
 from rescore.io.files import write_json
 from rescore.io.outdir import remove_leftovers, sha256
+from rescore.io.symbols import read_vocabulary
 from rescore.models import ModelConfig, build_model, model_from_checkpoint, read_checkpoint, save_checkpoint
 from rescore.models.base import HeadOutput, LMState
 from rescore.nbest.refs import FINGERPRINT_KEY, text_fingerprint
@@ -196,7 +197,7 @@ def vocabulary(opts: TrainOptions) -> Vocabulary:
     if opts.words_txt is not None and opts.max_vocab is not None:
         raise RescoreError("either a words.txt or a maximum vocabulary size, not both",
                            path=opts.words_txt)
-    return (Vocabulary.from_words_txt(opts.words_txt) if opts.words_txt is not None
+    return (read_vocabulary(opts.words_txt) if opts.words_txt is not None
             else Vocabulary.from_text(opts.train, opts.max_vocab))
 
 
