@@ -2,8 +2,9 @@
 
 Each field carries its choices (or its lower bound), its default and its help text (field
 metadata), so that rescore-nbest's options (rescore.cli.engine_options) are generated from it and
-the engine (rescore.engine.score.score_nbest) takes one :class:`EngineSettings` whole. Torch-free: a
-command's ``--help`` and its option checks stay instant.
+the engine (rescore.engine.score.score_nbest) takes one :class:`EngineSettings` whole. Also the
+names of the model bodies (rescore.models.bodies registers a class under each; rescore-train-lm's
+--arch offers them). Torch-free: a command's ``--help`` and its option checks stay instant.
 """
 
 from __future__ import annotations
@@ -13,6 +14,12 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Optional, Tuple, Union
 
 from rescore.errors import check, check_device
+
+# The model bodies by name: rescore.models.bodies registers one class under each name (and no
+# other), rescore-train-lm's --arch offers them all.
+RNN_BODIES = ("lstm", "gru")
+TRANSFORMER_BODIES = ("transformer", "kaldi-transformer")  # --n-heads, --context, --positions, --ff-mult
+BODY_NAMES = RNN_BODIES + TRANSFORMER_BODIES
 
 ENGINES = ("fast", "padded", "naive")
 STATE_CARRY = ("none", "first-pass", "rescored")

@@ -17,8 +17,6 @@ from typing import Dict, Iterable, List, Optional, Tuple, Union
 
 from rescore.bulk import gc_paused
 from rescore.errors import RescoreError
-from rescore.io.kaldi import read_symbol_table  # the one reader of symbol tables
-from rescore.io.lines import without_bom
 
 EOS = "<eos>"  # the one sentence-boundary symbol: first input and last target of a sentence
 UNK = "<unk>"  # every out-of-vocabulary word has this vocabulary id
@@ -43,7 +41,7 @@ def read_sentences(path: Union[str, Path]) -> List[List[str]]:
         raise RescoreError("a readable text file (plain or gzip)", path=path,
                            got=getattr(e, "strerror", None) or str(e)) from None
     try:
-        lines = without_bom(data).decode("utf-8").split("\n")  # (the whole text at once, as a rule)
+        lines = data.decode("utf-8-sig").split("\n")  # (a leading BOM dropped; the whole text at once, as a rule)
     except UnicodeDecodeError:
         raise _utf8_error(data, path) from None
     sentences = []
@@ -112,16 +110,14 @@ class Vocabulary:
         return cls([EOS, UNK] + words)
 
     @classmethod
-    def from_words_txt(cls, path: Union[str, Path], unk: str = UNK) -> "Vocabulary":
-        """Kaldi ``words.txt`` (``word id`` per line): its words in id order.
+    def from_symbol_table(cls, ids: Dict[str, int], unk: str = UNK) -> "Vocabulary":
+        """The words of a Kaldi symbol table (word -> id, as rescore.io.symbols.read_symbol_table
+        reads ``words.txt``; rescore.io.symbols.read_vocabulary reads one into a Vocabulary), in
+        id order.
 
         ``<eps>``, ``<s>``, ``</s>`` and disambiguation symbols (``#0``...) are left out; the
         recipe's OOV symbol ``unk`` becomes our ``<unk>``.
         """
-        path = Path(path)
-        if not path.is_file():
-            raise RescoreError("an existing Kaldi words.txt", path=path)
-        ids = read_symbol_table(path)
         left_out = _KALDI_NON_WORDS | {EOS, UNK, unk}
         words = [w for w in sorted(ids, key=ids.__getitem__) if w not in left_out and not w.startswith("#")]
         return cls([EOS, UNK] + words)

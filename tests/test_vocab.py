@@ -1,6 +1,7 @@
 import pytest
 
 from rescore.errors import RescoreError
+from rescore.io.symbols import read_vocabulary
 from rescore.vocab import Vocabulary, read_sentences
 
 
@@ -24,11 +25,11 @@ def test_encode_identities():
 def test_from_words_txt(tmp_path):
     p = tmp_path / "words.txt"
     p.write_text("<eps> 0\n<UNK> 1\nthe 2\ncat 3\n#0 4\n<s> 5\n</s> 6\n")
-    v = Vocabulary.from_words_txt(p, unk="<UNK>")
+    v = read_vocabulary(p, unk="<UNK>")
     assert v.words == ["<eos>", "<unk>", "the", "cat"]
     p.write_text("<eps> 0\nthe\n")
     with pytest.raises(RescoreError, match=r"words.txt:2: expected 'word id'"):
-        Vocabulary.from_words_txt(p)
+        read_vocabulary(p)
 
 
 def test_missing_file(tmp_path):

@@ -1,4 +1,4 @@
-"""rescore-train-lm: train an LSTM or Transformer word LM with a softmax or pointer head, and a
+"""rescore-train-lm: train an LSTM, GRU or Transformer word LM with a softmax or pointer head, and a
 full softmax or a class-factored output layer."""
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_o
 from rescore.cli.examples import attach
 from rescore.cli.options import (MAX_BATCH, MAX_LAYERS, MAX_SEED, MAX_STEPS, MAX_THREADS, MAX_TOKENS, MAX_VOCAB,
                                  MAX_WIDTH, Count, Need, Real)
+from rescore.settings import BODY_NAMES, TRANSFORMER_BODIES
 from rescore.train.options import DEFAULT_LR  # torch-free: --help stays instant
 
 
@@ -30,7 +31,8 @@ class Classes(click.ParamType):
             self.fail(f"expected an integer or auto (classes in [1, {MAX_WIDTH}]), got {value!r}", param, ctx)
 
 
-TRANSFORMER = Need(lambda p: p["arch"] == "transformer", "--arch transformer (a Transformer's setting)")
+TRANSFORMER = Need(lambda p: p["arch"] in TRANSFORMER_BODIES,
+                   f"--arch {' or '.join(TRANSFORMER_BODIES)} (a Transformer's setting)")
 # What each option needs to act (rescore.cli.options.Need): a body's or a head's options the body
 # or head; and --help's sections
 NEEDS = {
@@ -59,7 +61,9 @@ GROUPS = {
               help="Validation text: learning-rate annealing, early stop, best model.")
 @click.option("--out-dir", required=True, type=click.Path(file_okay=False),
               help="Output directory: model.pt (best on valid), last.pt, train.json.")
-@click.option("--arch", type=click.Choice(["lstm", "transformer"]), default="lstm", help="Body.")
+@click.option("--arch", type=click.Choice(BODY_NAMES), default="lstm",
+              help="Body. kaldi-transformer: Kaldi's steps/pytorchnn Transformer (post-LayerNorm, "
+                   "absolute positions), with --positions sinusoidal and an even --hidden.")
 @click.option("--head", default="softmax",
               help="Output head: softmax, pointer (implicit cache pointer), or another name "
                    "registered in rescore.models.HEADS (psmm, pointer-generator).")

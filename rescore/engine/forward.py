@@ -20,9 +20,6 @@ from rescore.errors import RescoreError, check, check_device
 from rescore.nbest.interp import total_cost, word_posterior_mass
 from rescore.engine.lstm_steps import InferencePaths, LSTMLevels, linear_output
 from rescore.models.base import HeadOutput, LanguageModel, LMState, forget_inputs
-from rescore.models.bodies import LSTMBody
-from rescore.models.heads import SoftmaxHead
-from rescore.models.lm import NeuralLM
 from rescore.settings import NORMALIZE, EngineSettings
 import ctypes
 import platform
@@ -246,8 +243,7 @@ class Forward:
         NeuralLM, at inference on a CPU in fp32 or int8: rescore.engine.lstm_steps.LSTMLevels),
         or None: then the engine calls this Forward per level. Call within ``modes()``."""
         model = self.model
-        if (not isinstance(model, NeuralLM) or not isinstance(model.body, LSTMBody)
-                or not isinstance(model.head, SoftmaxHead) or self.pad_rows or set(starts.tensors) != {"h", "c"}
+        if (not model.lstm_levels() or self.pad_rows or set(starts.tensors) != {"h", "c"}
                 or model.training or torch.is_grad_enabled() or self.device.type != "cpu"):
             return None
         low = self.paths.low_precision(self.device.type)

@@ -26,7 +26,6 @@ from torch import Tensor
 from rescore.engine.kernels import native, quant
 from rescore.models.base import HeadOutput
 from rescore.models.bodies import LSTMBody
-from rescore.models.classes import ClassDecoder
 from rescore.models.heads import OutputRows, SoftmaxHead, log_norm
 from rescore.engine.kernels.quant import Int8Linear
 
@@ -53,7 +52,7 @@ class InferencePaths:
         for this body (then the body's forward)."""
         dev = ids.device.type
         low = self.low_precision(dev)
-        if not isinstance(body, LSTMBody) or not (low is None or dev == "cpu"):
+        if not body.lstm_step or not (low is None or dev == "cpu"):
             return None
         with torch.autocast(dev, enabled=False):
             return step_ids(body, ids, embedding, state, low)
@@ -63,7 +62,7 @@ class InferencePaths:
         """A head's output read for its targets only: a softmax head's through the kernels
         (softmax_output), another head's forward with its unnormalised target rows
         (OutputRows) scored by rows_scorer."""
-        if isinstance(head, SoftmaxHead):
+        if head.softmax_output is not None:
             return softmax_output(head, hidden, normalize, self.int8), {}
         out, new = head(hidden, emb, ident, state, normalize=normalize)
         if isinstance(out.vocab_score, OutputRows):
@@ -312,7 +311,7 @@ def softmax_output(head: SoftmaxHead, hidden: Tensor, normalize: bool, int8: boo
     ``head.forward``, with each row's log Z by one kernel where one runs (int8: the fused int8
     output layer on one torch thread; else the float logits' logsumexp_rows) and no (B, T, V)
     log-probabilities written; ``int8``: the output layer's products in int8 on a CPU."""
-    if isinstance(head.decoder, ClassDecoder):
+    if head.softmax_output == "class":
         out, _ = head(hidden, None, None, {}, normalize=normalize)
         return out
     if not normalize:
@@ -344,7 +343,7 @@ def linear_output(head, normalize: bool, int8: bool):
     the row's ``native.logsumexp_int8``: unnormalised output, or exact under int8 with the fused
     kernels (as ``softmax_output``); else None (another head, a class-factored output; exact in
     float)."""
-    if not isinstance(head, SoftmaxHead) or isinstance(head.decoder, ClassDecoder) or head.training:
+    if head.softmax_output != "softmax" or head.training:
         return None
     w, b = head.decoder.weight, head.decoder.bias
     if not normalize:

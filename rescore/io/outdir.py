@@ -371,7 +371,9 @@ class DirReplacement:
         _fsync_dir(t.parent)
 
 
-def sha256(path: Path) -> str:
+def sha256(path: PathLike) -> str:
+    """The SHA-256 of a file, hex: the one digest of the package (an output dir's manifest, an
+    imported GGUF file, the training text a checkpoint's data position refers to)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):

@@ -5,17 +5,27 @@ from __future__ import annotations
 import contextlib
 import gzip
 import zlib
+from pathlib import Path
 from typing import Dict, Mapping, Optional
 
 from rescore.errors import RescoreError
 from rescore.io.files import file_key
 from rescore.io.lines import PathLike, iter_lines, open_bytes
+from rescore.vocab import UNK, Vocabulary
 
 
 # The last tables read, by (file, inode, mtime, size): the jobs of one run read the same words.txt
 # several times each (the N-best reader, the vocabulary checks), 0.1 s a time for 200k words.
 _READ: Dict[tuple, Dict[str, int]] = {}
 _KEEP = 4
+
+
+def read_vocabulary(path: PathLike, unk: str = UNK) -> Vocabulary:
+    """The Vocabulary of a Kaldi ``words.txt``: its words in id order, less ``<eps>``, ``<s>``,
+    ``</s>`` and ``#n``, the recipe's OOV symbol ``unk`` as ``<unk>`` (Vocabulary.from_symbol_table)."""
+    if not Path(path).is_file():
+        raise RescoreError("an existing Kaldi words.txt", path=path)
+    return Vocabulary.from_symbol_table(read_symbol_table(path), unk)
 
 
 def read_symbol_table(path: PathLike) -> Dict[str, int]:

@@ -209,9 +209,7 @@ def rescore_table(job: InterchangeJob) -> Optional[dict]:
                           "files", option="--write-format", got="icefall")
     if job.split is not None:
         k, n = job.split
-        share = nbest.subset(split_share([c.id for c in nbest.conversations], k, n, job.scoring.conv_batch))
-        share.source_table = nbest.source_table
-        nbest = share
+        nbest = nbest.subset(split_share([c.id for c in nbest.conversations], k, n, job.scoring.conv_batch))
     job = replace(job, extra_report=dict(job.extra_report, input=job.nbest_dir, format=job.fmt,
                                          score_weights=weights))
     with job.output_set(nbest.refs is not None) as out:

@@ -39,9 +39,11 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from rescore import metrics
 from rescore.bulk import gc_frozen
 from rescore.errors import OptionError, check
+from rescore.io.ecosystems import FORMATS
 from rescore.io.files import write_json
 from rescore.io.kaldi import write_nn_costs, write_table
 from rescore.io.outdir import OutputSet
+from rescore.io.symbols import read_vocabulary
 from rescore.jobs.scoring import score_models, score_sets
 # (their home is rescore.jobs.scoring; imported from here by tools and tests)
 from rescore.jobs.scoring import auto_oov_penalty, score_nbest_set  # noqa: F401
@@ -52,7 +54,7 @@ from rescore.nbest.combine import CostArrays, NnCosts
 from rescore.nbest.interp import Params, equal_mix
 from rescore.nbest.sets import ARCHIVES, default_words_txt, find_archive, load_nbest_dir
 from rescore.settings import OOV_AUTO, OOV_NONE, EngineSettings, is_hf_spec
-from rescore.vocab import Vocabulary, count_words, read_sentences
+from rescore.vocab import count_words, read_sentences
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -143,7 +145,7 @@ def lexicon_of(nbest_dir: PathLike, words_txt: Optional[PathLike]) -> List[str]:
     """The recognizer's words: those of the N-best set's words.txt (words_txt_of), none where
     there is none."""
     path = words_txt_of(nbest_dir, words_txt)
-    return Vocabulary.from_words_txt(path).words[2:] if path is not None else []
+    return read_vocabulary(path).words[2:] if path is not None else []
 
 
 def model_oov_penalty(s: EngineSettings, nbest_dir: PathLike, words_txt: Optional[PathLike],
@@ -189,10 +191,14 @@ class NbestJob:
     normalize_refs: bool = False  # lower-case the references, strip punctuation (rescore.metrics.refnorm)
     # two models as a cascade: the last scores only the first's survivors (rescore.nbest.cascade)
     cascade: Cascade = field(default_factory=Cascade)
+    # the input's format (rescore.io.ecosystems.FORMATS): a Kaldi N-best dir; an InterchangeJob
+    # (rescore.jobs.interchange) reads the others
+    fmt: str = "kaldi"
 
     def __post_init__(self):
         if not isinstance(self.params, Params):
             raise TypeError("params must be a rescore.nbest.interp.Params")
+        check(self.fmt in FORMATS, f"one of {', '.join(FORMATS)}", "--format", self.fmt)
         object.__setattr__(self, "nn_costs", check_paths(self.nn_costs, "--nn-costs"))
         object.__setattr__(self, "models", check_paths(self.models, "--model", "models"))
         k = self.num_models
@@ -347,7 +353,7 @@ def check_input(job: NbestJob, nbest, train_sentences=None):
         log.info("references normalised (--normalize-refs): typographic quotes as ASCII, lower case, punctuation "
                  "stripped")
     checks = sanity.check_nbest_input(nbest, job.models, job.words_txt, job.allow_oov_rate,
-                                      fmt=getattr(job, "fmt", "kaldi"), train_sentences=train_sentences,
+                                      fmt=job.fmt, train_sentences=train_sentences,
                                       train_text=job.train_text, params_file=job.params_file)
     return checks, CostArrays(nbest).fixed(job.params)
 

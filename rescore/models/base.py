@@ -113,6 +113,21 @@ class HeadOutput:
         return lp.view(target_ids.shape), log_z.view(target_ids.shape)
 
 
+class Part(nn.Module):
+    """A body or a head of a NeuralLM (rescore.models.bodies, rescore.models.heads), and what it
+    declares to the scoring engine, whose own inference paths (rescore.engine.lstm_steps) may run
+    it in place of its forward. The engine asks these, never a part's class."""
+
+    # A body: a stacked nn.LSTM ``rnn`` of ``layers`` x ``hidden``, state ``h`` and ``c`` (B,
+    # layers, H): the engine may take its one-token steps from a (V, 4H) table (over trie
+    # levels too) and its fused kernels.
+    lstm_step = False
+    # A head: one softmax over its ``decoder`` and no history or state, read for the targets
+    # only: "softmax" (``decoder`` an nn.Linear (V, H)) or "class" (a class-factored
+    # rescore.models.classes.ClassDecoder); None: a head the engine runs through its forward.
+    softmax_output: Optional[str] = None
+
+
 class Inference(Protocol):
     """What the scoring engine hands a model's forward (``inference=``) at inference, so that the
     engine, not the model, chooses how each part runs (its kernels, precision and the outputs it
@@ -271,6 +286,13 @@ class LanguageModel(nn.Module):
     supports_unnormalized = False  # ``forward(..., normalize=False)`` works
     takes_inference = False  # ``forward(..., inference=...)`` (and forward_tree's) works: Inference
     scores_nbest = False  # scored by a scorer of its own, not through forward (rescore.models.hf.HfLM)
+
+    def lstm_levels(self) -> bool:
+        """Whether the engine may run the model over the levels of prefix tries by its own
+        one-token steps (rescore.engine.lstm_steps.LSTMLevels): a ``body`` that declares
+        ``Part.lstm_step`` under an ``embedding``, a ``head`` that declares
+        ``Part.softmax_output`` and a ``drop`` between them."""
+        return False
 
     def score(self, ids: Tensor, ident: Tensor, target_ids: Tensor, target_ident: Tensor,
               state: LMState) -> tuple[Tensor, LMState]:

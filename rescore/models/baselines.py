@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rescore.models.base import EMPTY, HeadOutput
+from rescore.models.base import EMPTY, HeadOutput, Part
 from rescore.models.classes import ClassDecoder
 from rescore.models.heads import OutputRows, log_norm, register_head
 from rescore.models.history import slide
@@ -38,7 +38,7 @@ def band_index(T: int, L: int, device) -> Tensor:
             + torch.arange(L, device=device).unsqueeze(0))
 
 
-class _HistoryHead(nn.Module):
+class _HistoryHead(Part):
     """What PSMM and the pointer-generator share: the tied softmax and the hidden-state history.
 
     With a class decoder (``--output class``) P_vocab is the class-factored one, unchanged

@@ -16,11 +16,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from rescore.models.base import Part
+from rescore.settings import BODY_NAMES
+
 BODIES: Dict[str, type] = {}
 
 
 def register_body(name: str):
+    """Register a body class under ``name``, one of rescore.settings.BODY_NAMES (the torch-free
+    list that rescore-train-lm's --arch offers)."""
+    if name not in BODY_NAMES:
+        raise ValueError(f"body {name!r} is not declared in rescore.settings.BODY_NAMES")
+
     def add(cls: type) -> type:
+        if not issubclass(cls, Part):
+            raise TypeError(f"body {name!r}: a rescore.models.base.Part (what it declares to the engine)")
         BODIES[name] = cls
         return cls
 
@@ -40,8 +50,10 @@ def _layer_first(state: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 @register_body("lstm")
-class LSTMBody(nn.Module):
+class LSTMBody(Part):
     """Multi-layer LSTM; state h, c: (B, layers, H) float."""
+
+    lstm_step = True
 
     def __init__(self, config):
         super().__init__()
@@ -62,7 +74,7 @@ class LSTMBody(nn.Module):
 
 
 @register_body("gru")
-class GRUBody(nn.Module):
+class GRUBody(Part):
     """Multi-layer GRU (Cho et al. 2014), as Kaldi's steps/pytorchnn offers; state h: (B, layers,
     H) float."""
 
@@ -160,7 +172,7 @@ class Block(nn.Module):
 
 
 @register_body("transformer")
-class TransformerBody(nn.Module):
+class TransformerBody(Part):
     """Causal Transformer whose state is a KV cache of the last W = context tokens.
 
     Each token attends to itself and the W - 1 tokens before it (a sliding window), so the

@@ -13,7 +13,7 @@ RETIRED_FIELDS = ("cache_theta", "cache_lambda")
 
 @dataclass
 class ModelConfig:
-    arch: str = "lstm"  # body: "lstm" or "transformer"
+    arch: str = "lstm"  # body: a name in rescore.settings.BODY_NAMES (lstm, gru, transformer, ...)
     head: str = "softmax"  # output head: a name in rescore.models.HEADS (softmax, pointer, ...)
     vocab_size: int = 0  # V, filled in from the vocabulary by build_model
     hidden: int = 256  # H: hidden size = embedding size (input and output embeddings are tied)

@@ -1,6 +1,6 @@
 """Output heads: from the body output to the mixture of rescore.models.base.HeadOutput.
 
-A head is an ``nn.Module`` registered in ``HEADS`` under its name and built as
+A head is a ``rescore.models.base.Part`` (an nn.Module) registered in ``HEADS`` under its name and built as
 ``HeadClass(config, decoder)``, where ``decoder`` is the output ``nn.Linear`` (V x H, weight tied
 with the input embedding). It offers
 
@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from rescore.models.base import EMPTY, HeadOutput
+from rescore.models.base import EMPTY, HeadOutput, Part
 from rescore.models.classes import ClassDecoder
 from rescore.models.history import slide
 
@@ -40,6 +40,8 @@ def register_head(name: str) -> Callable[[type], type]:
     """Class decorator: make a head available as ``ModelConfig.head = name``."""
 
     def add(cls: type) -> type:
+        if not issubclass(cls, Part):
+            raise TypeError(f"head {name!r}: a rescore.models.base.Part (what it declares to the engine)")
         HEADS[name] = cls
         return cls
 
@@ -75,7 +77,7 @@ class OutputRows:
 
 
 @register_head("softmax")
-class SoftmaxHead(nn.Module):
+class SoftmaxHead(Part):
     """y_t = softmax(W h_t + b): no history, no state. With a class decoder
     y_t(w) = softmax(U h_t + d)[c(w)] softmax_{c(w)}(W h_t + b)[w] (rescore.models.classes).
     The engine reads it through its own kernels (rescore.engine.lstm_steps.softmax_output)."""
@@ -85,6 +87,10 @@ class SoftmaxHead(nn.Module):
     def __init__(self, config, decoder: nn.Linear):
         super().__init__()
         self.decoder = decoder
+
+    @property
+    def softmax_output(self) -> str:
+        return "class" if isinstance(self.decoder, ClassDecoder) else "softmax"
 
     def init_state(self, batch_size: int, device=None) -> Dict[str, Tensor]:
         return {}
@@ -151,7 +157,7 @@ class JointLogSoftmax(torch.autograd.Function):
 
 
 @register_head("pointer")
-class PointerHead(nn.Module):
+class PointerHead(Part):
     """The implicit cache pointer of Li, Povey and Khudanpur (Interspeech 2020).
 
     z_t = [W h_t + b ; W_p h_t + m_hist] over V + L, y_t = softmax(z_t); slot i of position t holds

@@ -23,7 +23,6 @@ turns. The BOS is the tokenizer's own where it is a document-start token (``<s>`
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import struct
@@ -34,7 +33,7 @@ import torch
 
 from rescore.errors import RescoreError
 from rescore.io.files import read_json
-from rescore.io.outdir import DirReplacement, atomic_output
+from rescore.io.outdir import DirReplacement, atomic_output, sha256
 from rescore.models.hf import _transformers as hf_transformers
 from rescore.models.hf import check_json_files, load_error, load_errors, load_hf
 from rescore.progress import library_bars
@@ -168,14 +167,6 @@ def _probe_logits(model, tokenizer) -> torch.Tensor:
         return model(input_ids=torch.tensor([ids]), use_cache=False).logits.float()
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _inputs(directory: Path, gguf: Optional[str]) -> List[Path]:
     """The files an import reads: the GGUF file, or the files of the from_pretrained dir (not
     its subdirectories: an earlier import written inside it is not an input)."""
@@ -239,7 +230,7 @@ def import_lm(source, out_dir, bos: Optional[str] = None, eos: Optional[str] = N
             raise RescoreError("the chosen boundary tokens in the written tokenizer", path=src,
                                got=f"BOS {back.bos_id}, EOS {back.eos_id}")
         record = {"source": src.name, "format": "gguf" if gguf else "from_pretrained",
-                  "sha256": _sha256(src) if gguf else None, "architecture": type(model).__name__,
+                  "sha256": sha256(src) if gguf else None, "architecture": type(model).__name__,
                   "parameters": sum(p.numel() for p in model.parameters()), "dtype": dtype,
                   "bos_token": bos, "eos_token": eos, "boundary_choice": why,
                   "special_tokens": specials, "probe_max_abs_logit_diff": diff,

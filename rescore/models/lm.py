@@ -92,6 +92,9 @@ class NeuralLM(LanguageModel):
     supports_unnormalized = True  # every head takes normalize=False
     takes_inference = True
 
+    def lstm_levels(self) -> bool:
+        return self.body.lstm_step and self.head.softmax_output is not None
+
     def forward(self, ids: Tensor, ident: Tensor, state: LMState, normalize: bool = True,
                 inference: Optional[Inference] = None) -> Tuple[HeadOutput, LMState]:
         """LanguageModel.forward; with ``inference`` (the engine's paths) a one-token call at

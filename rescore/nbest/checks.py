@@ -256,9 +256,9 @@ def model_vocabulary(path: PathLike) -> List[str]:
 
 
 def _lexicon(words_txt: Optional[Path]) -> Optional[List[str]]:
-    from rescore.vocab import Vocabulary  # (lazy: keeps rescore.io out of rescore-nbest's start-up)
+    from rescore.io.symbols import read_vocabulary  # (lazy: keeps rescore.io out of rescore-nbest's start-up)
 
-    return Vocabulary.from_words_txt(words_txt).words[2:] if words_txt is not None else None
+    return read_vocabulary(words_txt).words[2:] if words_txt is not None else None
 
 
 def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optional[PathLike] = None,

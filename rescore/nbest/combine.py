@@ -309,7 +309,7 @@ class CostArrays:
         bad = [t for t in terms if not np.isfinite(t[3])]
         term, source, value, _ = bad[0] if bad else max(terms, key=lambda t: abs(t[3]))
         key = self.keys[i]
-        table = getattr(self._nbest, "source_table", None)  # (path, key -> line, archive -> column)
+        table = self._nbest.source_table  # (path, key -> line, archive -> column)
         if isinstance(source, int):
             path, kind = self.nn.sources[source], "tokens"
         elif table is not None:  # a set read from a table (rescore.jobs.interchange.to_nbest_set)

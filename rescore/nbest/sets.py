@@ -45,7 +45,7 @@ import itertools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from rescore.bulk import gc_paused
 from rescore.errors import RescoreError
@@ -105,6 +105,10 @@ class NbestSet:
     conversations: List[Conversation]
     refs: Optional[Dict[str, List[str]]] = None
     grouping: str = "utterance"  # how conversations were formed: segments | utt2spk | utterance
+    # a set read from a table (rescore.jobs.interchange.to_nbest_set): (the table's file,
+    # hypothesis key -> its line, cost -> the column it comes from), where an overflow of the
+    # interpolation names its input (rescore.nbest.combine.CostArrays); None: a Kaldi N-best dir
+    source_table: Optional[Tuple[str, Dict[str, int], Dict[str, str]]] = None
 
     def utterances(self) -> Iterator[Utterance]:
         """All utterances, conversation by conversation, in carry order."""
@@ -127,7 +131,7 @@ class NbestSet:
         if self.refs is not None:
             utts = {u.id for c in convs for u in c.utterances}
             refs = {k: v for k, v in self.refs.items() if k in utts}
-        return NbestSet(self.path, convs, refs, self.grouping)
+        return NbestSet(self.path, convs, refs, self.grouping, self.source_table)
 
     def subset_utts(self, utt_ids: Sequence[str]) -> "NbestSet":
         """The same set restricted to some utterances (conversations keep their order)."""
@@ -138,7 +142,7 @@ class NbestSet:
             if us:
                 convs.append(Conversation(c.id, us))
         refs = None if self.refs is None else {k: v for k, v in self.refs.items() if k in keep}
-        return NbestSet(self.path, convs, refs, self.grouping)
+        return NbestSet(self.path, convs, refs, self.grouping, self.source_table)
 
 
 def find_archive(nbest_dir: PathLike, name: str) -> Optional[Path]:

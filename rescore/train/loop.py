@@ -41,14 +41,15 @@ import torch.distributed as dist
 from rescore.train.data import Streams, load_streams
 from rescore.errors import OptionError, RescoreError
 from rescore.io.files import write_json
-from rescore.io.outdir import remove_leftovers
+from rescore.io.outdir import remove_leftovers, sha256
+from rescore.io.symbols import read_vocabulary
 from rescore.models import ModelConfig, build_model, model_from_checkpoint, read_checkpoint, save_checkpoint
 from rescore.models.base import HeadOutput, LMState
 from rescore.nbest.refs import FINGERPRINT_KEY, text_fingerprint
 from rescore.train.ppl import stream_loss
 from rescore.progress import progress
 from rescore.train.options import TrainOptions, check_config, check_out_dir, check_resume, plain_options
-from rescore.train.state import TrainState, file_digest, get_rng, set_rng
+from rescore.train.state import TrainState, get_rng, set_rng
 from rescore.vocab import read_sentences
 from rescore.vocab import Vocabulary
 
@@ -153,7 +154,7 @@ def restore_or_build(config: ModelConfig, opts: TrainOptions, rank: int, world: 
     last_path = out_dir / "last.pt"
     if rank == 0:
         _remove_stale_temporaries(out_dir)
-    train_digest = file_digest(opts.train)
+    train_digest = sha256(opts.train)
     saved: Dict[str, Any] = {}
     if opts.resume and last_path.exists():
         model, config, saved = _restore(last_path, config, opts, world, train_digest)
@@ -196,7 +197,7 @@ def vocabulary(opts: TrainOptions) -> Vocabulary:
     if opts.words_txt is not None and opts.max_vocab is not None:
         raise RescoreError("either a words.txt or a maximum vocabulary size, not both",
                            path=opts.words_txt)
-    return (Vocabulary.from_words_txt(opts.words_txt) if opts.words_txt is not None
+    return (read_vocabulary(opts.words_txt) if opts.words_txt is not None
             else Vocabulary.from_text(opts.train, opts.max_vocab))
 
 

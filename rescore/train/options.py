@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from rescore.errors import OptionError, RescoreError, check, check_device
 from rescore.io.outputs import check_output_dir
+from rescore.settings import BODY_NAMES, TRANSFORMER_BODIES
 
 if TYPE_CHECKING:
     from rescore.models import ModelConfig
@@ -149,9 +150,13 @@ def check_config(config: ModelConfig) -> None:
              "--self-norm with --output class only with --head softmax")
     else:
         need("classes", not config.classes, "--classes only with --output class")
-    if config.arch == "transformer":
+    need("arch", config.arch in BODY_NAMES, ", ".join(BODY_NAMES))
+    if config.arch in TRANSFORMER_BODIES:
         need("n_heads", config.hidden % config.n_heads == 0,
              f"a number of heads that divides --hidden {config.hidden}")
+    if config.arch == "kaldi-transformer":  # (Kaldi's absolute positions, interleaved sin/cos)
+        need("positions", config.positions == "sinusoidal", "--positions sinusoidal with --arch kaldi-transformer")
+        need("hidden", config.hidden % 2 == 0, "an even --hidden with --arch kaldi-transformer")
     # options that would do nothing are refused rather than silently ignored
     need("memory_aug", not config.memory_aug or config.head == "pointer",
          f"--memory-aug only with --head pointer (it does nothing with --head {config.head})")

@@ -27,6 +27,7 @@ from rescore.progress import progress as progress_bar
 
 from rescore.train.data import Streams, encode_corpus, make_streams
 from rescore.errors import OptionError, RescoreError
+from rescore.settings import RNN_BODIES
 from rescore.vocab import EOS, read_sentences
 from rescore.models import load_checkpoint
 from rescore.models.cache import with_cache
@@ -89,7 +90,7 @@ def target_words(sentences: List[List[str]]) -> List[str]:
 def model_name(model) -> str:
     """A short name of a model from its config, e.g. "LSTM 2x650, pointer + memory"."""
     c = model.config
-    name = f"{c.arch.upper() if c.arch == 'lstm' else c.arch.capitalize()} {c.layers}x{c.hidden}, {c.head}"
+    name = f"{c.arch.upper() if c.arch in RNN_BODIES else c.arch.capitalize()} {c.layers}x{c.hidden}, {c.head}"
     if getattr(c, "memory_aug", False):
         name += " + memory"
     if getattr(c, "output", "softmax") == "class":

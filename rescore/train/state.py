@@ -5,7 +5,6 @@ progress) and every process's RNG state, so that a resumed run continues bit for
 
 from __future__ import annotations
 
-import hashlib
 import math
 import random
 from dataclasses import asdict, dataclass, field, fields
@@ -71,12 +70,3 @@ def set_rng(rng: Dict[str, Any], device: torch.device) -> None:
         random.setstate((version, tuple(internal), gauss))
     if "cuda" in rng and device.type == "cuda":
         torch.cuda.set_rng_state(rng["cuda"], device)
-
-
-def file_digest(path) -> str:
-    """SHA-256 of a file (the training text a checkpoint's data position refers to)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()

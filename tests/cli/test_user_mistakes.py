@@ -620,6 +620,10 @@ add("nbest-precision-without-nn-lm", "nbest", N + ["--precision", "bf16"], "erro
 add("nbest-interchange-costs-that-overflow", "nbest", ["{w}/nb.tsv", "{w}/out", "--inv-acwt", "0.001"], "error",
     must=["nb.tsv:4:", "ac / inv_acwt overflows", "column ac", "rec1-rms-000-2"],
     setup=[interchange_of("nb", "nb.tsv"), edit("nb.tsv", lambda b: b.replace(b"\t812\t", b"\t1e306\t", 1))])
+add("nbest-interchange-costs-that-overflow-in-a-split-share", "nbest",
+    ["{w}/nb.tsv", "{w}/out", "--inv-acwt", "0.001", "--split", "1/1"], "error",
+    must=["nb.tsv:4:", "ac / inv_acwt overflows", "column ac", "rec1-rms-000-2"],
+    setup=[interchange_of("nb", "nb.tsv"), edit("nb.tsv", lambda b: b.replace(b"\t812\t", b"\t1e306\t", 1))])
 add("nbest-interchange-weighted-sum-overflows", "nbest", ["{w}/x.tsv", "{w}/out"], "error",
     must=["x.tsv:3:", "weighted sum stays finite", "am"], codes=(1,),
     setup=[put("x.tsv", "#nbest-interchange 1\nutt\trank\twords\tam\tlm\nu1\t1\ta b\t1e308\t1e308\n")])

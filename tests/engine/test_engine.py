@@ -15,6 +15,7 @@ from rescore.engine import score as E
 from rescore.engine.score import EngineStats, UttInput, score_nbest
 from rescore.jobs.nbest import parse_split, split_slice
 from rescore.errors import RescoreError
+from rescore.io.symbols import read_vocabulary
 from rescore.models.base import LanguageModel
 
 from tests.engine.engine_toys import ToyAttention, ToyLSTM, ToyPointer, ToyVocab
@@ -885,7 +886,7 @@ def test_cli_oov_penalty_auto(tmp_path):
     assert auto_oov_penalty(model.vocab, Counter(train.read_text().split())) == pytest.approx(math.log(7))
     # the recognizer's words the model never saw count too (a model with every training word
     # still meets them); words.txt's own non-words (<eps>, #0) and the model's words do not
-    lexicon = Vocabulary.from_words_txt(FIXTURE / "words.txt").words[2:]
+    lexicon = read_vocabulary(FIXTURE / "words.txt").words[2:]
     assert set(words) <= set(lexicon)
     assert auto_oov_penalty(model.vocab, Counter(train.read_text().split()), lexicon + ["zz1", "yy1", "yy2"]) \
         == pytest.approx(math.log(9))

@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rescore.errors import RescoreError
 from rescore.io import kaldi
+from rescore.io.symbols import read_vocabulary
 from rescore.vocab import Vocabulary, read_sentences
 
 from tests.conftest import NBEST_SMALL
@@ -150,7 +151,7 @@ def test_scp_table(index, ark, kind):
 @given(data=CONTENTS)
 def test_symbol_tables(data):
     _check(kaldi.read_symbol_table, "words.txt", data)
-    _check(Vocabulary.from_words_txt, "words.txt", data)
+    _check(read_vocabulary, "words.txt", data)
 
 
 @FUZZ

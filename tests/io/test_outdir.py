@@ -140,3 +140,18 @@ def test_an_output_set_removes_the_leftovers_of_its_outputs_in_subdirs(tmp_path)
             f.write("utt a b\n")
     assert not left.exists()
     assert (out / "text").read_text() == "utt a b\n"
+
+
+def test_sha256_is_the_one_file_digest_of_the_package(tmp_path):
+    """The digest of a file spanning several read blocks equals hashlib's of its bytes, and no
+    other module of the package computes a SHA-256 of its own."""
+    import hashlib
+
+    data = os.urandom((1 << 20) * 2 + 123)
+    f = tmp_path / "blob"
+    f.write_bytes(data)
+    assert outdir.sha256(f) == outdir.sha256(str(f)) == hashlib.sha256(data).hexdigest()
+    package = Path(outdir.__file__).resolve().parents[1]
+    others = [str(p.relative_to(package)) for p in package.rglob("*.py")
+              if p != Path(outdir.__file__).resolve() and "hashlib.sha256" in p.read_text(encoding="utf-8")]
+    assert others == []

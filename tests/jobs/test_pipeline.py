@@ -481,3 +481,26 @@ def test_oov_penalty_default_is_auto_where_words_are_known(tmp_path):
         NbestJob(str(bare), str(tmp_path / "o"), models=("m.pt",), scoring=EngineSettings(oov_penalty="auto"))
     with pytest.raises(OptionError, match="--model for an OOV penalty"):
         NbestJob(str(NBEST_SMALL), str(tmp_path / "o"), scoring=EngineSettings(oov_penalty="auto"))
+
+
+def test_the_input_format_is_a_field_of_every_nbest_job(tmp_path):
+    """NbestJob declares the input's format (a Kaldi dir by default; InterchangeJob's are the
+    others), and a format no reader knows is refused when the job is built."""
+    from rescore.jobs.interchange import InterchangeJob
+
+    assert NbestJob(str(NBEST_SMALL), str(tmp_path / "o")).fmt == "kaldi"
+    assert InterchangeJob(str(NBEST_SMALL), str(tmp_path / "o")).fmt == "interchange"
+    with pytest.raises(OptionError, match="--format") as e:
+        NbestJob(str(NBEST_SMALL), str(tmp_path / "o"), fmt="kaldi-ish")
+    assert e.value.option == "--format"
+
+
+def test_a_share_of_a_set_keeps_the_table_it_was_read_from():
+    """A split share (NbestSet.subset, .subset_utts) still names the table an overflow comes
+    from; a Kaldi dir has none."""
+    nbest = load_nbest_dir(NBEST_SMALL)
+    assert nbest.source_table is None
+    nbest.source_table = ("x.tsv", {"u-1": 3}, {"acwt": "ac"})
+    conv = nbest.conversations[0]
+    assert nbest.subset([conv.id]).source_table == nbest.source_table
+    assert nbest.subset_utts([conv.utterances[0].id]).source_table == nbest.source_table

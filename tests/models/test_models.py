@@ -8,6 +8,7 @@ import torch
 
 from rescore.errors import RescoreError
 from rescore.models import HEADS, LMState, ModelConfig, build_model, load_checkpoint, save_checkpoint
+from rescore.models.base import Part
 from rescore.vocab import Vocabulary
 
 VOCAB = Vocabulary(["<eos>", "<unk>"] + [f"w{i}" for i in range(10)])
@@ -178,3 +179,74 @@ def test_rescore_nbest_reads_its_checkpoint_once(tmp_path, monkeypatch):
     assert M.read_checkpoint(path, keep=True) is first and len(reads) == 4
     load_checkpoint(path)
     assert len(reads) == 4 and not M._READ
+
+
+def test_the_torch_free_body_names_are_the_registry():
+    """rescore-train-lm's --arch (torch-free, for an instant --help) offers the names of
+    rescore.settings, and the registry of bodies holds exactly those; a body under an undeclared
+    name is refused when it registers."""
+    from rescore.cli.train_lm import main as train_main
+    from rescore.models import BODIES
+    from rescore.models.bodies import register_body
+    from rescore.settings import BODY_NAMES, RNN_BODIES, TRANSFORMER_BODIES
+
+    assert sorted(BODIES) == sorted(BODY_NAMES) == sorted(RNN_BODIES + TRANSFORMER_BODIES)
+    arch = next(p for p in train_main.params if p.name == "arch")
+    assert tuple(arch.type.choices) == BODY_NAMES
+    with pytest.raises(ValueError, match="BODY_NAMES"):
+        register_body("mamba")
+
+
+def test_parts_declare_what_the_engine_may_run():
+    """The engine asks a body or a head what it is (rescore.models.base.Part), never its class:
+    the LSTM body declares its one-token step, the softmax head its output by its decoder, every
+    other part nothing; a part that is no Part is refused when it registers."""
+    from rescore.models import BODIES, HEADS
+    from rescore.models.bodies import register_body
+    from rescore.models.heads import register_head
+
+    assert [n for n, b in sorted(BODIES.items()) if b.lstm_step] == ["lstm"]
+    assert all(issubclass(c, Part) for c in [*BODIES.values(), *HEADS.values()])
+    vocab = Vocabulary(["<eos>", "<unk>", "a", "b", "c"])
+    outputs = {}
+    for head in sorted(HEADS):
+        for output, classes in (("softmax", 0), ("class", 2)):
+            if output == "class" and not HEADS[head].supports_class_output:
+                continue
+            model = build_model(ModelConfig(head=head, hidden=8, layers=1, output=output, classes=classes), vocab)
+            outputs[head, output] = (model.head.softmax_output, model.lstm_levels())
+    assert outputs.pop(("softmax", "softmax")) == ("softmax", True)
+    assert outputs.pop(("softmax", "class")) == ("class", True)
+    assert set(outputs.values()) == {(None, False)}
+    gru = build_model(ModelConfig(arch="gru", hidden=8, layers=1), vocab)
+    assert not gru.lstm_levels()
+    with pytest.raises(TypeError, match="Part"):
+        register_body("lstm")(torch.nn.Module)
+    with pytest.raises(TypeError, match="Part"):
+        register_head("mine")(torch.nn.Module)
+
+
+def test_the_engine_asks_no_model_class():
+    """rescore/engine/ switches on no model class of rescore.models (no ``isinstance`` on a
+    model, a body, a head or a decoder): it reads what they declare."""
+    import ast
+    import importlib
+    import pkgutil
+    from pathlib import Path
+
+    import rescore.engine
+    import rescore.models
+
+    modules = [importlib.import_module(f"rescore.models.{m.name}")
+               for m in pkgutil.iter_modules(rescore.models.__path__)]
+    classes = {name for mod in modules for name, x in vars(mod).items()
+               if isinstance(x, type) and issubclass(x, torch.nn.Module) and x.__module__.startswith("rescore.models")}
+    assert {"LSTMBody", "SoftmaxHead", "NeuralLM", "ClassDecoder"} <= classes
+    found = []
+    for path in sorted(Path(rescore.engine.__file__).parent.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+                used = {getattr(n, "id", None) or getattr(n, "attr", None) for n in ast.walk(node.args[1])}
+                if used & classes:
+                    found.append(f"{path.name}:{node.lineno}")
+    assert found == []

@@ -17,6 +17,7 @@ from rescore.train.data import load_streams
 from rescore.models import ModelConfig, build_model, load_checkpoint
 from rescore.train.ppl import stream_loss
 from rescore.train.loop import TrainOptions, train_lm
+from rescore.settings import BODY_NAMES
 from rescore.train.options import DEFAULT_LR
 from rescore.vocab import Vocabulary
 
@@ -157,6 +158,29 @@ def test_vocabulary_from_kaldi_words_txt(corpus):
         "--out-dir", str(corpus / "out2"), "--words-txt", str(wt), "--max-vocab", "5",
         "--device", "cpu"])
     assert r.exit_code == 2 and "either --words-txt or --max-vocab" in r.output  # usage error
+
+@pytest.mark.parametrize("arch,extra", [("gru", []), ("kaldi-transformer", ["--positions", "sinusoidal"])])
+def test_cli_trains_every_registered_body(corpus, arch, extra):
+    """--arch offers every body of the registry; the two the other tests do not train (lstm and
+    transformer are trained above and in test_train_resume.py) train here and load back."""
+    assert {"lstm", "transformer", arch} <= set(BODY_NAMES)
+    args = ["--train", str(corpus / "train.txt"), "--valid", str(corpus / "valid.txt"),
+            "--out-dir", str(corpus / arch), "--arch", arch, "--hidden", "8", "--layers", "1",
+            "--n-heads" if arch != "gru" else "--bptt", "2" if arch != "gru" else "8",
+            "--epochs", "1", "--batch-size", "4", "--device", "cpu", "--threads", "1"] + extra
+    r = CliRunner().invoke(train_main, args)
+    assert r.exit_code == 0, r.output
+    assert load_checkpoint(corpus / arch / "model.pt").config.arch == arch
+
+
+def test_kaldi_transformer_needs_its_positions(corpus):
+    args = ["--train", str(corpus / "train.txt"), "--valid", str(corpus / "valid.txt"),
+            "--out-dir", str(corpus / "out"), "--arch", "kaldi-transformer", "--device", "cpu"]
+    r = CliRunner().invoke(train_main, args)
+    assert r.exit_code == 2 and "--positions: expected --positions sinusoidal" in r.output, r.output
+    r = CliRunner().invoke(train_main, args + ["--positions", "sinusoidal", "--hidden", "9", "--n-heads", "3"])
+    assert r.exit_code == 2 and "--hidden: expected an even --hidden" in r.output, r.output
+    assert not (corpus / "out").exists()
 
 
 def test_cli_module_imports_no_torch():

@@ -95,9 +95,9 @@ setup() {
     "$rescore_py" - data/lang/words.txt models/ours.pt <<'EOF'
 import sys, torch
 from rescore.models import ModelConfig, build_model, save_checkpoint
-from rescore.vocab import Vocabulary
+from rescore.io.symbols import read_vocabulary
 torch.manual_seed(0)
-vocab = Vocabulary.from_words_txt(sys.argv[1])
+vocab = read_vocabulary(sys.argv[1])
 save_checkpoint(build_model(ModelConfig(arch="lstm", hidden=16, layers=1), vocab).eval(), sys.argv[2])
 EOF
   fi
@@ -105,9 +105,9 @@ EOF
     "$rescore_py" - data/lang/words.txt models/ours2.pt <<'EOF'
 import sys, torch
 from rescore.models import ModelConfig, build_model, save_checkpoint
-from rescore.vocab import Vocabulary
+from rescore.io.symbols import read_vocabulary
 torch.manual_seed(1)
-vocab = Vocabulary.from_words_txt(sys.argv[1])
+vocab = read_vocabulary(sys.argv[1])
 cfg = ModelConfig(arch="transformer", hidden=16, layers=1, n_heads=2, context=8)
 save_checkpoint(build_model(cfg, vocab).eval(), sys.argv[2])
 EOF

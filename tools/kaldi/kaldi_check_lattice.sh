@@ -83,9 +83,9 @@ setup() {
     "$rescore_py" - data/lang/words.txt models/nnlm.pt <<'EOF'
 import sys, torch
 from rescore.models import ModelConfig, build_model, save_checkpoint
-from rescore.vocab import Vocabulary
+from rescore.io.symbols import read_vocabulary
 torch.manual_seed(0)
-vocab = Vocabulary.from_words_txt(sys.argv[1])  # every word: rescore-nbest refuses an LM that lacks most
+vocab = read_vocabulary(sys.argv[1])  # every word: rescore-nbest refuses an LM that lacks most
 save_checkpoint(build_model(ModelConfig(arch="lstm", hidden=16, layers=1), vocab).eval(), sys.argv[2])
 EOF
   fi
