@@ -21,10 +21,13 @@ log = logging.getLogger("rescore-tts-data")
 @click.option("--gap", type=float, default=0.3, help="Seconds of silence between sentences of a recording.")
 @click.option("--prefix", default="", help="Prefix of recording, speaker and utterance ids.")
 @click.option("--nj", type=click.IntRange(1), default=2, help="Parallel flite processes.")
+@click.option("--snrs", default="", help="Pink noise (sox) at these SNRs in dB or 'clean', cycled over documents "
+              "like the voices; empty: no noise.")
 @verbose_option
-def main(text, out_dir, docids, voices, gap, prefix, nj, verbose):
+def main(text, out_dir, docids, voices, gap, prefix, nj, snrs, verbose):
     """Synthesize TEXT (one sentence a line) with flite into OUT_DIR: wav/ (one 16 kHz 16-bit
-    mono recording per document), wav.scp, segments, text, utt2spk, spk2utt, utt2dur."""
+    mono recording per document), wav.scp, segments, text, utt2spk, spk2utt, utt2dur,
+    utt2cond (voice and SNR of each utterance)."""
     setup_logging(verbose)
     from pathlib import Path
 
@@ -32,7 +35,8 @@ def main(text, out_dir, docids, voices, gap, prefix, nj, verbose):
 
     with errors_to_exit():
         counts = make_tts_data_dir(Path(text), Path(out_dir), Path(docids) if docids else None,
-                                   [v for v in voices.split(",") if v], gap=gap, prefix=prefix, nj=nj)
+                                   [v for v in voices.split(",") if v], gap=gap, prefix=prefix, nj=nj,
+                                   snrs=[v for v in snrs.split(",") if v])
     click.echo(f"{counts['utterances']} utterances of {counts['documents']} documents, {counts['seconds']} s")
 
 
