@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import SHARED_DATA
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "tts_wikitext2"
-SHARED = REPO.parent / "shared" / "data"
-WIKITEXT, ASR_TEXT, DEV = SHARED / "wikitext-2", SHARED / "wikitext2-asr", SHARED / "tts-wikitext2-dev"
+WIKITEXT, ASR_TEXT, DEV = SHARED_DATA / "wikitext-2", SHARED_DATA / "wikitext2-asr", SHARED_DATA / "tts-wikitext2-dev"
 
 
 def _normalize_module():
@@ -47,6 +48,8 @@ RULES = [
     (" The <unk> 's 21st game of 2001 's season , e.g. Temple V. ... It was M @-@ 82 ! ",
      ["the <unk> twenty first game of two thousand and ones season for example temple versus",
       "it was m eighty two"]),
+    (" CNN @-@ <unk> 's 1 @,@ 000th list of 16 @,@ <unk> men had a $ 25 @-@ a @-@ day habit … ok ",
+     ["cnn <unk> s one thousand th list of sixteen unk men had a twenty five a day habit", "ok"]),
 ]
 
 
@@ -59,7 +62,7 @@ def test_normalization_rules(tmp_path, line, expected):
 
 
 @pytest.mark.skipif(not WIKITEXT.is_dir() or not ASR_TEXT.is_dir(), reason="../shared/data/wikitext-2 absent")
-@pytest.mark.parametrize("split", ["valid", "test"])
+@pytest.mark.parametrize("split", ["valid", "test", "train"])
 def test_normalization_is_the_benchmarks_lm_text_byte_for_byte(tmp_path, split):
     norm = _normalize_module()
     sentences, docids, titles = norm.normalize(WIKITEXT / f"{split}.txt")

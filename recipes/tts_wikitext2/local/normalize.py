@@ -11,23 +11,30 @@ pytorch/examples ``word_language_model/data/wikitext-2``) and writes, per split,
 The rules, in order:
 
 * `` = Title = `` lines start an article; other heading lines (`` = = Section = = ``) are dropped.
-* `` @,@ `` and `` @.@ `` join what they stand between (``1 @,@ 000`` -> ``1,000``); `` @-@ ``
-  separates two words.
+* `` @,@ ``, `` @.@ `` and `` @-@ `` join what they stand between (``1 @,@ 000`` -> ``1,000``,
+  ``M @-@ 82`` -> ``M-82``).
 * A token that starts with an apostrophe and a letter (``'s``, ``'t``, ``'m``) joins the token
   before it: ``don 't`` -> ``don't``.
-* Sentences end at a stand-alone ``.``, ``?``, ``!`` or ``...``.
-* Per token (lowercased): ``<unk>`` (with a clitic too: ``<unk>'s``) stays ``<unk>``; a currency
-  sign before a number goes after it and its scale word (``$ 2.5 million`` -> ``two point five
-  million dollars``); abbreviations and symbols of ABBREV are expanded (``Dr.`` -> ``doctor``,
-  ``U.S.`` -> ``u s``, ``%`` -> ``percent``); ``No.`` before a number is ``number``; numbers are
-  spelled out with num2words: four-digit numbers 1100-2099 written without a comma as years
-  (``1938`` -> ``nineteen thirty eight``), others as cardinals (``1,500`` -> ``one thousand five
-  hundred``), numbers with a leading zero digit by digit (``09`` -> ``zero nine``), decimals
-  with ``point`` and their digits one by one, ordinals (``21st``), plurals of numbers (``1990s``,
-  ``2001's`` -> ``nineteen nineties``, ``two thousand and ones``); a comma list that is no
-  thousands grouping is several numbers (``1,3`` -> ``one three``).  Words of letters (with inner
-  apostrophes) are kept; any other token is split into its runs of letters and of numbers
-  (``km2`` -> ``km two``, ``U2's`` -> ``u two s``), its other characters dropped.
+* Sentences end at a stand-alone ``.``, ``?``, ``!``, ``...`` or ``…``.
+* Per token: ``<unk>`` (with a clitic too: ``<unk>'s``) stays ``<unk>``; a currency sign before a
+  number goes after it and its scale word (``$ 2.5 million`` -> ``two point five million
+  dollars``; before anything else it is dropped); abbreviations and symbols of ABBREV are
+  expanded (``Dr.`` -> ``doctor``, ``U.S.`` -> ``u s``, ``%`` -> ``percent``); ``No.`` before a
+  number is ``number``; numbers are spelled out with num2words: four-digit numbers 1100-2099
+  written without a comma as years (``1938`` -> ``nineteen thirty eight``), others as cardinals
+  (``1,500`` -> ``one thousand five hundred``), numbers with a leading zero digit by digit
+  (``09`` -> ``zero nine``), decimals with ``point`` and their digits one by one, ordinals
+  (``21st``), plurals of numbers (``1990s``, ``2001's`` -> ``nineteen nineties``, ``two thousand
+  and ones``); a comma list that is no thousands grouping is several numbers (``1,3`` -> ``one
+  three``).  Lowercase words of letters (inner apostrophes kept) stay as they are.
+* Any other token (token_words): split at hyphens, each part as above (``M-82`` -> ``m eighty
+  two``, ``delta-v.`` -> ``delta versus``); then at punctuation, keeping ``<unk>`` whole except
+  in a part joined by a comma or full stop (``16,<unk>`` -> ``sixteen unk``, as the benchmark's
+  text has it); letters and digits run together are split (``km2`` -> ``km two``, ``U2's`` -> ``u
+  two s``).
+
+With num2words 0.5.14 this gives wikitext2-asr's train, valid and test files (text, docids and
+titles) byte for byte.
 
 Usage: normalize.py WIKITEXT_DIR OUT_DIR
 """
@@ -41,7 +48,7 @@ from num2words import num2words
 SPLITS = ("train", "valid", "test")
 TITLE = re.compile(r"^ = (?!= )(.*) = $")  # an article's title line; sections are ' = = ... = = '
 HEADING = re.compile(r"^ (= )+.*(= )+$")  # ' = = Section = = ' (a line ' = text ' is text)
-SENTENCE_END = {".", "?", "!", "..."}
+SENTENCE_END = {".", "?", "!", "...", "…"}
 ABBREV = {
     "dr.": "doctor", "mr.": "mister", "mrs.": "missus", "ms.": "miss", "ms": "miss", "st.": "saint",
     "jr.": "junior", "sr.": "senior", "bros.": "brothers", "co.": "company", "inc.": "incorporated",
@@ -59,8 +66,13 @@ ORDINAL = re.compile(r"^(\d+)(?:st|nd|rd|th)$")
 PLURAL = re.compile(r"^(\d+)'?s$")  # 1990s, 2001's (case-sensitive: 2S is "two s")
 CLITIC = re.compile(r"^'[^\W\d_]")
 WORD = re.compile(r"^[^\W\d_]+(?:'[^\W\d_]+)*$")
-PART = re.compile(r"[^\w',.]+")  # what separates the parts of any other token
-PIECE = re.compile(r"[^\W\d_]+|\d+(?:[,.]\d+)*")
+# The parts of any other token, split at hyphens first: what lies between punctuation (a comma or
+# full stop only where no digits stand on both sides of it), and <unk>, except that in a part
+# joined by a comma or full stop (16,<unk>, <unk>.5: numbers with an unknown piece) its brackets
+# are punctuation too.
+PART = re.compile(r"(<unk>)|[^\w',.<>]+|[<>]|(?<!\d)[,.]|[,.](?!\d)")
+PART_OF_NUMBER = re.compile(r"[^\w',.]+|(?<!\d)[,.]|[,.](?!\d)")
+RUN = re.compile(r"[^\W\d_]+|\d+(?:[,.]\d+)*")  # letters, or a number
 
 
 def spoken(text):
@@ -108,7 +120,7 @@ def plural(words):
 
 def tokens(line):
     """A WikiText-2 line's tokens, numbers joined and clitics re-attached."""
-    line = re.sub(r" @([,.])@ ", r"\1", line).replace(" @-@ ", " ")
+    line = re.sub(r" @([,.-])@ ", r"\1", line)
     out = []
     for t in line.split():
         if CLITIC.match(t) and out and out[-1] not in SENTENCE_END:
@@ -116,6 +128,26 @@ def tokens(line):
         else:
             out.append(t)
     return out
+
+
+def token_words(raw):
+    """The words of one token that is no currency sign, abbreviation or plain <unk>."""
+    t = raw.lower()
+    if NUMBER.match(t):
+        return number(t)
+    if ORDINAL.match(t):
+        return spoken(num2words(int(ORDINAL.match(t).group(1)), to="ordinal"))
+    if PLURAL.match(raw):
+        return plural(integer(PLURAL.match(raw).group(1)))
+    if WORD.match(t):
+        return [t]
+    if "-" in raw.strip("-"):
+        return [w for p in raw.split("-") if p for w in (
+            ["<unk>"] if p == "<unk>" else ABBREV[p.lower()].split() if p.lower() in ABBREV else token_words(p))]
+    parts = [p for p in (PART_OF_NUMBER if re.search(r"[,.]", raw) else PART).split(raw) if p]
+    if len(parts) == 1 and parts[0] == raw:  # letters and digits run together: km2, 3D's
+        return [w for r in RUN.findall(t) for w in (number(r) if r[0].isdigit() else [r])]
+    return [w for p in parts if p.strip("'") for w in (["<unk>"] if p == "<unk>" else token_words(p.strip("'")))]
 
 
 def words_of(toks):
@@ -141,24 +173,8 @@ def words_of(toks):
             out += ABBREV[t].split()
         elif t == "no." and i < len(toks) and NUMBER.match(toks[i]):
             out.append("number")
-        elif NUMBER.match(t):
-            out += number(t)
-        elif ORDINAL.match(t):
-            out += spoken(num2words(int(ORDINAL.match(t).group(1)), to="ordinal"))
-        elif PLURAL.match(raw):
-            out += plural(integer(PLURAL.match(raw).group(1)))
-        elif WORD.match(t):
-            out.append(t)
         else:
-            for part in PART.split(t):
-                part = part.strip("',.")
-                if NUMBER.match(part):
-                    out += number(part)
-                elif WORD.match(part):
-                    out.append(part)
-                else:
-                    for p in PIECE.findall(part):
-                        out += number(p) if p[0].isdigit() else [p]
+            out += token_words(raw)
     return out
 
 
