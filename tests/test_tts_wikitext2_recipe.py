@@ -84,7 +84,7 @@ def test_usage_and_input_checks(tmp_path):
     r = _run("--wikitext", str(tmp_path), "--articles", "two")
     assert r.returncode == 2 and "--articles: expected a whole number, got 'two'" in r.stderr
     r = _run("--wikitext", str(tmp_path), "--dir", str(tmp_path / "exp"))
-    assert r.returncode == 1 and f"error: {tmp_path}/train.txt: expected WikiText-2's tokenized train.txt" in r.stderr
+    assert r.returncode == 1 and f"error: {tmp_path}/train.txt: expected WikiText-2's tokenized train text" in r.stderr
     assert not (tmp_path / "exp" / "text").exists()
 
 

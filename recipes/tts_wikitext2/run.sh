@@ -17,7 +17,8 @@
 #          generated README.md; with --benchmark DIR, the two sets compared side by side
 #
 # Needs: apt-get install -y flite sox; pip install -c constraints.txt -e '.[mini,benchrecipe]';
-# WikiText-2 (tokenized, "wikitext-2-v1": train.txt, valid.txt, test.txt; data/README).
+# WikiText-2, tokenized (wikitext-2-v1: train.txt, valid.txt, test.txt or wiki.*.tokens;
+# data/README says where it comes from; the recipe downloads nothing).
 # The full set takes about an hour of CPU for the decoding (--nj splits it over processes).
 # Usage: recipes/tts_wikitext2/run.sh --wikitext DIR [--dir DIR] [--stage N] [--articles N] ...
 set -euo pipefail
@@ -71,7 +72,8 @@ set_dir=$dir/tts-wikitext2-dev
 if [ "$stage" -le 0 ] && [ "$stop_stage" -ge 0 ]; then
   log 0 "checking tools and WikiText-2"
   for f in train valid test; do
-    [ -f "$wikitext/$f.txt" ] || { echo "error: $wikitext/$f.txt: expected WikiText-2's tokenized $f.txt, got no such file (data/README)" >&2; exit 1; }
+    [ -f "$wikitext/$f.txt" ] || [ -f "$wikitext/wiki.$f.tokens" ] || {
+      echo "error: $wikitext/$f.txt: expected WikiText-2's tokenized $f text ($f.txt or wiki.$f.tokens), got no such file (data/README)" >&2; exit 1; }
   done
   command -v flite >/dev/null || { echo "error: flite not found (Debian: apt-get install -y flite)" >&2; exit 1; }
   command -v sox >/dev/null || { echo "error: sox not found (Debian: apt-get install -y sox)" >&2; exit 1; }

@@ -2,7 +2,9 @@
 """WikiText-2 (tokenized) -> ASR-style text: the LM text of the tts-wikitext2-dev benchmark.
 
 Reads WikiText-2's ``train.txt``, ``valid.txt`` and ``test.txt`` (the tokenized release, as in
-pytorch/examples ``word_language_model/data/wikitext-2``) and writes, per split, to OUT_DIR:
+pytorch/examples ``word_language_model/data/wikitext-2``; the release's own names
+``wiki.train.tokens``, ``wiki.valid.tokens``, ``wiki.test.tokens`` are read too) and writes, per
+split, to OUT_DIR:
 
 * ``<split>.txt``: one sentence a line, lowercase words, no punctuation, numbers spelled out;
 * ``<split>.docids``: the article index (0-based, per split) of each line;
@@ -207,16 +209,20 @@ def normalize(src):
 
 def main(argv):
     if len(argv) != 2:
-        sys.exit(__doc__.split("Usage: ")[1].strip() and "usage: normalize.py WIKITEXT_DIR OUT_DIR")
+        sys.exit("usage: normalize.py WIKITEXT_DIR OUT_DIR")
     src, out = Path(argv[0]), Path(argv[1])
-    missing = [str(src / f"{s}.txt") for s in SPLITS if not (src / f"{s}.txt").is_file()]
-    if missing:
-        sys.exit(f"error: {missing[0]}: expected WikiText-2's tokenized {Path(missing[0]).name}, got no such file")
+    files = {}
+    for split in SPLITS:
+        names = [src / f"{split}.txt", src / f"wiki.{split}.tokens"]
+        files[split] = next((f for f in names if f.is_file()), None)
+        if files[split] is None:
+            sys.exit(f"error: {names[0]}: expected WikiText-2's tokenized {split} text ({names[0].name} or "
+                     f"{names[1].name}), got no such file")
     out.mkdir(parents=True, exist_ok=True)
     for split in SPLITS:
-        sentences, docids, titles = normalize(src / f"{split}.txt")
+        sentences, docids, titles = normalize(files[split])
         if not titles:
-            sys.exit(f"error: {src / split}.txt:1: expected WikiText-2 articles (' = Title = ' lines), got none")
+            sys.exit(f"error: {files[split]}:1: expected WikiText-2 articles (' = Title = ' lines), got none")
         for ext, rows in (("txt", sentences), ("docids", docids), ("titles", titles)):
             tmp = out / f".{split}.{ext}.tmp"
             tmp.write_text("".join(r + "\n" for r in rows), encoding="utf-8")
