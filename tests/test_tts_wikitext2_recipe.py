@@ -61,6 +61,7 @@ def test_normalization_rules(tmp_path, line, expected):
     assert sentences == expected and docids == ["0"] * len(expected) and titles == ["0\tTitle"]
 
 
+@pytest.mark.shared_data
 @pytest.mark.skipif(not WIKITEXT.is_dir() or not ASR_TEXT.is_dir(), reason="../shared/data/wikitext-2 absent")
 @pytest.mark.parametrize("split", ["valid", "test", "train"])
 def test_normalization_is_the_benchmarks_lm_text_byte_for_byte(tmp_path, split):
@@ -100,6 +101,7 @@ def _skip_without_tools():
 
 
 @pytest.mark.slow
+@pytest.mark.shared_data
 def test_recipe_on_two_articles_rebuilds_the_benchmarks_utterances(tmp_path):
     """Three sentences of each of the first two articles, end to end: the same utterances,
     references, selection, durations and conditions as the benchmark, and a set that
