@@ -19,8 +19,8 @@
 # Needs: apt-get install -y flite sox; pip install -c constraints.txt -e '.[mini,benchrecipe]';
 # WikiText-2, tokenized (wikitext-2-v1: train.txt, valid.txt, test.txt or wiki.*.tokens;
 # data/README says where it comes from; the recipe downloads nothing).
-# The decoding is nearly all the cost: under 3 CPU-seconds an utterance, about half an hour of
-# CPU for the 627 (--nj splits it over processes).
+# The decoding is nearly all the cost: 3 to 4 CPU-seconds an utterance, about 35 CPU-minutes
+# for the 627 (--nj splits it over processes).
 # Usage: recipes/tts_wikitext2/run.sh --wikitext DIR [--dir DIR] [--stage N] [--articles N] ...
 set -euo pipefail
 
