@@ -8,6 +8,12 @@ default voice cycle.
 One document is one recording (its sentences in order, ``gap`` seconds of silence between
 them) spoken by one voice, voices cycling across documents: ``segments`` then groups the
 utterances of a document into one conversation, which is what state carry needs.
+
+With ``snrs``, pink noise (sox's ``synth pinknoise``, ``apt-get install sox``) is added to each
+document at a signal-to-noise ratio that cycles across documents like the voices do; the noise
+of an utterance is scaled to its own speech power, so every utterance of a document is heard at
+the document's SNR.  sox runs in its repeatable mode (``-R``, a fixed seed), so the same text
+gives the same audio on every run.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 16000
 DEFAULT_VOICES = ("rms", "awb", "slt", "kal16")
+CLEAN = "clean"  # an SNR of snrs that adds no noise
 
 
 @dataclass
@@ -115,7 +122,55 @@ def _write_table(path: Path, rows: Sequence[str]) -> None:
         f.write("".join(r + "\n" for r in rows))
 
 
-OUTPUTS = ("wav.scp", "segments", "text", "utt2spk", "spk2utt", "utt2dur", "reco2voice")
+OUTPUTS = ("wav.scp", "segments", "text", "utt2spk", "spk2utt", "utt2dur", "reco2voice", "utt2cond")
+
+
+def check_sox() -> str:
+    """Path of the sox binary, or a clear error naming the install command."""
+    exe = shutil.which("sox")
+    if exe is None:
+        raise RescoreError("the sox audio program for the noise (Debian: apt-get install -y sox)", path="sox")
+    return exe
+
+
+def pink_noise(n: int, sox: str = "sox") -> np.ndarray:
+    """(n,) float64 pink noise of unit power from sox's ``synth pinknoise`` (repeatable mode:
+    the same n gives the same samples)."""
+    if n == 0:
+        return np.zeros(0)
+    raw = ["-t", "raw", "-r", str(SAMPLE_RATE), "-e", "floating-point", "-b", "32", "-c", "1"]
+    r = subprocess.run([sox, "-R", "-r", str(SAMPLE_RATE), "-n", *raw, "-", "synth", f"{n}s", "pinknoise"],
+                       check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    noise = np.frombuffer(r.stdout, dtype="<f4").astype(np.float64)[:n]
+    if len(noise) < n:
+        raise RescoreError(f"{n} samples of pink noise from sox", path=sox, got=str(len(noise)))
+    return noise / max(float(np.sqrt(np.mean(noise ** 2))), 1e-12)
+
+
+def add_noise(speech: np.ndarray, noise: np.ndarray, snr_db: float) -> np.ndarray:
+    """(T,) int16 speech plus ``noise`` (T,) of unit power scaled to ``snr_db`` below the
+    speech's power (mean square over the utterance), clipped to int16."""
+    x = speech.astype(np.float64)
+    power = float(np.mean(x ** 2)) if len(x) else 0.0
+    y = x + noise[: len(x)] * np.sqrt(power / 10 ** (snr_db / 10))
+    return np.clip(np.rint(y), -32768, 32767).astype(np.int16)
+
+
+def parse_snrs(snrs: Sequence[str]) -> List[Optional[float]]:
+    """SNRs in dB (None for ``clean``); an OptionError naming --snrs for anything else."""
+    out: List[Optional[float]] = []
+    for v in snrs:
+        if v == CLEAN:
+            out.append(None)
+            continue
+        try:
+            db = float(v)
+        except ValueError:
+            db = math.nan
+        if not (math.isfinite(db) and -20 <= db <= 100):
+            raise OptionError(f"SNRs in dB in [-20, 100] or {CLEAN}", option="--snrs", got=v)
+        out.append(db)
+    return out
 
 
 def flite_voices(flite: str = "flite") -> List[str]:
@@ -155,21 +210,26 @@ def make_tts_data_dir(
     gap: float = 0.3,
     prefix: str = "",
     nj: int = 2,
+    snrs: Sequence[str] = (),
 ) -> Dict[str, int]:
     """Synthesize every sentence of ``text`` and write a Kaldi data dir to ``out_dir``.
 
     Writes ``wav/<reco>.wav`` (one recording per document), ``wav.scp`` (absolute paths),
-    ``segments``, ``text``, ``utt2spk``, ``spk2utt``, ``utt2dur`` and ``reco2voice``.
+    ``segments``, ``text``, ``utt2spk``, ``spk2utt``, ``utt2dur``, ``reco2voice`` and
+    ``utt2cond`` (``<utt> voice=flite-<voice> snr=<dB or clean>``).  ``snrs`` (dB values or
+    ``clean``) cycle over the documents as the voices do; empty: no noise.
     Recording ids are ``<prefix><doc>``, speakers ``<prefix><doc>-<voice>`` and utterances
     ``<speaker>-<k>`` (k from 000), so sorted utterance ids follow speakers as Kaldi wants.
     Returns counts (documents, utterances, seconds of audio).
     """
     check_options(voices, gap, prefix, nj)
+    snr_db = parse_snrs(snrs) or [None]
     out_dir = Path(out_dir)
     check_output_dir(out_dir, "OUT_DIR", names=OUTPUTS, inputs=(text, docids))
     docs = read_documents(text, docids)
     flite = check_flite()  # after the options and the inputs: their errors need no flite
     check_voices(voices, flite)
+    sox = check_sox() if any(db is not None for db in snr_db) else "sox"
     (out_dir / "wav").mkdir(parents=True, exist_ok=True)
     jobs: List[Tuple[int, int, str, str]] = []
     for di, doc in enumerate(docs):
@@ -181,23 +241,32 @@ def make_tts_data_dir(
         audio = list(progress(ex.map(lambda j: synthesize(j[2], j[3], flite), jobs), total=len(jobs),
                               desc="tts", unit="sentence"))
     silence = np.zeros(int(round(gap * SAMPLE_RATE)), dtype=np.int16)
-    wav_scp, segments, text_rows, utt2spk, utt2dur, reco2voice = [], [], [], [], [], []
+    wav_scp, segments, text_rows, utt2spk, utt2dur, reco2voice, utt2cond = [], [], [], [], [], [], []
     k = 0
     total = 0.0
     for di, doc in enumerate(docs):
         voice = voices[di % len(voices)]
         reco = f"{prefix}{doc.doc_id}"
         spk = f"{reco}-{voice}"
-        pieces, t = [silence], gap
+        db = snr_db[di % len(snr_db)]
+        cond = f"voice=flite-{voice} snr={CLEAN if db is None else f'{db:g}'}"
+        # One stretch of noise per document, each utterance taking the next piece of it.
+        noise = (pink_noise(sum(len(a) for a in audio[k:k + len(doc.sentences)]), sox) if db is not None
+                 else np.zeros(0))
+        pieces, t, used = [silence], gap, 0
         for si, words in enumerate(doc.sentences):
             a = audio[k]
             k += 1
+            if db is not None:
+                a = add_noise(a, noise[used:used + len(a)], db)
+                used += len(a)
             utt = f"{spk}-{si:03d}"
             start, end = t, t + len(a) / SAMPLE_RATE
             segments.append(f"{utt} {reco} {start:.3f} {end:.3f}")
             text_rows.append(" ".join([utt] + words))
             utt2spk.append(f"{utt} {spk}")
             utt2dur.append(f"{utt} {end - start:.3f}")
+            utt2cond.append(f"{utt} {cond}")
             pieces += [a, silence]
             t = end + gap
         path = (out_dir / "wav" / f"{reco}.wav").resolve()
@@ -211,6 +280,7 @@ def make_tts_data_dir(
     _write_table(out_dir / "utt2spk", sorted(utt2spk))
     _write_table(out_dir / "utt2dur", sorted(utt2dur))
     _write_table(out_dir / "reco2voice", sorted(reco2voice))
+    _write_table(out_dir / "utt2cond", sorted(utt2cond))
     spk2utt: Dict[str, List[str]] = {}
     for row in sorted(utt2spk):
         u, s = row.split()

@@ -14,7 +14,7 @@ log = logging.getLogger("rescore-tts-data")
 MAX_GAP = 60.0  # seconds of silence between sentences (the recordings' samples follow it)
 
 
-@command(groups={"Input": ["--docids"], "Output": ["--voices", "--gap", "--prefix"], "Performance": ["--nj"]})
+@command(groups={"Input": ["--docids"], "Output": ["--voices", "--gap", "--snrs", "--prefix"], "Performance": ["--nj"]})
 @click.argument("text", type=click.Path(dir_okay=False, exists=True))
 @click.argument("out_dir", type=click.Path(file_okay=False))
 @click.option("--docids", type=click.Path(dir_okay=False, exists=True),
@@ -24,10 +24,13 @@ MAX_GAP = 60.0  # seconds of silence between sentences (the recordings' samples 
               help="Seconds of silence between sentences of a recording.")
 @click.option("--prefix", default="", help="Prefix of recording, speaker and utterance ids.")
 @click.option("--nj", type=Count(1, MAX_JOBS), default=2, help="Parallel flite processes.")
+@click.option("--snrs", default="", help="Pink noise (sox) at these SNRs in dB or 'clean', cycled over documents "
+              "like the voices; empty: no noise.")
 @verbose_option
-def main(text, out_dir, docids, voices, gap, prefix, nj, verbose):
+def main(text, out_dir, docids, voices, gap, prefix, nj, snrs, verbose):
     """Synthesize TEXT (one sentence a line) with flite into OUT_DIR: wav/ (one 16 kHz 16-bit
-    mono recording per document), wav.scp, segments, text, utt2spk, spk2utt, utt2dur."""
+    mono recording per document), wav.scp, segments, text, utt2spk, spk2utt, utt2dur,
+    utt2cond (voice and SNR of each utterance)."""
     setup_logging(verbose)
     from pathlib import Path
 
@@ -35,7 +38,8 @@ def main(text, out_dir, docids, voices, gap, prefix, nj, verbose):
 
     with errors_to_exit():
         counts = make_tts_data_dir(Path(text), Path(out_dir), Path(docids) if docids else None,
-                                   [v for v in voices.split(",") if v], gap=gap, prefix=prefix, nj=nj)
+                                   [v for v in voices.split(",") if v], gap=gap, prefix=prefix, nj=nj,
+                                   snrs=[v for v in snrs.split(",") if v])
     click.echo(f"{counts['utterances']} utterances of {counts['documents']} documents, {counts['seconds']} s")
 
 
