@@ -70,6 +70,8 @@ NATS = {"zero": "0 nats: no penalty", "huge": "any finite number of nats"}
 THETA = {"huge": "a large flatness theta sharpens the cache's distribution; any finite one is legal"}
 LAMBDA = {"zero": "0: the cache interpolated with weight 0 (its baseline)"}
 WINDOW = {"zero": "0: no cache"}
+CASCADE_MARGIN = {"zero": "0 nats: only the cheap model's best (and its ties) survive",
+                  "huge": "any finite margin: a huge one keeps every hypothesis (no memory follows it)"}
 ACCEPTED: Dict[Tuple[str, str], Dict[str, str]] = {
     ("rescore-nbest", "--weight"): {"zero": NN_OFF},
     ("rescore-nbest", "--inv-acwt"): {"huge": SCALE},
@@ -79,10 +81,13 @@ ACCEPTED: Dict[Tuple[str, str], Dict[str, str]] = {
     ("rescore-nbest", "--cache-theta"): THETA,
     ("rescore-nbest", "--cache-lambda"): LAMBDA,
     ("rescore-nbest", "--history-min-posterior"): {"zero": "0: keep every word of the history"},
+    ("rescore-nbest", "--cascade-top"): {"zero": "0: no limit by rank"},
+    ("rescore-nbest", "--cascade-margin"): CASCADE_MARGIN,
     ("rescore-tune", "--weights"): {"zero": NN_OFF},
     ("rescore-tune", "--inv-acwts"): {"huge": SCALE},
     ("rescore-tune", "--wips"): WIP,
     ("rescore-tune", "--mixes"): {"zero": "0: the first model's share off"},
+    ("rescore-tune", "--cascade-margins"): CASCADE_MARGIN,
     ("rescore-tune", "--oov-penalty"): NATS,
     ("rescore-wer", "--bootstrap"): {"zero": "0: no bootstrap"},
     ("rescore-wer", "--seed"): {"zero": "a seed"},

@@ -934,7 +934,7 @@ def test_cli_oov_penalty_auto(tmp_path):
     bad = CliRunner().invoke(main, [str(bare), str(tmp_path / "x")] + no_text[1:] + ["--oov-penalty", "auto"])
     assert bad.exit_code == 2 and "--train-text" in bad.output and "words.txt" in bad.output
     bad = CliRunner().invoke(main, [common[0], str(tmp_path / "y")] + common[1:] + ["--oov-penalty", "lots"])
-    assert bad.exit_code == 2 and "number or 'auto'" in bad.output
+    assert bad.exit_code == 2 and "number of nats >= 0 or 'auto'" in bad.output
 
 
 def test_normalised_outputs_are_cut_to_a_bounded_size(monkeypatch):

@@ -27,7 +27,8 @@ def test_a_rescored_table_to_icefall_with_a_data_dirs_references(tmp_path):
     r = run(convert, [str(scores), str(tmp_path / "i"), "--to", "icefall", "--data-dir", str(data)])
     assert r.exit_code == 0, r.output
     names = sorted(p.name for p in (tmp_path / "i").iterdir())
-    assert names == ["errs-test-clean-rescored.txt", "recogs-test-clean-rescored.txt", "wer-summary-test-clean.txt"]
+    assert names == ["errs-test-clean-rescored.txt", "manifest.json", "recogs-test-clean-rescored.txt",
+                     "wer-summary-test-clean.txt"]
     # icefall's recogs hold rescore-nbest's 1-best (text), by its column total
     best = dict(line.split(" ", 1) for line in (tmp_path / "o" / "text").read_text().splitlines())
     recogs = (tmp_path / "i" / "recogs-test-clean-rescored.txt").read_text().splitlines()
@@ -36,7 +37,7 @@ def test_a_rescored_table_to_icefall_with_a_data_dirs_references(tmp_path):
                       "--icefall-suffix", "rescored-epoch-30-avg-9"])
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [
-        "errs-test-clean-rescored-epoch-30-avg-9.txt", "recogs-test-clean-rescored-epoch-30-avg-9.txt",
+        "errs-test-clean-rescored-epoch-30-avg-9.txt", "manifest.json", "recogs-test-clean-rescored-epoch-30-avg-9.txt",
         "wer-summary-test-clean-rescored-epoch-30-avg-9.txt"]
     for bad in (["--to", "espnet", "--data-dir", str(data)], ["--to", "espnet", "--icefall-suffix", "x"],
                 ["--to", "icefall", "--data-dir", str(data), "--icefall-suffix", "a/b"]):

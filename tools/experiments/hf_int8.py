@@ -25,12 +25,10 @@ per distinct weight shape, at the row counts --rows (the fast engine's calls hol
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from tools.common import SHARED_DATA as DATA
 
@@ -153,7 +151,9 @@ def main(argv=None) -> None:
     lm = load_hf(args.model, torch.device("cpu"), context=512)
     summary["products"] = product_times(lm.model, [int(r) for r in args.rows.split(",")], args.repeat)
     if args.json:
-        Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
+        from rescore.io.files import write_json
+
+        write_json(args.json, summary)
 
 
 if __name__ == "__main__":
