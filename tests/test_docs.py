@@ -1,6 +1,8 @@
 """Docs that cannot rot: nothing in the repository speaks of how it was made (work-item numbers,
 who asked, private notes) but to its users; every relative link and anchor of README.md and
-docs/*.md resolves; the docs site builds with `mkdocs build --strict`.
+docs/*.md resolves; the commands they show take the options they are given (the rescore-*
+commands, the steps, the tools); the repository paths they name exist; the docs site builds with
+`mkdocs build --strict`.
 
 The strings this file searches for are data of these tests (the only place they may appear)."""
 
@@ -214,8 +216,6 @@ def commands_in(block: str) -> list:
 def test_commands_in_the_docs_use_real_options():
     faults, checked = [], 0
     for page in [REPO_ROOT / "README.md"] + sorted((REPO_ROOT / "docs").glob("*.md")):
-        if page.name == "benchmarks.md":  # the lab notebook: commands as they were run then
-            continue
         for block in BASH_BLOCK.findall(page.read_text()):
             for command, sub, used in commands_in(block):
                 base = command.rsplit("/", 1)[-1]
@@ -232,6 +232,90 @@ def test_commands_in_the_docs_use_real_options():
                 if bad:
                     faults.append(f"{page.name}: {base} {sub} has no {', '.join(bad)}")
     assert checked >= 17, f"only {checked} commands found in the docs' bash blocks"
+    assert not faults, "\n".join(faults)
+
+
+TOOL = re.compile(r"(?:python3? -m (tools(?:\.\w+)+)|(?<![\w/.])(tools(?:/\w+)+)\.py)((?:[ \t]+[^\s;|&`]+)*)")
+
+
+def tool_commands_in(block: str) -> list:
+    """(module file, [--options]) of every `python -m tools.X` or `tools/X.py` in a bash block."""
+    out = []
+    for m in TOOL.finditer(block.replace("\\\n", " ")):
+        rel = (m.group(1) or "").replace(".", "/") or m.group(2)
+        out.append((rel + ".py", [w.split("=", 1)[0] for w in m.group(3).split() if w.startswith("--")]))
+    return out
+
+
+def tool_options(path: Path) -> set:
+    """The --options a tool declares: every '--name' string literal of its file (argparse and click
+    alike), and --help."""
+    return set(re.findall(r"[\"'](--[a-z][\w-]*)[\"']", path.read_text())) | {"--help"}
+
+
+def test_tool_rules():
+    assert tool_commands_in("python -m tools.bench.bench_io --hyps 10 \\\n  --repeats 3 | tail\n") == [
+        ("tools/bench/bench_io.py", ["--hyps", "--repeats"])]
+    assert tool_commands_in("nice tools/kaldi/arpa_bigram.py --order=2 x; tools/x.sh --y") == [
+        ("tools/kaldi/arpa_bigram.py", ["--order"])]
+
+
+def code_of(markdown: str) -> list:
+    """The bash blocks of a page and its inline code spans (a span may run over a line end)."""
+    spans = [s.replace("\n", " ") for s in re.findall(r"`([^`]+)`", prose(markdown))]
+    return BASH_BLOCK.findall(markdown) + spans
+
+
+def test_tool_commands_in_the_docs_use_real_options():
+    """The measurement and experiment tools the docs run (`python -m tools....`, in a bash block
+    or inline) exist and take the options the docs give them."""
+    faults, checked = [], 0
+    for page in doc_pages():
+        for block in code_of(page.read_text()):
+            for rel, used in tool_commands_in(block):
+                checked += 1
+                path = REPO_ROOT / rel
+                if not path.is_file():
+                    faults.append(f"{page.name}: no tool {rel}")
+                    continue
+                bad = sorted(set(used) - tool_options(path))
+                if bad:
+                    faults.append(f"{page.name}: {rel} has no {', '.join(bad)}")
+    assert checked >= 20, f"only {checked} tool commands found in the docs"
+    assert not faults, "\n".join(faults)
+
+
+# --- the repository paths the docs name exist ----------------------------------------------------
+
+REPO_PATH = re.compile(r"(?<![\w./$~-])((?:tools|recipes|rescore|tests|docs)/[\w./-]*\w)")
+
+
+def missing_paths(text: str, page: Path) -> list:
+    """The repository paths (tools/..., recipes/..., rescore/..., tests/..., docs/...) a page names
+    that exist neither from the repository's root nor from the page's folder; paths with a JOB or
+    a glob stand for many and are left out."""
+    out = []
+    for m in REPO_PATH.finditer(text):
+        rel = m.group(1)
+        if "JOB" in rel or "*" in rel:
+            continue
+        if not ((REPO_ROOT / rel).exists() or (page.parent / rel).exists()):
+            out.append(rel)
+    return out
+
+
+def test_path_rules():
+    page = REPO_ROOT / "docs" / "benchmarks.md"
+    assert missing_paths("`tools/bench/bench_io.py` and tests/nbest/test_lattice.py", page) == []
+    text = "pytest tests/test_lattice.py; exp/tools/x.py; archives.JOB"
+    assert missing_paths(text, page) == ["tests/test_lattice.py"]
+
+
+def test_every_repository_path_in_the_docs_exists():
+    faults = []
+    for page in doc_pages() + sorted(REPO_ROOT.glob("recipes/**/README.md")):
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            faults += [f"{page.relative_to(REPO_ROOT)}:{n}: no {rel}" for rel in missing_paths(line, page)]
     assert not faults, "\n".join(faults)
 
 
