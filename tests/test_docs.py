@@ -154,6 +154,23 @@ def test_every_relative_link_and_anchor_resolves():
     assert not faults, "\n".join(faults)
 
 
+# --- page length ----------------------------------------------------------------------------------
+
+PAGE_LINES = 900  # a page longer than this mixes today's figures with their history: trim it
+
+
+def test_pages_stay_short_enough_to_read():
+    """A warning, not a failure (a merge may pass the limit for a while): a docs page of more than
+    PAGE_LINES lines has grown a history that belongs in git and CHANGELOG.md."""
+    import warnings
+
+    for page in doc_pages():
+        n = len(page.read_text().splitlines())
+        if n > PAGE_LINES:
+            warnings.warn(f"{page.relative_to(REPO_ROOT)}: {n} lines (over {PAGE_LINES}): keep today's results, "
+                          "drop superseded runs", UserWarning, stacklevel=1)
+
+
 # --- the site -----------------------------------------------------------------------------------
 
 def test_mkdocs_build_strict(tmp_path):
