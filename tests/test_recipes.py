@@ -335,6 +335,8 @@ def test_missing_input_is_named_before_any_work(tmp_path, case, expected):
     ("{mdl}:{tmp}/none.pt", "", "expected file {tmp}/none.pt to exist"),
     ("{mdl}::{mdl}", "", "expected a model dir or checkpoint between the colons"),
     ("{mdl}:{mdl}", "0.5,0.3,0.2", "--mix needs one share per model (2 in"),
+    ("{mdl}:hf", "", "expected hf:DIR, a Hugging Face model directory, in"),
+    ("{mdl}:hf:{tmp}/nohf", "", "expected hf:{tmp}/nohf to be a Hugging Face model directory (config.json"),
 ])
 def test_several_models_are_checked_before_any_work(tmp_path, models, mix, expected):
     d = kaldi_dir(tmp_path)
@@ -600,6 +602,17 @@ def test_several_models_reach_rescore_nbest(tmp_path):
                                           model_arg=f"{tmp_path / 'nnlm'}:{second}")
     assert f"--model {tmp_path / 'nnlm' / 'model.pt'} --model {second} --mix 0.6,0.4" in called
     assert f"rescoring with {tmp_path / 'nnlm' / 'model.pt'}:{second} (weight 0.5, mix 0.6,0.4" in r.stdout
+
+
+def test_hf_model_reaches_rescore_nbest(tmp_path):
+    # hf:DIR in the colon list (a cascade's expensive model, say): --model hf:DIR, the colon kept.
+    if not FIXTURE.is_dir() or not DEV.is_dir():
+        pytest.skip(f"shared data not found at {SHARED} (the Kaldi fixture and the dev N-best)")
+    hf = tmp_path / "smollm2"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}\n")
+    r, called, lang, out = run_on_fixture(tmp_path, "G.carpa", model_arg=f"{tmp_path / 'nnlm'}:hf:{hf}")
+    assert f"--model {tmp_path / 'nnlm' / 'model.pt'} --model hf:{hf}" in called
 
 
 def test_params_reach_rescore_nbest_as_the_file(tmp_path):

@@ -64,8 +64,9 @@ Run it from the Kaldi recipe directory (path.sh, cmd.sh, steps/, utils/, local/s
 its path in rescore (e.g. ~/rescore/recipes/steps/lmrescore_lattice.sh), with
 lmrescore_nbest.sh beside it.
 The old lang dir needs words.txt and G.carpa or G.fst (the LM used in decoding); a model dir
-needs model.pt (what rescore-train-lm writes); several models, interpolated with the shares of
---mix: a colon-separated list, e.g. exp/rescore/lstm:exp/rescore/transformer.  The output dir
+needs model.pt (what rescore-train-lm writes); hf:DIR is a Hugging Face model (rescore-import-lm);
+several models, interpolated with the shares of --mix: a colon-separated list, e.g.
+exp/rescore/lstm:exp/rescore/transformer or exp/rescore/lstm:hf:exp/rescore/smollm2.  The output dir
 gets lat.JOB.gz (scored by local/score.sh as before) and the 1-best in text."
 needs="utils/int2sym.pl utils/split_data.sh"
 # shellcheck source=libs/common.sh

@@ -43,8 +43,8 @@
 # each from the best under its own cost, fixed + w * l_nn_k); none and first-pass give exactly
 # the mix of one-model runs.
 #
-# A cascade of two models (a cheap one first, e.g. a small LSTM, then an expensive one, e.g. a
-# bigger LSTM or a Transformer): --rescore-opts "--cascade-top 10" (and/or "--cascade-margin M")
+# A cascade of two models (a cheap one first, e.g. the class LSTM, then an expensive one, e.g.
+# hf:exp/rescore/smollm2): --rescore-opts "--cascade-top 10" (and/or "--cascade-margin M")
 # has the second score only each utterance's top 10 under the first; the others keep the first's
 # cost and cannot win (their lmwt.interp carries 10000 nats more, so local/score.sh never picks
 # them either).  Each archives.JOB then has lmwt.cascade, the ranking, and rescore-tune OUT_DIR
@@ -105,8 +105,9 @@ Usage: $0 [options] <old-lang-dir> <model-dir-or-checkpoint> <data-dir> <input-d
 Run it from the Kaldi recipe directory (path.sh, cmd.sh, steps/, utils/, local/score.sh), by
 its path in rescore (e.g. ~/rescore/recipes/steps/lmrescore_nbest.sh).
 The old lang dir needs words.txt and G.carpa or G.fst (the LM used in decoding); a model dir
-needs model.pt (what rescore-train-lm writes).  Several models, interpolated with the shares of
---mix: a colon-separated list, e.g. exp/rescore/lstm:exp/rescore/transformer.  The output dir
+needs model.pt (what rescore-train-lm writes); hf:DIR is a Hugging Face model (rescore-import-lm).
+Several models, interpolated with the shares of --mix: a colon-separated list, e.g.
+exp/rescore/lstm:exp/rescore/transformer or exp/rescore/lstm:hf:exp/rescore/smollm2.  The output dir
 gets lat.JOB.gz (scored by local/score.sh as before), archives.JOB/ and the 1-best in text."
 needs="utils/int2sym.pl utils/split_data.sh"
 # shellcheck source=libs/common.sh

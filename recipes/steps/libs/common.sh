@@ -143,19 +143,31 @@ check_decode_dir() {
 }
 
 # check_models <a[:b...]> <mix>: one model or several as a colon-separated list, each a dir with
-# model.pt or a checkpoint file (not empty); with a mix, one share per model, each >= 0, summing
-# to 1. Sets model_files (the checkpoints) and model_opts (--model each, --mix).
+# model.pt, a checkpoint file (not empty) or hf:DIR, a Hugging Face model directory (what
+# rescore-import-lm writes: config.json beside its weights); with a mix, one share per model, each
+# >= 0, summing to 1. Sets model_files (the models as rescore-nbest takes them) and model_opts
+# (--model each, --mix).
 check_models() {
-  local m list
+  local m list i
   model_files=()
   model_opts=()
   IFS=: read -r -a list <<< "$1"
   [ ${#list[@]} -eq 0 ] && fail "expected a model dir or checkpoint, got '$1'"
-  for m in "${list[@]}"; do
+  for ((i = 0; i < ${#list[@]}; i++)); do
+    m=${list[i]}
     [ -z "$m" ] && fail "expected a model dir or checkpoint between the colons of '$1'"
-    [ -d "$m" ] && m=$m/model.pt
-    check_files "$m"
-    [ -s "$m" ] || fail "expected $m to be a model (model.pt of rescore-train-lm), got an empty file"
+    if [ "$m" = hf ]; then  # hf:DIR: the next field is the directory
+      i=$((i + 1))
+      m=${list[i]:-}
+      [ -n "$m" ] || fail "expected hf:DIR, a Hugging Face model directory, in '$1'"
+      [ -f "$m/config.json" ] ||
+        fail "expected hf:$m to be a Hugging Face model directory (config.json, as rescore-import-lm writes), got no $m/config.json"
+      m=hf:$m
+    else
+      [ -d "$m" ] && m=$m/model.pt
+      check_files "$m"
+      [ -s "$m" ] || fail "expected $m to be a model (model.pt of rescore-train-lm), got an empty file"
+    fi
     model_files+=("$m")
     model_opts+=(--model "$m")
   done
