@@ -1,0 +1,100 @@
+"""SpeechBrain's own beam search and rescorer builder for the tests (tests/io/test_speechbrain.py,
+tests/asr/test_speechbrain.py), and a tiny word LM of the words the search can say.
+
+SpeechBrain comes from PyPI at 1.1.2 (``speechbrain.decoders`` as at its git tag v1.1.0). Its
+PyPI dependency torchaudio is built for CUDA torch and does not load beside this project's CPU
+torch (``pip install speechbrain`` then fails at ``import speechbrain``), so install it without
+its dependencies, with the few its decoders import::
+
+    pip install --no-deps speechbrain==1.1.2 hyperpyyaml ruamel.yaml ruamel.yaml.clib
+
+Where torchaudio is absent or does not load, ``import speechbrain`` is given a placeholder
+``torchaudio`` module that fails on any use: the decoders (seq2seq, scorer) and the modules they
+build on (nnet) never call torchaudio; only ``speechbrain.utils.torch_audio_backend`` imports it
+at start-up (to check its version). Without speechbrain the tests that need it skip, saying so.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+INSTALL = "pip install --no-deps speechbrain==1.1.2 hyperpyyaml ruamel.yaml ruamel.yaml.clib"
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran"]  # token i + 1 is WORDS[i]; 0 is <bos>/<eos>
+
+
+class _AbsentTorchaudio(types.ModuleType):
+    """torchaudio where it does not load: any use raises ImportError, saying why."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # (inspect and importlib probe dunder names)
+            raise AttributeError(name)
+        raise ImportError(f"torchaudio.{name}: torchaudio does not load beside this torch (tests/speechbrain_searcher.py)")
+
+
+def import_speechbrain():
+    """The speechbrain package, or a pytest skip naming the install command."""
+    try:
+        import torchaudio  # noqa: F401
+    except (ImportError, OSError):
+        sys.modules.pop("torchaudio", None)
+        sys.modules["torchaudio"] = _AbsentTorchaudio("torchaudio")
+    try:
+        import speechbrain
+        import speechbrain.decoders.scorer  # noqa: F401
+        import speechbrain.decoders.seq2seq  # noqa: F401
+        import speechbrain.nnet.RNN  # noqa: F401
+        import speechbrain.nnet.linear  # noqa: F401
+    except ImportError as err:
+        pytest.skip(f"speechbrain does not import ({err}); {INSTALL}")
+    return speechbrain
+
+
+def decode(ids) -> str:
+    """The text of token ids (SpeechBrain's tokenizer.decode_ids for this word vocabulary)."""
+    return " ".join(WORDS[i - 1] for i in ids)
+
+
+def searcher(beam_size: int = 4, topk: int = 4, return_topk: bool = True, seed: int = 0):
+    """A real S2SRNNBeamSearcher (attentional LSTM decoder, random weights scaled up so that the
+    beams differ) over WORDS, bos = eos = 0, at most one step per encoder frame."""
+    sb = import_speechbrain()
+    import torch
+
+    from speechbrain.decoders.seq2seq import S2SRNNBeamSearcher
+
+    torch.manual_seed(seed)
+    vocab = len(WORDS) + 1
+    emb = torch.nn.Embedding(vocab, 6)
+    dec = sb.nnet.RNN.AttentionalRNNDecoder("lstm", "content", 8, 1, 8, enc_dim=7, input_size=6)
+    lin = sb.nnet.linear.Linear(n_neurons=vocab, input_size=8)
+    for m in (emb, dec, lin):
+        for p in m.parameters():
+            torch.nn.init.normal_(p, std=1.0)
+    return S2SRNNBeamSearcher(embedding=emb, decoder=dec, linear=lin, bos_index=0, eos_index=0,
+                              min_decode_ratio=0.0, max_decode_ratio=1.0, beam_size=beam_size,
+                              return_topk=return_topk, topk=topk).eval()
+
+
+def encoder_states(batch: int, frames: int = 6, seed: int = 1):
+    """(enc_states (batch, frames, 7), wav_lens (batch,)) of random 'audio'."""
+    import torch
+
+    torch.manual_seed(seed)
+    return torch.rand(batch, frames, 7), torch.ones(batch)
+
+
+def tiny_lm(path: Path, arch: str = "lstm") -> Path:
+    """A small random word LM over WORDS (rescore's checkpoint), saved at ``path``."""
+    import torch
+
+    from rescore.models import ModelConfig, build_model, save_checkpoint
+    from rescore.vocab import Vocabulary
+
+    torch.manual_seed(0)
+    config = ModelConfig(arch=arch, hidden=16, layers=1, dropout=0.0, n_heads=2, context=32)
+    save_checkpoint(build_model(config, Vocabulary(["<eos>", "<unk>", *WORDS])), path)
+    return path
