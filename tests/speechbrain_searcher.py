@@ -36,20 +36,27 @@ class _AbsentTorchaudio(types.ModuleType):
 
 
 def import_speechbrain():
-    """The speechbrain package, or a pytest skip naming the install command."""
-    try:
-        import torchaudio  # noqa: F401
-    except (ImportError, OSError):
-        sys.modules.pop("torchaudio", None)
-        sys.modules["torchaudio"] = _AbsentTorchaudio("torchaudio")
+    """The speechbrain package, or a pytest skip naming the install command. The placeholder
+    torchaudio is in sys.modules only while speechbrain's modules import (they keep their own
+    reference), so that other libraries' probes for torchaudio (transformers') find none."""
+    placeholder = None
+    if "speechbrain" not in sys.modules:
+        try:
+            import torchaudio  # noqa: F401
+        except (ImportError, OSError):
+            placeholder = sys.modules["torchaudio"] = _AbsentTorchaudio("torchaudio")
     try:
         import speechbrain
         import speechbrain.decoders.scorer  # noqa: F401
         import speechbrain.decoders.seq2seq  # noqa: F401
-        import speechbrain.nnet.RNN  # noqa: F401
         import speechbrain.nnet.linear  # noqa: F401
+        import speechbrain.nnet.RNN  # noqa: F401
+        import speechbrain.utils.data_utils  # noqa: F401
     except ImportError as err:
         pytest.skip(f"speechbrain does not import ({err}); {INSTALL}")
+    finally:
+        if placeholder is not None and sys.modules.get("torchaudio") is placeholder:
+            del sys.modules["torchaudio"]
     return speechbrain
 
 
