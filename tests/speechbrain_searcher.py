@@ -32,7 +32,8 @@ class _AbsentTorchaudio(types.ModuleType):
     def __getattr__(self, name):
         if name.startswith("__"):  # (inspect and importlib probe dunder names)
             raise AttributeError(name)
-        raise ImportError(f"torchaudio.{name}: torchaudio does not load beside this torch (tests/speechbrain_searcher.py)")
+        raise ImportError(f"torchaudio.{name}: torchaudio does not load beside this torch "
+                          "(a placeholder of tests/speechbrain_searcher.py)")
 
 
 def import_speechbrain():
