@@ -1,7 +1,7 @@
 """SpeechBrain's own beam search and rescorer builder for the tests (tests/io/test_speechbrain.py,
 tests/asr/test_speechbrain.py), and a tiny word LM of the words the search can say.
 
-SpeechBrain comes from PyPI at 1.1.2 (``speechbrain.decoders`` as at its git tag v1.1.0). Its
+SpeechBrain comes from PyPI at 1.1.2, the revision these tests name and were run with. Its
 PyPI dependency torchaudio is built for CUDA torch and does not load beside this project's CPU
 torch (``pip install speechbrain`` then fails at ``import speechbrain``), so install it without
 its dependencies, with the few its decoders import::
@@ -9,9 +9,10 @@ its dependencies, with the few its decoders import::
     pip install --no-deps speechbrain==1.1.2 hyperpyyaml ruamel.yaml ruamel.yaml.clib
 
 Where torchaudio is absent or does not load, ``import speechbrain`` is given a placeholder
-``torchaudio`` module that fails on any use: the decoders (seq2seq, scorer) and the modules they
-build on (nnet) never call torchaudio; only ``speechbrain.utils.torch_audio_backend`` imports it
-at start-up (to check its version). Without speechbrain the tests that need it skip, saying so.
+``torchaudio`` module that fails on any use: the code these tests run (``decoders.seq2seq``,
+``decoders.scorer``, ``nnet.RNN``, ``nnet.linear``, ``utils.data_utils``) never calls torchaudio;
+it is imported at start-up (``utils.torch_audio_backend`` checks its version; ``nnet.CNN`` uses it
+only for a mel filter bank). Without speechbrain the tests that need it skip, saying so.
 """
 
 from __future__ import annotations
