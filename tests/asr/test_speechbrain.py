@@ -110,6 +110,37 @@ def test_speechbrains_top_k_rescored_by_the_builder_as_by_rescore_nbest(tmp_path
         assert gh[0] == c[0] or gs[0] == pytest.approx(gs[1], abs=1e-4)  # (a tie may fall either way)
 
 
+def test_beside_speechbrains_own_rnnlm_rescorer(lm):
+    """Ours under the key transformerlm beside SpeechBrain's RNNLMRescorer (its RNNLM, random
+    weights, a word tokenizer): the builder sums the two, each times its weight."""
+    import_speechbrain()
+    from speechbrain.decoders.scorer import RescorerBuilder, RNNLMRescorer
+    from speechbrain.lobes.models.RNNLM import RNNLM
+
+    from tests.speechbrain_searcher import WORDS
+
+    class Tokenizer:  # SentencePiece's encode_as_ids, of SpeechBrain's upper-cased text
+        def encode_as_ids(self, text):
+            return [WORDS.index(w.lower()) + 1 for w in text.split()]
+
+    torch.manual_seed(0)
+    theirs = RNNLMRescorer(RNNLM(output_neurons=len(WORDS) + 1, embedding_dim=8, rnn_layers=1, rnn_neurons=8,
+                                 dnn_blocks=1, dnn_neurons=8, dropout=0.0, return_hidden=True),
+                           Tokenizer(), device="cpu", bos_index=0, eos_index=0, pad_index=0)
+    ours = load_rescorer(str(lm), weight_key="transformerlm", device="cpu")
+    assert type(ours) is TransformerLMRescorer
+    builder = RescorerBuilder(rescorers=[theirs, ours], weights={"rnnlm": 0.4, "transformerlm": 0.6})
+    got_hyps, got_scores = builder.rescore(HYPS, copy.deepcopy(SCORES))
+    a, b = theirs.rescore_hyps(HYPS).tolist(), _engine(lm, HYPS, "none")
+    flat = [s for u in SCORES for s in u]
+    want = [f + 0.4 * x + 0.6 * y for f, x, y in zip(flat, a, [y for u in b for y in u])]
+    i = 0
+    for hyps, gh, gs in zip(HYPS, got_hyps, got_scores):
+        ranked = sorted(zip(hyps, want[i:i + len(hyps)]), key=lambda p: -p[1])
+        i += len(hyps)
+        assert gs == pytest.approx([s for _, s in ranked], abs=1e-4) and gh == [h for h, _ in ranked]
+
+
 def test_a_transformer_and_an_hf_model_get_their_keys(tmp_path, tiny_gpt2):
     import_speechbrain()
     from speechbrain.decoders.scorer import RescorerBuilder
