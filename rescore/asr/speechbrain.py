@@ -13,10 +13,10 @@ What SpeechBrain's own rescorers do not: the hypotheses of an utterance share th
 side by side, and ``state_carry="first-pass"`` scores the utterances as a stream: each starts from
 the LM state after the first-pass best (its list's first hypothesis) of the one before, across
 calls too, until ``reset()`` (the engine takes no start state from outside, so each call runs the
-LM over the stream's earlier first-pass bests again: a call costs more as its stream grows). The score of a hypothesis is the LM's log-probability of its words
-and the end of sentence (natural log; the engine's costs summed and negated), which
-``RescorerBuilder.rescore`` adds to the beam search's score times the rescorer's weight, as it does
-for its own rescorers.
+LM over the stream's earlier first-pass bests again: a call costs more as its stream grows). The
+score of a hypothesis is the LM's log-probability of its words and the end of sentence (natural
+log; the engine's costs summed and negated), which ``RescorerBuilder.rescore`` adds to the beam
+search's score times the rescorer's weight, as it does for its own rescorers.
 
 The weight key. ``RescorerBuilder`` names a rescorer's weight by its class name (``XRescorer`` ->
 ``x``) and refuses any name but those of its own rescorers (``rnnlm``, ``transformerlm``,
