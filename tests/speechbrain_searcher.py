@@ -1,5 +1,5 @@
 """SpeechBrain's own beam search and rescorer builder for the tests (tests/io/test_speechbrain.py,
-tests/asr/test_speechbrain.py), and a tiny word LM of the words the search can say.
+tests/asr/test_speechbrain.py), and a tiny word LM of the words the searches can say.
 
 SpeechBrain comes from PyPI at 1.1.2, the revision these tests name and were run with. Its
 PyPI dependency torchaudio is built for CUDA torch and does not load beside this project's CPU
@@ -86,6 +86,23 @@ def searcher(beam_size: int = 4, topk: int = 4, return_topk: bool = True, seed: 
     return S2SRNNBeamSearcher(embedding=emb, decoder=dec, linear=lin, bos_index=0, eos_index=0,
                               min_decode_ratio=0.0, max_decode_ratio=1.0, beam_size=beam_size,
                               return_topk=return_topk, topk=topk).eval()
+
+
+def ctc_searcher(beam_size: int = 8, topk: int = 4):
+    """A real CTCBeamSearcher (no KenLM) over the tokens <blank> and "▁" + each of WORDS."""
+    import_speechbrain()
+    from speechbrain.decoders.ctc import CTCBeamSearcher
+
+    return CTCBeamSearcher(blank_index=0, vocab_list=["<blank>"] + ["▁" + w for w in WORDS],
+                           beam_size=beam_size, topk=topk, prune_history=False)
+
+
+def ctc_log_probs(batch: int, frames: int = 10, seed: int = 1):
+    """(log_probs (batch, frames, 1 + len(WORDS)), wav_lens (batch,)) of a random CTC output."""
+    import torch
+
+    torch.manual_seed(seed)
+    return torch.randn(batch, frames, 1 + len(WORDS)).mul(2).log_softmax(-1), torch.ones(batch)
 
 
 def encoder_states(batch: int, frames: int = 6, seed: int = 1):

@@ -20,6 +20,12 @@ as SpeechBrain's own ``undo_padding`` cuts its 1-best, and its text is ``decode(
 (``tokenizer.decode_ids`` of a SentencePiece tokenizer, as SpeechBrain's ASR classes decode).
 One column comes out, as a cost: ``pass1`` = -score.
 
+SpeechBrain's CTC beam search (``speechbrain.decoders.ctc.CTCBeamSearcher`` and its kin, with
+``topk``) returns per utterance a list of ``CTCHypothesis`` (``text``, ``score`` the CTC
+log-probability, ``lm_score`` the score that ranks the beams: ``score`` plus alpha x the KenLM
+log-probability and beta x the words, pyctcdecode's rule); written as pyctcdecode's beams are
+(rescore.io.pyctcdecode): columns ``ac`` = -score and ``lm`` = score - lm_score.
+
 Back: ``read_topk`` reads any interchange file (``rescore-nbest``'s ``scores.tsv`` included)
 as SpeechBrain's lists: per utterance the candidates' texts and log-probability scores
 (-cost of a column, ``total`` by default), best first, as ``RescorerBuilder.rescore`` returns
@@ -30,10 +36,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Callable, List, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from rescore.errors import RescoreError
 from rescore.io.interchange import Hypothesis, NbestTable, Utterance, read_nbest_table, write_nbest_table
+from rescore.io.pyctcdecode import beams_table
 
 PathLike = Union[str, Path]
 COLUMNS = ("pass1",)
@@ -75,10 +82,32 @@ def _beams(output) -> List[List[Tuple[List[int], float]]]:
     return [[(h, float(s))] for h, s in zip(hyps, scores)]
 
 
-def topk_table(utt_ids: Sequence[str], outputs, decode, path: str = "<speechbrain>") -> NbestTable:
+def _is_ctc(x) -> bool:
+    return hasattr(x, "text") and hasattr(x, "lm_score")
+
+
+def _ctc_beams(outputs) -> Optional[List[Tuple[str, float, float]]]:
+    """[[(text, score, lm_score), ...] per utterance] of CTC beam search outputs (one batch's
+    list of lists of CTCHypothesis, or a list of such batches); None for other outputs."""
+    if not isinstance(outputs, list) or not outputs or not isinstance(outputs[0], list) or not outputs[0]:
+        return None
+    if _is_ctc(outputs[0][0]):
+        batches = [outputs]
+    elif isinstance(outputs[0][0], list) and outputs[0][0] and _is_ctc(outputs[0][0][0]):
+        batches = outputs
+    else:
+        return None
+    return [[(h.text, h.score, h.lm_score) for h in utt] for batch in batches for utt in batch]
+
+
+def topk_table(utt_ids: Sequence[str], outputs, decode=None, path: str = "<speechbrain>") -> NbestTable:
     """The beams of ``outputs`` (module doc: one searcher output, or a list of them, one per
-    batch, with the utterance ids of all batches in order) as a table with column pass1;
-    utterances in the order given, each one's beams best first by the beam search's score."""
+    batch, with the utterance ids of all batches in order) as a table with column pass1
+    (columns ac, lm of a CTC beam search, whose texts need no ``decode``); utterances in the
+    order given, each one's beams best first by the beam search's score."""
+    ctc = _ctc_beams(outputs)
+    if ctc is not None:
+        return beams_table(utt_ids, ctc, path)
     if isinstance(outputs, list) and outputs and isinstance(outputs[0], (tuple, list)):
         batches = outputs
     else:
@@ -99,7 +128,7 @@ def topk_table(utt_ids: Sequence[str], outputs, decode, path: str = "<speechbrai
     return NbestTable(path, COLUMNS, utts)
 
 
-def write_topk(out: PathLike, utt_ids: Sequence[str], outputs, decode) -> NbestTable:
+def write_topk(out: PathLike, utt_ids: Sequence[str], outputs, decode=None) -> NbestTable:
     """Write the beams as an interchange file (rescore-nbest reads it as any such file),
     atomically; returns the table."""
     table = topk_table(utt_ids, outputs, decode, str(out))

@@ -13,7 +13,8 @@ from rescore.cli.nbest import main as rescore_nbest
 from rescore.errors import RescoreError
 from rescore.io.interchange import read_nbest_table
 from rescore.io.speechbrain import read_topk, topk_table, write_topk
-from tests.speechbrain_searcher import WORDS, decode, encoder_states, import_speechbrain, searcher, tiny_lm
+from tests.speechbrain_searcher import (WORDS, ctc_log_probs, ctc_searcher, decode, encoder_states, import_speechbrain,
+                                       searcher, tiny_lm)
 
 torch = pytest.importorskip("torch")
 
@@ -86,6 +87,30 @@ def test_the_1best_output_is_read_as_a_top_1(tmp_path):
     assert [u.hyps[0].words for u in top.utterances] == [u.hyps[0].words for u in table.utterances]
 
 
+def test_a_ctc_top_k_is_written_as_pyctcdecodes_beams_and_rescored(tmp_path, lm):
+    import_speechbrain()
+    s = ctc_searcher()
+    batches = [s(*ctc_log_probs(2, seed=1)), s(*ctc_log_probs(1, seed=2))]
+    table = write_topk(tmp_path / "ctc.tsv", ["c1", "c2", "c3"], batches)
+    back = read_nbest_table(tmp_path / "ctc.tsv")
+    assert back.columns == ("ac", "lm") and [u.id for u in back.utterances] == ["c1", "c2", "c3"]
+    hyps = [u for b in batches for u in b]
+    for u, want in zip(back.utterances, hyps):
+        ranked = sorted(want, key=lambda h: -h.lm_score)
+        assert [h.words for h in u.hyps] == [h.text.split() for h in ranked]
+        assert [h.scores[0] for h in u.hyps] == [-h.score for h in ranked]  # ac = -score
+        assert [sum(h.scores) for h in u.hyps] == pytest.approx([-h.lm_score for h in ranked], abs=1e-9)
+    assert table.num_hyps == sum(len(u) for u in hyps) and all(len(u.hyps) > 1 for u in back.utterances)
+    assert all(set(h.words) <= set(WORDS) for u in back.utterances for h in u.hyps)
+    r = CliRunner().invoke(rescore_nbest, [str(tmp_path / "ctc.tsv"), str(tmp_path / "o"), "--model", str(lm),
+                                           "--device", "cpu", "--weight", "0.5", "--score-weight", "lm=0"])
+    assert r.exit_code == 0, r.output
+    for u in read_nbest_table(tmp_path / "o" / "scores.tsv").utterances:
+        for h in u.hyps:
+            ac, lm_cost, nn, total = h.scores
+            assert total == pytest.approx(ac + 0.5 * nn, abs=1e-9)
+
+
 class _Tokenizer:
     """A SentencePiece-like tokenizer: decode_ids."""
 
@@ -116,6 +141,8 @@ def test_bad_input_is_refused_saying_what_was_expected(tmp_path):
         topk_table(["u"], (torch.zeros(1, 2, 3),), decode)
     with pytest.raises(ValueError, match="decode: a SentencePiece tokenizer"):
         topk_table(["u"], _output([-0.5, -1.0]), "not a tokenizer")
+    with pytest.raises(ValueError, match="decode: a SentencePiece tokenizer"):
+        topk_table(["u"], _output([-0.5, -1.0]))  # token ids need a decode
     assert not (tmp_path / "n.tsv").exists()
     with pytest.raises(ValueError):
         write_topk(tmp_path / "n.tsv", ["u", "v"], _output([-0.5, -1.0]), decode)
