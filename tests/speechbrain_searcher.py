@@ -6,7 +6,7 @@ PyPI dependency torchaudio is built for CUDA torch and does not load beside this
 torch (``pip install speechbrain`` then fails at ``import speechbrain``), so install it without
 its dependencies, with the few its decoders import::
 
-    pip install --no-deps speechbrain==1.1.2 hyperpyyaml ruamel.yaml ruamel.yaml.clib
+    pip install --no-deps speechbrain==1.1.2 hyperpyyaml ruamel.yaml ruamel.yaml.clib scipy
 
 Where torchaudio is absent or does not load, ``import speechbrain`` is given a placeholder
 ``torchaudio`` module that fails on any use: the code these tests run (``decoders.seq2seq``,
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-INSTALL = "pip install --no-deps speechbrain==1.1.2 hyperpyyaml ruamel.yaml ruamel.yaml.clib"
+INSTALL = "pip install --no-deps speechbrain==1.1.2 hyperpyyaml ruamel.yaml ruamel.yaml.clib scipy"
 WORDS = ["the", "cat", "sat", "on", "a", "mat", "dog", "ran"]  # token i + 1 is WORDS[i]; 0 is <bos>/<eos>
 
 
