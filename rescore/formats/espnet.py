@@ -1,7 +1,7 @@
 """ESPnet: its decode dirs as a table (``--format espnet``), and a rescored table back as the
 files of a decode dir (``--write-format espnet``, ``--to espnet``).
 
-Reading (:func:`read_espnet`): (:func:`read_espnet`): a decode dir of ``espnet2/bin/asr_inference.py`` run with
+Reading (:func:`read_espnet`): a decode dir of ``espnet2/bin/asr_inference.py`` run with
 ``--nbest N``: ``<dir>/<n>best_recog/{text,score}`` for n = 1..N (or, under ``asr.sh``, its
 ``<dir>/logdir/output.<job>/<n>best_recog/``, jobs in number order; ``asr.sh`` merges only the
 1-best into ``<dir>``). ``text`` is ``utt words``; ``score`` is ``utt <hyp.score>``, the beam
@@ -13,8 +13,8 @@ Without a tokenizer (``token_type`` none, or bpe without a model) ``asr_inferenc
 ``' '``, token ``<space>`` and score 0.0 at every rank (ESPNET_TOO_SHORT): an empty hypothesis,
 0 in every per-scorer column (it has no per-scorer scores). A multi-speaker decode writes
 ``<n>best_recog_spk<k>/`` folders (``--enh_s2t_task true``) or ``text_spk<k>``/``score_spk<k>``
-files in ``<n>best_recog/`` (multi-speaker ASR, as ``asr.sh`` merges and scores them; current ESPnet writes the latter
-for enhancement + ASR too): ``speaker`` = k reads speaker k's.
+files in ``<n>best_recog/`` (multi-speaker ASR, as ``asr.sh`` merges and scores them; current
+ESPnet writes the latter for enhancement + ASR too): ``speaker`` = k reads speaker k's.
 ESPnet writes no per-scorer scores; where a patched ``asr_inference.py`` also writes
 ``score_<name>`` files of the same form (``hyp.scores``: ``score_decoder``, ``score_ctc``,
 ``score_lm``, ...; docs/ecosystems.md), each becomes column ``<name>`` = -score.
@@ -23,7 +23,7 @@ decode dir, or a ``data.JOB.json``): each utterance's ``output`` list in rank or
 ``rec_text`` (the tokens joined; ``▁`` of BPE or a space between words; ``<eos>`` last) and
 ``score`` (log-probability; column ``pass1`` = -score); ``text`` gives the references.
 
-Writing (:func:`espnet_files`): (:func:`espnet_files`): what ``asr.sh`` leaves in a decode dir for its scoring
+Writing (:func:`espnet_files`): what ``asr.sh`` leaves in a decode dir for its scoring
 stage: ``text`` and ``score`` (the 1-best, merged) and ``1best_recog/{text,score}``, lines
 ``utt value`` as ESPnet's ``DatadirWriter`` writes them; ``score`` is the log-probability form
 of the cost (-cost). ``asr.sh --stage 13`` scores ``<decode dir>/text``. Speaker k of a

@@ -2,7 +2,7 @@
 N-best TSV file (rescore.formats.tsv), written from the user's own decode loop (docs/ecosystems.md)::
 
     from transformers import GenerationMixin
-    from rescore.io.hf_generate import write_nbest
+    from rescore.formats.hf_generate import write_nbest
     out = GenerationMixin.generate(model, input_features, num_beams=8, num_return_sequences=8,
                                    output_scores=True, return_dict_in_generate=True)
     write_nbest("nbest.tsv", utt_ids, out, tokenizer, normalize=True)

@@ -23,18 +23,18 @@ the first pass is ``am + lm`` (= ``tot_scores()``) where the lattice has ``lm_sc
 else ``tot_scores()`` alone, written as ``pass1_scores`` (e.g. the lattice of a transducer's
 ``fast_beam_search_nbest``).
 
-Reading (:func:`read_icefall`): (:func:`read_icefall`): icefall's decode scripts keep only each method's 1-best
-(``recogs-*.txt`` from ``store_transcripts``, no scores), so the N-best is dumped from the
+Reading (:func:`read_icefall`): icefall's decode scripts keep only each method's
+1-best (``recogs-*.txt`` from ``store_transcripts``, no scores), so the N-best is dumped from the
 ``k2`` ``Nbest`` object of an n-best decoding method (docs/ecosystems.md has the lines): a
 JSON-lines file, one object per cut: ``{"cut_id": ..., "hyps": ["w w ...", ...], "am_scores":
 [...], "lm_scores": [...], "ref": "w w ..."}`` (``ref`` optional; ``hyps`` also as lists of
-words), as :func:`rescore.io.icefall.write_nbest` writes it. Every ``<name>_scores`` list
+words), as :func:`write_nbest` writes it. Every ``<name>_scores`` list
 (one log-probability per hypothesis, as ``Nbest.compute_am_scores()``/``compute_lm_scores()``
 give per path) becomes column ``<name>`` = -score. The first pass is their sum; a cut whose
 first hypothesis is not the best by it (k2's ``Nbest`` keeps the paths in the order of a hash
 of their words, not of their scores) is put in that order, with a warning.
 
-Writing (:func:`icefall_files`): (:func:`icefall_files`): ``recogs-<set>-<key>.txt``, ``errs-<set>-<key>.txt`` and
+Writing (:func:`icefall_files`): ``recogs-<set>-<key>.txt``, ``errs-<set>-<key>.txt`` and
 ``wer-summary-<set>.txt`` as icefall's ``save_results`` writes them (``store_transcripts``
 and ``write_error_stats`` of ``icefall/utils.py``; the alignment is Kaldi's
 ``LevenshteinAlignment``, as ``kaldialign.align`` computes it). They need references.

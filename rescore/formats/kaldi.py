@@ -1,10 +1,11 @@
 """The Kaldi N-best dir as a table, and a table back as a Kaldi N-best dir (``--to kaldi``).
 
-(rescore.nbest.tables.kaldi_to_table, :func:`table_to_kaldi`): an N-best dir (rescore.nbest.sets).
-Columns ``ac`` = ``acwt``, ``graph`` = ``lmwt.withlm``, ``nolm`` = ``lmwt.nolm``; rank k is key
+An N-best dir (rescore.nbest.sets) as a table (rescore.nbest.tables.kaldi_to_table) has the
+columns ``ac`` = ``acwt``, ``graph`` = ``lmwt.withlm``, ``nolm`` = ``lmwt.nolm``; rank k is key
 ``<utt>-<k>``. Scores of text archives keep their text, so dir -> file -> dir gives the same
-bytes (``kaldi_style``: every line of ``words``/``acwt``/``lmwt.*`` ends in a space as Kaldi's
-binaries write them, ``words_text`` without as ``int2sym.pl`` writes it; False: no line does).
+bytes (:func:`table_to_kaldi`'s ``kaldi_style``: every line of ``words``/``acwt``/``lmwt.*``
+ends in a space as Kaldi's binaries write them, ``words_text`` without as ``int2sym.pl`` writes
+it; False: no line does).
 
 Reading a dir needs rescore.nbest.sets (its checks of the archives and the words.txt), so its
 reader is rescore.nbest.tables.kaldi_to_table, above this package; the registry

@@ -1,7 +1,7 @@
 """NeMo: its beam-search predictions file as a table (``--format nemo``), and a rescored table
 back as NeMo's files (``--write-format nemo``, ``--to nemo``).
 
-Reading (:func:`read_nemo`): (:func:`read_nemo`): with ``preds_output_folder``, NeMo's
+Reading (:func:`read_nemo`): with ``preds_output_folder``, NeMo's
 ``scripts/asr_language_modeling/ngram_lm/eval_beamsearch_ngram_ctc.py`` writes
 ``preds_out_width{W}_alpha{a}_beta{b}.tsv`` and ``eval_beamsearch_ngram_transducer.py``
 ``preds_out_{strategy}_bw{W}[_ma.._mg..[_ba..[_hat_ilmw..]]].tsv``: per utterance of the
@@ -22,8 +22,8 @@ occurs more than once) ``<name>-<offset in 1/100 s, 7 digits>`` for every line. 
 are the manifest's ``text``, optionally normalised as the script normalises predictions and
 references (``text_processing``: :func:`nemo_text_processing`). Column ``pass1`` = -score.
 
-Writing (:func:`nemo_files`): (:func:`nemo_files`): ``preds_rescored.tsv``, the candidates of each utterance of the
-manifest, in manifest order, best first by the cost, as ``'{}\\t{}\\n'.format(text, -cost)``
+Writing (:func:`nemo_files`): ``preds_rescored.tsv``, the candidates of each utterance of
+the manifest, in manifest order, best first by the cost, as ``'{}\\t{}\\n'.format(text, -cost)``
 (the lines of ``eval_beamsearch_ngram_ctc.py``); ``manifest_rescored.json``, the manifest's
 entries, each with ``pred_text`` (the 1-best) added: the manifest that NeMo's
 ``speech_to_text_eval.py`` scores (``text`` against ``pred_text``).
@@ -205,7 +205,7 @@ def _nemo_blocks(scores: List[float], ids: Sequence[Tuple[str, dict, int]], widt
         return found
     remedy = (f"; for an exact split, run NeMo's script with {NEMO_PATCH} applied (it writes "
               f"{path.name}{NEMO_COUNTS_SUFFIX} beside the file), or write the beams with "
-              "rescore.io.pyctcdecode.write_beams (docs/ecosystems.md, NeMo)")
+              "rescore.formats.pyctcdecode.write_beams (docs/ecosystems.md, NeMo)")
     if count == 0:
         raise RescoreError(
             f"lines that split into the {num_utts} utterances of {manifest}, each 1 to {width or 'W'} (the beam "

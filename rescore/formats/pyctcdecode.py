@@ -1,7 +1,7 @@
 """The beams of pyctcdecode (and of Hugging Face's ``Wav2Vec2ProcessorWithLM``, which runs it) as
 an N-best TSV file (rescore.formats.tsv), written from the user's own decode loop (docs/ecosystems.md)::
 
-    from rescore.io.pyctcdecode import write_beams
+    from rescore.formats.pyctcdecode import write_beams
     beams = [decoder.decode_beams(logits, beam_width=16) for logits in batch]   # pyctcdecode
     write_beams("nbest.tsv", utt_ids, beams)
 
