@@ -5,9 +5,13 @@ rescore-convert-nbest (rescore.cli.convert) takes the readers' options from here
 
 from __future__ import annotations
 
+import math
+from typing import Dict, Sequence
+
 import click
 
 from rescore.cli.options import Count, Need
+from rescore.errors import check
 from rescore.formats.base import Option, ReadOptions
 from rescore.formats.registry import ALIASES, FORMATS, NAMES, OPTIONS, RESULT_FORMATS, input_format
 
@@ -125,9 +129,22 @@ def format_options(f):
 def pop_format_options(nbest_dir, options: dict) -> dict:
     """Pop the format options from rescore-nbest's keyword arguments: the NbestJob fields they
     set (rescore.jobs.nbest), for any input format."""
-    from rescore.jobs.nbest import parse_score_weights
-
     return {"fmt": input_format(nbest_dir, options.pop("input_format")),
             "score_weights": parse_score_weights(options.pop("score_weights")), "manifest": options.pop("manifest"),
             "write_format": options.pop("write_format"), "icefall_suffix": options.pop("icefall_suffix"),
             "read_options": read_options(options)}
+
+
+def parse_score_weights(specs: Sequence[str], option: str = "--score-weight") -> Dict[str, float]:
+    """['ac=0.1', 'ctc=0.3'] -> {'ac': 0.1, 'ctc': 0.3} (finite numbers, each column once)."""
+    out: Dict[str, float] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        try:
+            x = float(value) if sep and name else math.nan
+        except ValueError:
+            x = math.nan
+        check(math.isfinite(x), "NAME=NUMBER (a score column and its finite weight), e.g. ctc=0.3", option, spec)
+        check(name not in out, "each score column once", option, spec)
+        out[name] = x
+    return out

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
@@ -541,21 +540,6 @@ def write_outputs(out: OutputSet, job: NbestJob, r: Rescored, write_costs=None) 
 
 # --------------------------------------------------------------------------------------------
 # An input in another format than Kaldi's (a table: rescore.nbest.tables)
-
-
-def parse_score_weights(specs: Sequence[str], option: str = "--score-weight") -> Dict[str, float]:
-    """['ac=0.1', 'ctc=0.3'] -> {'ac': 0.1, 'ctc': 0.3} (finite numbers, each column once)."""
-    out: Dict[str, float] = {}
-    for spec in specs:
-        name, sep, value = spec.partition("=")
-        try:
-            x = float(value) if sep and name else math.nan
-        except ValueError:
-            x = math.nan
-        check(math.isfinite(x), "NAME=NUMBER (a score column and its finite weight), e.g. ctc=0.3", option, spec)
-        check(name not in out, "each score column once", option, spec)
-        out[name] = x
-    return out
 
 
 def write_scores(out: OutputSet, arrays, params: Params, table, job: Optional[NbestJob] = None,
