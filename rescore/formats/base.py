@@ -59,7 +59,8 @@ class Format:
     read by rescore.nbest.tables, which needs rescore.nbest); ``result_files(table, costs, args)``
     its result files ({name: text}) and ``result_names(args)`` their names, where it has result
     files; ``options`` its reader's options; ``side_files(path)`` the files a read may open
-    besides ``path`` (an input of the run, never an output); ``manifest``: it needs one."""
+    besides ``path`` (an input of the run, never an output); ``manifest``: it needs one, to read
+    and to write its result files (which follow it); ``refs``: its result files need references."""
 
     name: str
     what: str  # what an input of the format is, for --help and errors
@@ -69,3 +70,4 @@ class Format:
     options: Tuple[Option, ...] = ()
     side_files: Optional[Callable[[str], List[str]]] = None
     manifest: bool = False
+    refs: bool = False

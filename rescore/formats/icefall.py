@@ -390,4 +390,4 @@ def _files(table, costs: Costs, args) -> Dict[str, str]:
 
 FORMAT = Format("icefall", "an icefall N-best dump (JSON lines)",
                 read=lambda path, manifest, options: read_icefall(path), result_files=_files,
-                result_names=lambda args: icefall_names(args.test_set, suffix=args.suffix))
+                result_names=lambda args: icefall_names(args.test_set, suffix=args.suffix), refs=True)

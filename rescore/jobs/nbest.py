@@ -250,16 +250,17 @@ class NbestJob:
         table = self.fmt != "kaldi"
         check(table or not self.score_weights, "an input other than a Kaldi dir (--format)", "--score-weight",
               ",".join(self.score_weights))
-        check(self.manifest is None or self.fmt == "nemo", "--format nemo (the manifest is NeMo's)", "--manifest",
-              self.manifest)
+        check(self.manifest is None or FORMATS[self.fmt].manifest, "--format nemo (the manifest is NeMo's)",
+              "--manifest", self.manifest)
         if FORMATS[self.fmt].manifest and self.manifest is None:
             raise OptionError(f"--manifest (NeMo's manifest of the decoded set) with --format {self.fmt}",
                               option="--manifest")
         check(self.write_format is None or (table and self.write_format in RESULT_FORMATS),
               f"one of {', '.join(RESULT_FORMATS)}, for an input other than a Kaldi dir (--format)",
               "--write-format", self.write_format)
-        check(self.write_format != "nemo" or self.fmt == "nemo", "--format nemo (NeMo's files follow its manifest)",
-              "--write-format", self.write_format)
+        check(self.write_format is None or not FORMATS[self.write_format].manifest or self.fmt == self.write_format,
+              f"--format {self.write_format} ({self.write_format}'s files follow its manifest)", "--write-format",
+              self.write_format)
         check(self.icefall_suffix is None or self.write_format == "icefall", "--write-format icefall",
               "--icefall-suffix", self.icefall_suffix)
         check(self.icefall_suffix is None or (self.icefall_suffix and "/" not in self.icefall_suffix),
@@ -581,9 +582,9 @@ def rescore_table(job: NbestJob) -> Optional[dict]:
              f" + {job.params.weight:g} * nn" if job.num_models else "")
     nbest = to_nbest_set(table, weights, is_kaldi_default(table.columns, job.score_weights), job.data_dir,
                          job.allow_missing)
-    if job.write_format == "icefall" and nbest.refs is None:
-        raise OptionError("references (the dump's 'ref', or --data-dir with a 'text') for icefall's recogs and errs "
-                          "files", option="--write-format", got="icefall")
+    if job.write_format is not None and FORMATS[job.write_format].refs and nbest.refs is None:
+        raise OptionError(f"references (the input's own, or --data-dir with a 'text') for {job.write_format}'s "
+                          "result files", option="--write-format", got=job.write_format)
     if job.split is not None:
         k, n = job.split
         nbest = nbest.subset(split_share([c.id for c in nbest.conversations], k, n, job.scoring.conv_batch))
