@@ -12,8 +12,8 @@ import click
 
 from rescore.cli.options import Count, Need
 from rescore.errors import check
-from rescore.formats.base import Option, ReadOptions
-from rescore.formats.registry import ALIASES, FORMATS, NAMES, OPTIONS, RESULT_FORMATS, input_format
+from rescore.formats.base import Option, ReadOptions, WriteArgs
+from rescore.formats.registry import ALIASES, FORMATS, NAMES, OPTIONS, RESULT_FORMATS, input_format, result_names
 
 FORMAT_CHOICES = ("auto", *NAMES, *ALIASES)  # the values of --format and --from
 AUTO = "auto: a file is a TSV file, a dir a Kaldi dir"
@@ -94,6 +94,18 @@ NBEST_NEEDS = {
 NBEST_GROUP = ["--format", "--score-weight", "--manifest", "--write-format", "--icefall-suffix",
                *(o.flag for o in OPTIONS)]
 
+def result_files_help() -> str:
+    """What each result format writes (SET: the test set's name), as --help says it."""
+    out = []
+    for name in RESULT_FORMATS:
+        f = FORMATS[name]
+        needs = [w for w, flag in (("with --manifest", f.manifest), ("references needed", f.refs)) if flag]
+        files = ", ".join(result_names(name, WriteArgs(test_set="SET")))
+        shown = f"{name} ({', '.join(needs)})" if needs else name
+        out.append(f"{shown}: {files}")
+    return "; ".join(out)
+
+
 _NBEST_OPTIONS = [
     click.option("--format", "input_format", type=click.Choice(FORMAT_CHOICES), default="auto",
                  help="What NBEST_DIR is: " + "; ".join(f"{n}: {f.what}" for n, f in FORMATS.items())
@@ -109,9 +121,7 @@ _NBEST_OPTIONS = [
     read_option_decorator,
     click.option("--write-format", type=click.Choice(RESULT_FORMATS),
                  help="Also write the result in that recognizer's own files into OUT_DIR, for its scoring "
-                      "scripts: espnet: text, score, 1best_recog/{text,score}; nemo (with --manifest): "
-                      "preds_rescored.tsv, manifest_rescored.json (pred_text); icefall (references needed): "
-                      "recogs-SET-rescored.txt, errs-SET-rescored.txt, wer-summary-SET.txt."),
+                      f"scripts: {result_files_help()}."),
     click.option("--icefall-suffix", metavar="SUFFIX",
                  help="With --write-format icefall: name the files as a current zipformer decode.py names them, "
                       "with its params.suffix: recogs-SET-SUFFIX.txt, errs-SET-SUFFIX.txt, "
