@@ -59,6 +59,15 @@ def import_speechbrain():
     finally:
         if placeholder is not None and sys.modules.get("torchaudio") is placeholder:
             del sys.modules["torchaudio"]
+    # speechbrain puts lazy modules in sys.modules (redirects of its old module names to its
+    # integrations: k2, flair ...) that import on first attribute access; libraries that walk
+    # sys.modules (hypothesis reads every module's __file__) would import them and fail. The
+    # unloaded ones leave sys.modules.
+    from speechbrain.utils.importutils import LazyModule  # (DeprecatedModuleRedirect is one too)
+
+    for name, mod in list(sys.modules.items()):
+        if isinstance(mod, LazyModule) and object.__getattribute__(mod, "__dict__").get("lazy_module") is None:
+            del sys.modules[name]
     return speechbrain
 
 

@@ -2,6 +2,7 @@
 functions alike): no circles, and each layer imports only its own and the layers below it.
 
 Layers, bottom up (LAYERS): the top-level modules (errors, progress, bulk, vocab, settings), io/,
+formats/ (the N-best formats: readers, write-back, their options; they may not reach nbest/),
 metrics/, models/ (nn.Modules and checkpoints), nbest/, engine/, train/, jobs/, asr/, cli/. Every
 module of the package is in one. An import inside a function is only there to keep a command's
 start-up light.
@@ -16,7 +17,7 @@ from typing import Dict, Iterator, List, Set, Tuple
 PACKAGE = Path(__file__).resolve().parents[1] / "rescore"
 BASE = {"rescore", "rescore.errors", "rescore.progress", "rescore.bulk", "rescore.vocab", "rescore.settings"}
 # the packages above the top-level modules, bottom up: a module imports from its own layer and below
-LAYERS = ("io", "metrics", "models", "nbest", "engine", "train", "jobs", "asr", "cli")
+LAYERS = ("io", "formats", "metrics", "models", "nbest", "engine", "train", "jobs", "asr", "cli")
 
 def modules() -> Dict[str, Path]:
     """Dotted name -> file of every module of the package (a package by its __init__.py)."""
@@ -169,10 +170,10 @@ def test_every_module_is_in_a_layer():
 
 
 def test_base_modules_are_torch_free_at_import():
-    """The top-level modules, io/ and metrics/ import no torch at module level (the commands'
-    start-up and --help stay light)."""
+    """The top-level modules, io/, formats/ and metrics/ import no torch at module level (the
+    commands' start-up and --help stay light)."""
     for name, path in modules().items():
-        if not (name in BASE or in_package(name, "rescore.io") or in_package(name, "rescore.metrics")):
+        if not (name in BASE or any(in_package(name, f"rescore.{p}") for p in ("io", "formats", "metrics"))):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]

@@ -10,7 +10,7 @@ import click
 from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.engine_options import MODEL_NEEDED, engine_needs, engine_options, engine_settings
-from rescore.cli.interchange import NBEST_NEEDS, interchange_options, other_format, pop_other_format, run_other_format
+from rescore.cli.formats import NBEST_GROUP, NBEST_NEEDS, format_options, other_format, pop_format_options
 from rescore.cli.options import MAX_BATCH, MAX_BUCKETS, Conflict, Count, Need, Real, Shares
 from rescore.nbest.checks import OOV_ERROR_RATE, OOV_WARN_RATE
 
@@ -43,7 +43,7 @@ def _has_refs(p) -> bool:
 
 REFS_NEEDED = "--data-dir, or an input of another format with references (the references it acts on)"
 # What each option needs to act (rescore.cli.options.Need): the engine's settings a model
-# (rescore.cli.engine_options), the readers' options their format (rescore.cli.interchange).
+# (rescore.cli.engine_options), the readers' options their format (rescore.cli.formats).
 NEEDS = {
     **engine_needs(),
     **NBEST_NEEDS,
@@ -68,8 +68,7 @@ GROUPS = {
     "Carry and pointer": ["--state-carry", "--mix-carry", "--history-min-posterior", "--cache-window",
                           "--cache-theta", "--cache-lambda"],
     "Output": ["--buckets", "--plot"],
-    "Other formats": ["--format", "--score-weight", "--manifest", "--write-format", "--icefall-suffix", "--nemo-beam",
-                      "--nemo-text-processing", "--nemo-punctuation-marks", "--espnet-tokens", "--speaker"],
+    "Other formats": NBEST_GROUP,
     "Performance": ["--device", "--engine", "--schedule", "--precision", "--max-tokens", "--conv-batch", "--jobs",
                     "--split"],
 }
@@ -135,7 +134,7 @@ GROUPS = {
                    "as they were. Uses OMP_NUM_THREADS torch threads (else torch's default). Not with --split, nor "
                    "with inputs other than Kaldi dirs (--format).")
 @engine_options
-@interchange_options
+@format_options
 @verbose_option
 def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight, mix, inv_acwt, wip, train_text,
          num_buckets, plot, allow_missing, allow_oov_rate, normalize_refs, cascade_top, cascade_margin, jobs_spec,
@@ -147,7 +146,7 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     (printed). OUT_DIR is written as one set: one run at a time, the outputs of an older run
     removed first, and manifest.json marked complete at the end. No output may replace an input
     (OUT_DIR may be NBEST_DIR, as in Kaldi's archives.JOB, but not the data dir). NBEST_DIR may
-    also be an N-best interchange file or another recognizer's output (--format): OUT_DIR then
+    also be an N-best TSV file or another recognizer's output (--format): OUT_DIR then
     gets text and scores.tsv (docs/ecosystems.md). With --jobs A:B, one process does the work of
     Kaldi's jobs A..B (NBEST_DIR and OUT_DIR with JOB, e.g. archives.JOB)."""
     setup_logging(verbose)
@@ -161,12 +160,13 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     if jobs_spec is not None:  # (checked before --params is read)
         numbers = job_numbers(jobs_spec, nbest_dir=nbest_dir, out_dir=out_dir, split=split_spec, models=model,
                               params_file=params_file, train_text=train_text)
-    # None for a Kaldi dir (with --jobs: the first job's)
-    other = pop_other_format(nbest_dir if numbers is None else job_path(nbest_dir, numbers[0]), settings)
-    check(numbers is None or other is None, "Kaldi N-best dirs (one per job): other recognizers' inputs "
+    # the input's format and its options (with --jobs: the first job's input)
+    formats = pop_format_options(nbest_dir if numbers is None else job_path(nbest_dir, numbers[0]), settings)
+    other = formats["fmt"] != "kaldi"
+    check(numbers is None or not other, "Kaldi N-best dirs (one per job): other recognizers' inputs "
           "(--format) are rescored one per run", "--jobs", f"{jobs_spec} with {nbest_dir}")
     cascade = Cascade(cascade_top, cascade_margin)
-    check(other is None or not cascade.on, "a Kaldi N-best dir for a cascade (its ranking is written as "
+    check(not other or not cascade.on, "a Kaldi N-best dir for a cascade (its ranking is written as "
           "lmwt.cascade beside lmwt.nn)", "--cascade-top" if cascade_top else "--cascade-margin", nbest_dir)
     scoring = engine_settings(settings)
     k = len(model) or len(nn_costs)
@@ -179,15 +179,14 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
                nn_costs=tuple(nn_costs), models=tuple(model), scoring=scoring, train_text=train_text,
                num_buckets=num_buckets, plot=plot, allow_missing=allow_missing,
                split=parse_split(split_spec) if split_spec else None, params_file=params_file,
-               allow_oov_rate=allow_oov_rate, normalize_refs=normalize_refs, cascade=cascade)
+               allow_oov_rate=allow_oov_rate, normalize_refs=normalize_refs, cascade=cascade, **formats)
     if numbers is not None:  # Kaldi's jobs in one process
         for k, report in rescore_nbest_jobs(nbest_jobs(jobs_spec, **job)).items():
             if report is not None:
                 click.echo(f"job {k} ({job_path(out_dir, k)}):\n{format_report(report)}")
         log.info("outputs in %s for jobs %s", out_dir, jobs_spec)
         return
-    # an interchange file or another recognizer's output (--format): rescore.jobs.interchange
-    report = rescore_nbest_dir(NbestJob(**job)) if other is None else run_other_format(other, job)
+    report = rescore_nbest_dir(NbestJob(**job))  # (any format: rescore.jobs.nbest)
     if report is not None:
         click.echo(format_report(report))
     log.info("outputs in %s", out_dir)

@@ -14,7 +14,7 @@ import json
 import math
 import stat
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, List, Optional, Tuple, Union
 
 from rescore.errors import RescoreError
 from rescore.io.outdir import atomic_output, dumps_json, is_temporary, write_json  # noqa: F401 (re-exported)
@@ -72,3 +72,22 @@ def file_key(path: PathLike) -> Optional[tuple]:
     if not stat.S_ISREG(st.st_mode):
         return None
     return (str(p.resolve()), st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def read_json_lines(path: PathLike) -> List[Tuple[int, object]]:
+    """[(line, object)] of a JSON-lines file, blank lines skipped (``NaN``/``Infinity`` read as None)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise RescoreError("a readable JSON-lines file", path=path, got=e.strerror or str(e)) from None
+    except UnicodeDecodeError:
+        raise RescoreError("UTF-8 text", path=path) from None
+    out = []
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            out.append((lineno, json.loads(line, parse_constant=lambda c: None)))
+        except json.JSONDecodeError as e:
+            raise RescoreError("one JSON object per line", path=path, line=lineno, got=e.msg) from None
+    return out

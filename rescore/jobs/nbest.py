@@ -1,4 +1,5 @@
-"""The job of rescore-nbest (rescore an N-best dir) and the job split it uses; rescore-tune's job
+"""The job of rescore-nbest (rescore an N-best list in any format: rescore.formats.registry) and
+the job split it uses; rescore-tune's job
 is in rescore.jobs.tune, the NN LM scoring in rescore.jobs.scoring.
 
 A command parses its options into a job (:class:`NbestJob`, :class:`rescore.jobs.tune.TuneJob`)
@@ -15,11 +16,14 @@ the end, temporary files of killed runs cleaned up.
 The flow of rescore-nbest::
 
     load NBEST_DIR (+ data dir)  [--split K/N: only job K's conversations are parsed]
+         a Kaldi dir as an N-best set (rescore.nbest.sets); any other format as a table by its reader
+         (rescore.formats), its columns weighted (rescore.nbest.tables), made an N-best set
       -> NN LM costs: --model (engine, writes lmwt.nn) | --nn-costs | none
          (K models or cost files: each scored on its own, lmwt.nn.1..K, mixed into lmwt.nn)
       -> the costs checked once (rescore.nbest.combine.NnCosts; an overflow names its file and line)
       -> interpolation (rescore.nbest.interp) -> 1-best per utterance
       -> OUT_DIR/{lmwt.interp, text} + report.{json,txt} (rescore.metrics) with references
+         (another format: scores.tsv instead of lmwt.interp, and --write-format's result files)
 
 ``rescore-nbest --jobs A:B`` (:func:`nbest_jobs`, :func:`rescore_nbest_jobs`) runs Kaldi's jobs
 A..B in one process: JOB in the paths is each job's number, every job is loaded and checked
@@ -31,18 +35,23 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import partial
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rescore import metrics
 from rescore.bulk import gc_frozen
-from rescore.errors import OptionError, check
-from rescore.io.ecosystems import FORMATS
-from rescore.io.files import write_json
+from rescore.errors import OptionError, RescoreError, check
+from rescore.formats.base import ReadOptions, WriteArgs
+from rescore.formats.registry import (FORMATS, KNOWN_RESULT_FILES, RESULT_FORMATS, canonical, result_files,
+                                      result_names, side_files)
+from rescore.formats.tsv import write_nbest_table
+from rescore.formats.icefall import icefall_test_set
+from rescore.formats.table import with_columns
+from rescore.io.files import atomic_output, write_json
 from rescore.io.kaldi import write_nn_costs, write_table
-from rescore.io.outdir import OutputSet
+from rescore.io.outdir import MANIFEST_NAME, OutputSet
 from rescore.io.symbols import read_vocabulary
 from rescore.jobs.scoring import score_models, score_sets
 # (their home is rescore.jobs.scoring; imported from here by tools and tests)
@@ -53,6 +62,7 @@ from rescore.nbest.cascade import CASCADE_FILE, Cascade, CascadeRanks, write_ran
 from rescore.nbest.combine import CostArrays, NnCosts
 from rescore.nbest.interp import Params, equal_mix
 from rescore.nbest.sets import ARCHIVES, default_words_txt, find_archive, load_nbest_dir
+from rescore.nbest.tables import ADDED, column_weights, is_kaldi_default, load_table, to_nbest_set
 from rescore.settings import OOV_AUTO, OOV_NONE, EngineSettings, is_hf_spec
 from rescore.vocab import count_words, read_sentences
 
@@ -67,6 +77,9 @@ MAX_MODELS = 8
 # model k's own cost when several are interpolated.
 NBEST_OUTPUTS = ("lmwt.nn", "lmwt.interp", "text", "report.json", "report.txt", "buckets.png", CASCADE_FILE,
                  *(f"lmwt.nn.{k}" for k in range(1, MAX_MODELS + 1)))
+# ... and of an input in another format than Kaldi's: scores.tsv, the result files of --write-format
+# (icefall's depend on the input's name, a speaker's text_spk<k>... on the speaker: not listed)
+TABLE_OUTPUTS = (*NBEST_OUTPUTS, "scores.tsv", *KNOWN_RESULT_FILES)
 
 
 def check_paths(paths: Sequence[str], option: str, what: str = "files") -> Tuple[str, ...]:
@@ -191,14 +204,22 @@ class NbestJob:
     normalize_refs: bool = False  # lower-case the references, strip punctuation (rescore.metrics.refnorm)
     # two models as a cascade: the last scores only the first's survivors (rescore.nbest.cascade)
     cascade: Cascade = field(default_factory=Cascade)
-    # the input's format (rescore.io.ecosystems.FORMATS): a Kaldi N-best dir; an InterchangeJob
-    # (rescore.jobs.interchange) reads the others
+    # the input's format (rescore.formats.registry.FORMATS): a Kaldi N-best dir is loaded as a set
+    # (rescore.nbest.sets) and gets lmwt.interp; any other is read as a table (rescore.nbest.tables)
+    # and gets scores.tsv, its columns weighted by score_weights
     fmt: str = "kaldi"
+    score_weights: Mapping[str, float] = field(default_factory=dict)  # --score-weight: column -> weight
+    manifest: Optional[str] = None  # NeMo's manifest of the decoded set
+    read_options: ReadOptions = ReadOptions()  # the readers' own options (rescore.formats.base)
+    write_format: Optional[str] = None  # rescore.formats.registry.RESULT_FORMATS: the result in that format too
+    icefall_suffix: Optional[str] = None  # icefall's params.suffix in the names of its result files
 
     def __post_init__(self):
         if not isinstance(self.params, Params):
             raise TypeError("params must be a rescore.nbest.interp.Params")
+        object.__setattr__(self, "fmt", canonical(self.fmt))
         check(self.fmt in FORMATS, f"one of {', '.join(FORMATS)}", "--format", self.fmt)
+        self._check_format()
         object.__setattr__(self, "nn_costs", check_paths(self.nn_costs, "--nn-costs"))
         object.__setattr__(self, "models", check_paths(self.models, "--model", "models"))
         k = self.num_models
@@ -223,6 +244,27 @@ class NbestJob:
             k, n = self.split
             check(1 <= k <= n, "K/N with 1 <= K <= N", "--split", f"{k}/{n}")
         self.output_set().check()  # no output is an input, OUT_DIR can be a directory
+
+    def _check_format(self) -> None:
+        """The options of an input in another format than Kaldi's (they act on a table)."""
+        table = self.fmt != "kaldi"
+        check(table or not self.score_weights, "an input other than a Kaldi dir (--format)", "--score-weight",
+              ",".join(self.score_weights))
+        check(self.manifest is None or FORMATS[self.fmt].manifest, "--format nemo (the manifest is NeMo's)",
+              "--manifest", self.manifest)
+        if FORMATS[self.fmt].manifest and self.manifest is None:
+            raise OptionError(f"--manifest (NeMo's manifest of the decoded set) with --format {self.fmt}",
+                              option="--manifest")
+        check(self.write_format is None or (table and self.write_format in RESULT_FORMATS),
+              f"one of {', '.join(RESULT_FORMATS)}, for an input other than a Kaldi dir (--format)",
+              "--write-format", self.write_format)
+        check(self.write_format is None or not FORMATS[self.write_format].manifest or self.fmt == self.write_format,
+              f"--format {self.write_format} ({self.write_format}'s files follow its manifest)", "--write-format",
+              self.write_format)
+        check(self.icefall_suffix is None or self.write_format == "icefall", "--write-format icefall",
+              "--icefall-suffix", self.icefall_suffix)
+        check(self.icefall_suffix is None or (self.icefall_suffix and "/" not in self.icefall_suffix),
+              "a file name part (not empty, no '/')", "--icefall-suffix", self.icefall_suffix)
 
     def _check_scoring(self) -> None:
         """The engine settings that need a model, and the OOV penalty's default (class doc)."""
@@ -256,15 +298,51 @@ class NbestJob:
         return len(self.models) or len(self.nn_costs)
 
     def inputs(self) -> List[Path]:
-        files = nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
+        files = [] if self.fmt == "kaldi" else self._table_inputs()
+        files += nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
         files += [Path(p) for p in (*self.nn_costs, self.train_text, *self.models, self.params_file)
                   if p is not None]
         return files
 
-    def outputs(self) -> List[str]:
-        """The files of NBEST_OUTPUTS this job will write (reports only with references):
-        lmwt.nn with models (the mixed costs with several, and lmwt.nn.k each model's own) or
-        with several cost files (mixed)."""
+    def _table_inputs(self) -> List[Path]:
+        """The files an input in another format is read from: the file, or a decode dir's files
+        (not those of an earlier run's OUT_DIR inside it), those beside it, the manifest."""
+        p = Path(self.nbest_dir)
+        files = [p]
+        if p.is_dir():
+            out = Path(self.out_dir).resolve()
+            earlier = (out / MANIFEST_NAME).is_file()
+            files = [f for f in p.rglob("*") if f.is_file() and not (earlier and out in f.resolve().parents)]
+        files += [Path(f) for f in side_files(p, self.fmt)]
+        return files + [Path(m) for m in (self.manifest,) if m is not None]
+
+    def result_names(self) -> List[str]:
+        """The files of --write-format (rescore.formats.registry); ESPnet's 'text' is OUT_DIR/text."""
+        if self.write_format is None:
+            return []
+        names = result_names(self.write_format, WriteArgs(test_set=icefall_test_set(self.nbest_dir),
+                                                          speaker=self.read_options.speaker,
+                                                          suffix=self.icefall_suffix))
+        return [n for n in names if n != "text"]
+
+    def outputs(self, with_refs: Optional[bool] = None) -> List[str]:
+        """The files this job will write (reports only with references; ``with_refs`` None: a
+        data dir with a 'text'): lmwt.nn with models (the mixed costs with several, and lmwt.nn.k
+        each model's own) or with several cost files (mixed); lmwt.interp for a Kaldi dir,
+        scores.tsv and the result files of --write-format for another input."""
+        if with_refs is None:
+            with_refs = self.data_dir is not None and (Path(self.data_dir) / "text").exists()
+        if self.fmt != "kaldi":
+            names = ["text", "scores.tsv", *self.result_names()]
+            if self.models or len(self.nn_costs) > 1:
+                names.append("lmwt.nn")
+            if len(self.models) > 1:
+                names += [f"lmwt.nn.{k}" for k in range(1, len(self.models) + 1)]
+            if with_refs:
+                names += ["report.json", "report.txt"]
+                if self.train_text is not None and self.plot:
+                    names.append("buckets.png")
+            return names
         names = ["lmwt.interp", "text"]
         if self.models or len(self.nn_costs) > 1:
             names.insert(0, "lmwt.nn")
@@ -272,7 +350,7 @@ class NbestJob:
             names[1:1] = [f"lmwt.nn.{k}" for k in range(1, len(self.models) + 1)]
         if self.cascade.on:
             names.append(CASCADE_FILE)
-        if self.data_dir is not None and (Path(self.data_dir) / "text").exists():
+        if with_refs:
             names += ["report.json", "report.txt"]
             if self.train_text is not None and self.plot:
                 names.append("buckets.png")
@@ -286,17 +364,25 @@ class NbestJob:
                 if self.models else None,
                 "train_text": self.train_text, "num_buckets": self.num_buckets,
                 "normalize_refs": self.normalize_refs,
-                "cascade": self.cascade.as_dict() if self.cascade.on else None}
+                "cascade": self.cascade.as_dict() if self.cascade.on else None,
+                **({} if self.fmt == "kaldi" else
+                   {"format": self.fmt, "manifest": self.manifest, "score_weights": dict(self.score_weights),
+                    "read_options": asdict(self.read_options), "write_format": self.write_format,
+                    "icefall_suffix": self.icefall_suffix})}
 
-    def output_set(self) -> OutputSet:
-        return OutputSet(self.out_dir, self.outputs(), self.inputs(), known=NBEST_OUTPUTS,
-                         settings=self.settings(), split=self.split)
+    def output_set(self, with_refs: Optional[bool] = None) -> OutputSet:
+        return OutputSet(self.out_dir, self.outputs(with_refs), self.inputs(),
+                         known=NBEST_OUTPUTS if self.fmt == "kaldi" else TABLE_OUTPUTS, settings=self.settings(),
+                         split=self.split)
 
 
 def rescore_nbest_dir(job: NbestJob) -> Optional[dict]:
     """Run a rescore-nbest job: OUT_DIR/{lmwt.nn (with a model), lmwt.interp, text} and, with
-    references, report.json / report.txt (+ buckets.png with train_text). Returns the report,
-    or None without references."""
+    references, report.json / report.txt (+ buckets.png with train_text); an input in another
+    format than Kaldi's gets scores.tsv instead of lmwt.interp (:func:`rescore_table`). Returns
+    the report, or None without references."""
+    if job.fmt != "kaldi":
+        return rescore_table(job)
     with job.output_set() as out:
         select = None
         if job.split is not None:  # read only the job's share
@@ -382,7 +468,7 @@ def rescore_loaded(out_dir: PathLike, job: NbestJob, nbest, checks, results, tra
 def write_rescored(out: OutputSet, job: NbestJob, nbest, write_costs=None) -> Optional[dict]:
     """Score (with a model), interpolate and write a loaded N-best set into an open output set:
     the costs (lmwt.interp, or what ``write_costs(out, arrays)`` writes from the set's
-    rescore.nbest.combine.CostArrays, returning its path: rescore.jobs.interchange's scores.tsv), the
+    rescore.nbest.combine.CostArrays, returning its path: write_scores' scores.tsv), the
     1-best and the report."""
     sentences = train_sentences_of(job)
     train_counts = train_counts_of(job, sentences)
@@ -405,7 +491,7 @@ def warn_unusual(job: NbestJob, nbest) -> None:
         log.warning("--inv-acwt %g is the size of Kaldi's acoustic scale (acwt, e.g. 0.1); --inv-acwt "
                     "is its inverse (LMWT, usually 6 to 20): the acoustics now weigh more than the LM",
                     job.params.inv_acwt)
-    if job.models and job.scoring.state_carry != "none" and getattr(nbest, "grouping", None) == "utterance":
+    if job.models and job.scoring.state_carry != "none" and nbest.grouping == "utterance":
         log.warning("--state-carry %s: no segments or utt2spk were read (--data-dir), so every utterance is its "
                     "own conversation and the carry carries nothing", job.scoring.state_carry)
 
@@ -451,6 +537,62 @@ def write_outputs(out: OutputSet, job: NbestJob, r: Rescored, write_costs=None) 
     with out.open("report.txt") as f:
         f.write(metrics.format_report(report) + "\n")
     return report
+
+
+# --------------------------------------------------------------------------------------------
+# An input in another format than Kaldi's (a table: rescore.nbest.tables)
+
+
+def write_scores(out: OutputSet, arrays, params: Params, table, job: Optional[NbestJob] = None,
+                 refs=None) -> Path:
+    """OUT_DIR/scores.tsv: the input's table (the utterances of the set, e.g. a --split job's)
+    with the NN LM cost and the total of each hypothesis (arrays: rescore.nbest.combine.CostArrays);
+    with the job's --write-format, that format's files too (rescore.formats.registry)."""
+    ranks = [tuple(k.rsplit("-", 1)) for k in arrays.keys]
+    added = {(u, int(r)): v for (u, r), v in zip(ranks, zip(arrays.lnn(params.mix), arrays.total(params)))}
+    kept = replace(table, utterances=[u for u in table.utterances if (u.id, 1) in added])
+    path = out.path("scores.tsv")
+    write_nbest_table(path, with_columns(kept, ADDED, added, str(path)))
+    if job is not None and job.write_format is not None:
+        costs = {k: v[1] for k, v in added.items()}
+        files = result_files(job.write_format, kept, costs, WriteArgs(manifest=job.manifest, refs=refs,
+                                                                      speaker=job.read_options.speaker,
+                                                                      suffix=job.icefall_suffix))
+        for name in job.result_names():
+            with atomic_output(out.path(name), "w") as f:
+                f.write(files[name])
+        log.info("wrote %s (%s)", ", ".join(job.result_names()), job.write_format)
+    return path
+
+
+def rescore_table(job: NbestJob) -> Optional[dict]:
+    """Run a job on an input in another format than Kaldi's: read as a table (rescore.nbest.tables),
+    its columns weighted (its ranking rule), made an N-best set and rescored as a Kaldi dir's, the
+    table with the NN LM cost and the total of each hypothesis written as OUT_DIR/scores.tsv
+    (:func:`write_scores`). Returns the report, or None without references."""
+    table = load_table(job.nbest_dir, job.fmt, job.manifest, options=job.read_options)
+    for c in ADDED:
+        if c in table.columns:
+            raise RescoreError(f"no score column '{c}' (rescore-nbest adds {' and '.join(ADDED)} to scores.tsv)",
+                               path=table.path, line=table.header_line, got=c)
+    for c in job.score_weights:
+        table.column(c)  # a weight for a column the input lacks
+    weights = column_weights(table, job.score_weights, job.params)
+    log.info("total = %s%s + wip * |h|", " + ".join(f"{weights[c]:g} * {c}" for c in table.columns),
+             f" + {job.params.weight:g} * nn" if job.num_models else "")
+    nbest = to_nbest_set(table, weights, is_kaldi_default(table.columns, job.score_weights), job.data_dir,
+                         job.allow_missing)
+    if job.write_format is not None and FORMATS[job.write_format].refs and nbest.refs is None:
+        raise OptionError(f"references (the input's own, or --data-dir with a 'text') for {job.write_format}'s "
+                          "result files", option="--write-format", got=job.write_format)
+    if job.split is not None:
+        k, n = job.split
+        nbest = nbest.subset(split_share([c.id for c in nbest.conversations], k, n, job.scoring.conv_batch))
+    job = replace(job, extra_report=dict(job.extra_report, input=job.nbest_dir, format=job.fmt,
+                                         score_weights=weights))
+    with job.output_set(nbest.refs is not None) as out:
+        return write_rescored(out, job, nbest, lambda out, arrays: write_scores(out, arrays, job.params, table, job,
+                                                                                nbest.refs))
 
 
 # --------------------------------------------------------------------------------------------

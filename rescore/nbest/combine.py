@@ -312,7 +312,7 @@ class CostArrays:
         table = self._nbest.source_table  # (path, key -> line, archive -> column)
         if isinstance(source, int):
             path, kind = self.nn.sources[source], "tokens"
-        elif table is not None:  # a set read from a table (rescore.jobs.interchange.to_nbest_set)
+        elif table is not None:  # a set read from a table (rescore.nbest.tables.to_nbest_set)
             column = table[2].get(source, source)
             return RescoreError(
                 f"costs whose {what} stays finite: {term} overflows for hypothesis '{key}' under weight {w:g}, "

@@ -2,7 +2,7 @@
 that still give a plausible-looking WER, so only a warning says them.
 
 * :func:`first_pass_check` -- for every input format (a Kaldi dir of text archives, an
-  interchange file, ESPnet, NeMo, icefall; a Kaldi dir of integer archives has the symbol table
+  TSV file, ESPnet, NeMo, icefall; a Kaldi dir of integer archives has the symbol table
   check of rescore.nbest.checks, which names words.txt): the first pass (rank 1 of each utterance)
   against the references. A first-pass WER above MAX_FIRST_PASS_WER (90 %) or fewer than
   MIN_TOKEN_OVERLAP (20 %) of its tokens in their utterance's reference means that the
@@ -62,7 +62,7 @@ _OTHER = "references of another set, or the N-best of another decode (other audi
 CAUSES = {
     "kaldi": [_SHIFTED, f"a data dir (--data-dir) that is not the decoded set's: {_OTHER}",
               "a words_text made through a wrong words.txt"],
-    "interchange": [_SHIFTED, _OTHER],
+    "tsv": [_SHIFTED, _OTHER],
     "espnet": [_SHIFTED, f"a data dir (--data-dir) that is not the decoded set's: {_OTHER}"],
     "icefall": [_SHIFTED, _OTHER],
     "nemo": ["a manifest (--manifest) in another order than the decode (NeMo's beams take the ids and "
@@ -116,7 +116,7 @@ def first_pass_check(first_pass: Mapping[str, Sequence[str]], refs: Mapping[str,
         if share >= MIN_TOKEN_OVERLAP and share > SHIFT_FACTOR * c.token_overlap and \
                 share > (c.shifted_overlap or 0.0):
             c.shifted_by, c.shifted_overlap = s, share
-    causes = list(CAUSES.get(fmt, CAUSES["interchange"]))
+    causes = list(CAUSES.get(fmt, CAUSES["tsv"]))
     if c.shifted_by is not None:
         causes.insert(0, f"keys shifted by one: rank 1 of each utterance fits the reference of the utterance "
                          f"{'after' if c.shifted_by > 0 else 'before'} it ({c.shifted_overlap:.1f} % of its tokens "

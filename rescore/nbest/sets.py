@@ -105,7 +105,7 @@ class NbestSet:
     conversations: List[Conversation]
     refs: Optional[Dict[str, List[str]]] = None
     grouping: str = "utterance"  # how conversations were formed: segments | utt2spk | utterance
-    # a set read from a table (rescore.jobs.interchange.to_nbest_set): (the table's file,
+    # a set read from a table (rescore.nbest.tables.to_nbest_set): (the table's file,
     # hypothesis key -> its line, cost -> the column it comes from), where an overflow of the
     # interpolation names its input (rescore.nbest.combine.CostArrays); None: a Kaldi N-best dir
     source_table: Optional[Tuple[str, Dict[str, int], Dict[str, str]]] = None
@@ -524,7 +524,7 @@ def _conversation_groups(data: Optional[DataDir], order: List[str]) -> tuple:
 
 def assemble_set(path: PathLike, utts: Sequence[Utterance], data_dir: Optional[PathLike] = None, *,
                  refs: Optional[Dict[str, List[str]]] = None, allow_missing: bool = False) -> NbestSet:
-    """An NbestSet of utterances read from another format (rescore.io.interchange), in their
+    """An NbestSet of utterances read from another format (rescore.formats), in their
     order, with references and conversations from the data dir as load_nbest_dir forms them
     (``refs``: the input's own references, used without a data dir 'text')."""
     data = read_data_dir(data_dir) if data_dir is not None else None

@@ -1,6 +1,6 @@
-"""Any input of rescore-nbest as an interchange table (rescore.io.interchange.NbestTable): a Kaldi
-N-best dir (read and checked as rescore.nbest.sets loads it), an interchange file or another
-recognizer's decode output (rescore.io.ecosystems); and the one rule that ranks a table's
+"""Any input of rescore-nbest as a table (rescore.formats.table.NbestTable): a Kaldi N-best dir
+(read and checked as rescore.nbest.sets loads it), or any other format by its reader
+(rescore.formats.registry); and the one rule that ranks a table's
 hypotheses, for rescore-nbest and for every writer of a recognizer's files.
 
 The total cost of hypothesis h, from its score columns s_c (costs), the NN LM cost l_nn and its
@@ -24,11 +24,13 @@ import math
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from rescore.errors import RescoreError
-from rescore.io.ecosystems import (FORMATS, KALDI_COLUMNS, PathLike, ReadOptions, input_format, read_espnet,
-                                   read_icefall, read_nemo)
-from rescore.io.interchange import Hypothesis, NbestTable, Utterance, parse_score, read_nbest_table
-from rescore.io.kaldi import read_text_table
+from rescore.formats.base import ReadOptions
+from rescore.formats.kaldi import KALDI_COLUMNS
+from rescore.formats.registry import FORMATS, input_format
+from rescore.formats.table import Hypothesis, NbestTable, PathLike, Utterance, parse_score
+from rescore.io.text_tables import read_text_table
 from rescore.nbest.interp import Params, fixed_cost
+from rescore.nbest import sets as nb
 from rescore.nbest.sets import find_archive, load_nbest_dir
 
 ADDED = ("nn", "total")  # the columns rescore-nbest adds to scores.tsv
@@ -69,23 +71,12 @@ def kaldi_to_table(nbest_dir: PathLike, words_txt: Optional[PathLike] = None) ->
 
 def load_table(path: PathLike, fmt: str = "auto", manifest: Optional[PathLike] = None,
                words_txt: Optional[PathLike] = None, options: ReadOptions = ReadOptions()) -> NbestTable:
-    """Read any input of rescore-nbest as a table (FORMATS; manifest: NeMo's; options: the
-    readers' own, rescore.io.ecosystems.ReadOptions)."""
+    """Read any input of rescore-nbest as a table (rescore.formats.registry: a Kaldi dir here,
+    every other format by its own reader; manifest: NeMo's; options: the readers' own)."""
     fmt = input_format(path, fmt)
-    if fmt == "interchange":
-        return read_nbest_table(path)
     if fmt == "kaldi":
         return kaldi_to_table(path, words_txt)
-    if fmt == "espnet":
-        return read_espnet(path, tokens=options.espnet_tokens, speaker=options.speaker)
-    if fmt == "icefall":
-        return read_icefall(path)
-    if fmt == "nemo":
-        if manifest is None:
-            raise RescoreError("the NeMo manifest of the decoded set (--manifest)", path=path)
-        return read_nemo(path, manifest, options.nemo_beam, options.nemo_text_processing,
-                         options.nemo_punctuation_marks)
-    raise ValueError(f"format must be one of {FORMATS}")
+    return FORMATS[fmt].read(path, manifest, options)
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,3 +145,44 @@ def ranking_costs(table: NbestTable, params: Params = Params(),
                                    got=f"{u.id} rank {h.rank}: {cost}")
             out[(u.id, h.rank)] = cost
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# A table as an N-best set (the engine's and rescore.nbest.combine's input)
+
+
+def to_nbest_set(table, weights: Mapping[str, float], kaldi: bool, data_dir=None, allow_missing=False):
+    """The table as a rescore.nbest.sets.NbestSet for the engine and rescore.nbest.combine: hypothesis keys
+    ``<utt>-<rank>``; with Kaldi's defaults ac, withlm, nolm are the columns ac, graph, nolm;
+    else ac = 0 and withlm = nolm = sum_c lambda_c s_c, so that rescore.nbest.interp.fixed_cost is
+    exactly that sum + wip * |h| (0/inv_acwt and (1 - w) * 0 add nothing)."""
+    idx = {c: table.columns.index(c) for c in table.columns}
+    utts = []
+    lines: Dict[str, int] = {}
+    for u in table.utterances:
+        hyps = []
+        for h in u.hyps:
+            key = f"{u.id}-{h.rank}"
+            lines[key] = h.line
+            ac, withlm, nolm = interp_inputs(h.scores, table.columns, weights, kaldi)
+            if not math.isfinite(withlm):
+                _overflow(table, h, key, weights, idx)
+            hyps.append(nb.Hypothesis(key, h.words, ac, withlm, nolm))
+        utts.append(nb.Utterance(u.id, hyps))
+    nbest = nb.assemble_set(table.path, utts, data_dir, refs=table.refs, allow_missing=allow_missing)
+    # where an overflow of the interpolation finds each cost (rescore.nbest.combine.CostArrays): the
+    # table's file and line, its columns for Kaldi's archives
+    columns = ({"acwt": "ac", "lmwt.withlm": "graph", "lmwt.nolm": "nolm"} if kaldi else
+               dict.fromkeys(("acwt", "lmwt.withlm", "lmwt.nolm"), "the weighted sum of the score columns"))
+    nbest.source_table = (table.path, lines, columns)
+    return nbest
+
+
+def _overflow(table, h, key: str, weights: Mapping[str, float], idx: Mapping[str, int]):
+    """The RescoreError of a hypothesis whose weighted sum of scores overflows: its file, line
+    and the column of the largest term."""
+    terms = {c: weights[c] * h.scores[i] for c, i in idx.items()}
+    c = max(terms, key=lambda c: abs(terms[c]) if math.isfinite(terms[c]) else math.inf)
+    text = h.texts[idx[c]] if h.texts else repr(h.scores[idx[c]])
+    raise RescoreError(f"scores whose weighted sum stays finite: {weights[c]:g} * {c} overflows the total of "
+                       f"hypothesis '{key}'", path=table.path, line=h.line or None, got=f"{c} {text}")

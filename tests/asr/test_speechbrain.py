@@ -91,7 +91,7 @@ def test_speechbrains_top_k_rescored_by_the_builder_as_by_rescore_nbest(tmp_path
     from speechbrain.decoders.scorer import RescorerBuilder
 
     from rescore.cli.nbest import main as rescore_nbest
-    from rescore.io.speechbrain import read_topk, write_topk
+    from rescore.formats.speechbrain import read_topk, write_topk
 
     out = searcher(beam_size=4, topk=4)(*encoder_states(3, seed=5))
     ids = ["s1", "s2", "s3"]

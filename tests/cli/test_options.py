@@ -222,7 +222,7 @@ def _base(name: str, cmd: click.Command, tmp: Path, leave: Tuple[str, ...] = ())
 
 
 # Inputs that make a requirement testable where the generated ones would meet it (a file SOURCE
-# is an interchange file, a dir SOURCE a Kaldi dir, whose --words-txt acts)
+# is a TSV file, a dir SOURCE a Kaldi dir, whose --words-txt acts)
 BASES = {"rescore-convert-nbest": lambda tmp: [str(tmp / "f"), str(tmp / "out.tsv")]}
 
 NEEDS = [(name, option) for name, _, _, cmd in COMMANDS for option in getattr(cmd, "needs", {})]

@@ -277,11 +277,11 @@ def trained_on(text: str, out: str) -> Callable[[Path], None]:
     return op
 
 
-def interchange_of(nbest: str, dst: str) -> Callable[[Path], None]:
-    """The N-best dir as an interchange file (rescore-convert-nbest), at dst."""
+def tsv_of(nbest: str, dst: str) -> Callable[[Path], None]:
+    """The N-best dir as a TSV file (rescore-convert-nbest), at dst."""
     def op(w: Path):
         from rescore.nbest.tables import load_table
-        from rescore.io.interchange import write_nbest_table
+        from rescore.formats.tsv import write_nbest_table
 
         (w / dst).parent.mkdir(parents=True, exist_ok=True)
         write_nbest_table(w / dst, load_table(w / nbest, "kaldi"))
@@ -517,7 +517,7 @@ add("convert-target-is-a-hard-link-to-an-archive", "convert-nbest", C + ["{w}/h.
 add("convert-target-is-a-hard-link-to-words.txt", "convert-nbest", C + ["{w}/h.tsv"], "error",
     must=["TARGET", "h.tsv", "words.txt"], codes=(2,), setup=[hardlink("nb/words.txt", "h.tsv")])
 add("convert-to-kaldi-over-its-source", "convert-nbest", ["{w}/k/acwt", "{w}/k", "--to", "kaldi"], "error",
-    must=["TARGET", "k/acwt"], codes=(2,), setup=[interchange_of("nb", "k/acwt")])
+    must=["TARGET", "k/acwt"], codes=(2,), setup=[tsv_of("nb", "k/acwt")])
 add("nbest-out-dir-is-a-symlink-to-the-data-dir", "nbest", ["{w}/nb", "{w}/dl", "--data-dir", "{w}/nb/data"],
     "error", must=["OUT_DIR", "text"], codes=(2,), setup=[symlink("nb/data", "dl")])
 add("nbest-output-hard-linked-to-the-references", "nbest", N, "error", must=["OUT_DIR", "text"], codes=(2,),
@@ -525,10 +525,10 @@ add("nbest-output-hard-linked-to-the-references", "nbest", N, "error", must=["OU
 add("nbest-output-hard-linked-to-nn-costs", "nbest", N + ["--nn-costs", "{w}/lmwt.nn", "--nn-costs",
                                                           "{w}/lmwt2.nn"], "error",
     must=["OUT_DIR", "lmwt.nn"], codes=(2,), setup=[mkdir("out"), hardlink("lmwt.nn", "out/lmwt.nn")])
-add("nbest-interchange-output-over-its-input", "nbest", ["{w}/o/scores.tsv", "{w}/o"], "error",
-    must=["OUT_DIR", "scores.tsv"], codes=(2,), setup=[interchange_of("nb", "o/scores.tsv")])
-add("nbest-interchange-output-hard-linked-to-its-input", "nbest", ["{w}/nb.tsv", "{w}/o"], "error",
-    must=["OUT_DIR", "text", "nb.tsv"], codes=(2,), setup=[interchange_of("nb", "nb.tsv"), mkdir("o"),
+add("nbest-tsv-output-over-its-input", "nbest", ["{w}/o/scores.tsv", "{w}/o"], "error",
+    must=["OUT_DIR", "scores.tsv"], codes=(2,), setup=[tsv_of("nb", "o/scores.tsv")])
+add("nbest-tsv-output-hard-linked-to-its-input", "nbest", ["{w}/nb.tsv", "{w}/o"], "error",
+    must=["OUT_DIR", "text", "nb.tsv"], codes=(2,), setup=[tsv_of("nb", "nb.tsv"), mkdir("o"),
                                                            hardlink("nb.tsv", "o/text")])
 add("tune-params-out-is-an-archive", "tune", U + ["--params-out", "{w}/nb/lmwt.withlm"], "error",
     must=["--params-out", "lmwt.withlm"], codes=(2,))
@@ -559,9 +559,9 @@ add("nbest-keys-shifted-by-one", "nbest", N, "warning",
     must=["first pass \\(rank 1\\) of .*nb has a WER of", "do not belong together", "keys shifted"],
     setup=[shift_keys("nb", ARCHIVES)],
     why="a first pass that shares nothing with the references could in principle be a terrible decode")
-add("nbest-interchange-keys-shifted-by-one", "nbest", ["{w}/nb.tsv", "{w}/out", "--data-dir", "{w}/nb/data"],
+add("nbest-tsv-keys-shifted-by-one", "nbest", ["{w}/nb.tsv", "{w}/out", "--data-dir", "{w}/nb/data"],
     "warning", must=["first pass \\(rank 1\\) of .*nb.tsv", "do not belong together", "keys shifted"],
-    setup=[shift_keys("nb", ARCHIVES), interchange_of("nb", "nb.tsv")],
+    setup=[shift_keys("nb", ARCHIVES), tsv_of("nb", "nb.tsv")],
     why="as for a Kaldi dir: a terrible decode is possible")
 add("nbest-nemo-manifest-in-another-order", "nbest", [str(ECO / "nemo" / "preds_out_width3_alpha0.5_beta1.0.tsv"),
                                                       "{w}/out", "--format", "nemo", "--manifest", "{w}/m.json"],
@@ -616,21 +616,21 @@ add("nbest-allow-oov-rate-with-nn-costs", "nbest", N + ["--nn-costs", "{w}/lmwt.
 add("nbest-precision-without-nn-lm", "nbest", N + ["--precision", "bf16"], "error",
     must=["--precision", "expected --model"], codes=(2,))
 
-# --- the interchange reader: file and line for every value; Windows line ends, a BOM -----------
-add("nbest-interchange-costs-that-overflow", "nbest", ["{w}/nb.tsv", "{w}/out", "--inv-acwt", "0.001"], "error",
+# --- the TSV reader: file and line for every value; Windows line ends, a BOM -----------
+add("nbest-tsv-costs-that-overflow", "nbest", ["{w}/nb.tsv", "{w}/out", "--inv-acwt", "0.001"], "error",
     must=["nb.tsv:4:", "ac / inv_acwt overflows", "column ac", "rec1-rms-000-2"],
-    setup=[interchange_of("nb", "nb.tsv"), edit("nb.tsv", lambda b: b.replace(b"\t812\t", b"\t1e306\t", 1))])
-add("nbest-interchange-costs-that-overflow-in-a-split-share", "nbest",
+    setup=[tsv_of("nb", "nb.tsv"), edit("nb.tsv", lambda b: b.replace(b"\t812\t", b"\t1e306\t", 1))])
+add("nbest-tsv-costs-that-overflow-in-a-split-share", "nbest",
     ["{w}/nb.tsv", "{w}/out", "--inv-acwt", "0.001", "--split", "1/1"], "error",
     must=["nb.tsv:4:", "ac / inv_acwt overflows", "column ac", "rec1-rms-000-2"],
-    setup=[interchange_of("nb", "nb.tsv"), edit("nb.tsv", lambda b: b.replace(b"\t812\t", b"\t1e306\t", 1))])
-add("nbest-interchange-weighted-sum-overflows", "nbest", ["{w}/x.tsv", "{w}/out"], "error",
+    setup=[tsv_of("nb", "nb.tsv"), edit("nb.tsv", lambda b: b.replace(b"\t812\t", b"\t1e306\t", 1))])
+add("nbest-tsv-weighted-sum-overflows", "nbest", ["{w}/x.tsv", "{w}/out"], "error",
     must=["x.tsv:3:", "weighted sum stays finite", "am"], codes=(1,),
     setup=[put("x.tsv", "#nbest-interchange 1\nutt\trank\twords\tam\tlm\nu1\t1\ta b\t1e308\t1e308\n")])
-add("nbest-interchange-crlf", "nbest", ["{w}/nb.tsv", "{w}/out", "--data-dir", "{w}/nb/data"], "same",
-    pre=[interchange_of("nb", "nb.tsv")], setup=[edit("nb.tsv", lambda b: b.replace(b"\n", b"\r\n"))])
-add("nbest-interchange-bom", "nbest", ["{w}/nb.tsv", "{w}/out", "--data-dir", "{w}/nb/data"], "same",
-    pre=[interchange_of("nb", "nb.tsv")], setup=[edit("nb.tsv", lambda b: b"\xef\xbb\xbf" + b)])
+add("nbest-tsv-crlf", "nbest", ["{w}/nb.tsv", "{w}/out", "--data-dir", "{w}/nb/data"], "same",
+    pre=[tsv_of("nb", "nb.tsv")], setup=[edit("nb.tsv", lambda b: b.replace(b"\n", b"\r\n"))])
+add("nbest-tsv-bom", "nbest", ["{w}/nb.tsv", "{w}/out", "--data-dir", "{w}/nb/data"], "same",
+    pre=[tsv_of("nb", "nb.tsv")], setup=[edit("nb.tsv", lambda b: b"\xef\xbb\xbf" + b)])
 
 
 # NOT YET DETECTED: none at present. A case nobody detects yet is added with needs= (the change it
@@ -642,9 +642,9 @@ add("nbest-interchange-bom", "nbest", ["{w}/nb.tsv", "{w}/out", "--data-dir", "{
 # the runner
 
 def _all_commands():
-    from rescore.cli import interchange
+    from rescore.cli import convert
 
-    return {**_commands(), "convert-nbest": interchange.convert}
+    return {**_commands(), "convert-nbest": convert.convert}
 
 
 def _world(src: Path, at: Path) -> Path:
@@ -790,7 +790,7 @@ def test_step_outside_a_recipe_dir_says_so(base, tmp_path):  # noqa: F811
 # ==========================================================================================
 SPLIT_INPUTS = {
     "kaldi": lambda w: [str(w / "nb"), "--data-dir", str(w / "nb" / "data")],
-    "interchange": lambda w: [str(w / "nb.tsv"), "--data-dir", str(w / "nb" / "data")],
+    "tsv": lambda w: [str(w / "nb.tsv"), "--data-dir", str(w / "nb" / "data")],
     "espnet": lambda w: [str(ECO / "espnet" / "decode_asr_nbest3" / "test_clean"), "--format", "espnet",
                          "--data-dir", str(ECO / "espnet" / "data" / "test_clean")],
     "icefall": lambda w: [str(ECO / "icefall" / "nbest-test-clean.jsonl"), "--format", "icefall"],
@@ -809,7 +809,7 @@ def test_split_job_with_an_empty_share_writes_an_empty_set(fmt, source, base, tm
     from rescore.cli.nbest import main as rescore_nbest
 
     w = _world(base, tmp_path / "w")
-    interchange_of("nb", "nb.tsv")(w)
+    tsv_of("nb", "nb.tsv")(w)
     src = SPLIT_INPUTS[fmt](w)
     model = ["--model", str(w / "model.pt"), "--device", "cpu", "--allow-oov-rate"]
 
@@ -833,7 +833,7 @@ def test_split_job_with_an_empty_share_writes_an_empty_set(fmt, source, base, tm
     if fmt == "kaldi":
         assert "".join((s / costs_file).read_text() for s in shares) == (whole / costs_file).read_text()
     else:
-        from rescore.io.interchange import read_nbest_table
+        from rescore.formats.tsv import read_nbest_table
 
         empty = read_nbest_table(shares[1] / costs_file)
         assert empty.num_hyps == 0 and empty.columns == read_nbest_table(whole / costs_file).columns
@@ -869,7 +869,7 @@ CLEAN = {
                                                                     w / "nb" / "data"],
     "kaldi-model": lambda w: [w / "nb", w / "out", "--data-dir", w / "nb" / "data", "--model", w / "model.pt",
                               "--device", "cpu", "--train-text", w / "train.txt", "--no-plot"],
-    "interchange": lambda w: interchange_of("nb", "nb.tsv")(w) or [w / "nb.tsv", w / "out", "--data-dir",
+    "tsv": lambda w: tsv_of("nb", "nb.tsv")(w) or [w / "nb.tsv", w / "out", "--data-dir",
                                                                    w / "nb" / "data"],
     "espnet": lambda w: [SPLIT_INPUTS["espnet"](w)[0], w / "out", *SPLIT_INPUTS["espnet"](w)[1:]],
     "icefall": lambda w: [SPLIT_INPUTS["icefall"](w)[0], w / "out", *SPLIT_INPUTS["icefall"](w)[1:]],

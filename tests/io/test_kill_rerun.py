@@ -71,7 +71,7 @@ def _run(module: str, args: Sequence[str], world: Path):
     import importlib
 
     assert outdir.KILL_ENV not in os.environ
-    main = getattr(importlib.import_module(module), "convert" if module.endswith("interchange") else "main")
+    main = getattr(importlib.import_module(module), "convert" if module.endswith("convert") else "main")
     return CliRunner().invoke(main, _args(args, world), catch_exceptions=False)
 
 
@@ -81,12 +81,12 @@ def _run(module: str, args: Sequence[str], world: Path):
 CASES = [
     ("nbest", "rescore.cli.nbest", ["{w}/nb", "{w}/out", "--data-dir", "{w}/nb/data", "--model", "{w}/model.pt",
                                     "--device", "cpu"], "out", ["write:1", "write:4 again"], None),
-    ("nbest-interchange", "rescore.cli.nbest", ["{w}/n.tsv", "{w}/out", "--data-dir", "{w}/nb/data"], "out",
+    ("nbest-tsv", "rescore.cli.nbest", ["{w}/n.tsv", "{w}/out", "--data-dir", "{w}/nb/data"], "out",
      ["write:3"], "tsv"),
-    ("convert-to-file", "rescore.cli.interchange", ["{w}/nb", "{w}/n.tsv"], "n.tsv", ["write:1 again"], None),
-    ("convert-to-kaldi", "rescore.cli.interchange", ["{w}/n.tsv", "{w}/kaldi", "--to", "kaldi"], "kaldi",
+    ("convert-to-file", "rescore.cli.convert", ["{w}/nb", "{w}/n.tsv"], "n.tsv", ["write:1 again"], None),
+    ("convert-to-kaldi", "rescore.cli.convert", ["{w}/n.tsv", "{w}/kaldi", "--to", "kaldi"], "kaldi",
      ["write:3 again"], "tsv"),
-    ("convert-to-espnet", "rescore.cli.interchange", ["{w}/n.tsv", "{w}/espnet", "--to", "espnet"], "espnet",
+    ("convert-to-espnet", "rescore.cli.convert", ["{w}/n.tsv", "{w}/espnet", "--to", "espnet"], "espnet",
      ["write:2"], "tsv"),
     ("tune", "rescore.cli.tune", ["{w}/nb", "--data-dir", "{w}/nb/data", "--nn-costs", "{w}/lmwt.nn", "--weights",
                                   "0,0.5", "--inv-acwts", "8,10", "--wips", "0", "--params-out", "{w}/p.json"],
@@ -121,7 +121,7 @@ def test_a_killed_run_leaves_nothing_a_rerun_does_not_clean(case, base, tmp_path
     if needs == "gpt2":
         shutil.copytree(request.getfixturevalue("tiny_gpt2"), world / "gpt2")
     if needs == "tsv":
-        r = _run("rescore.cli.interchange", ["{w}/nb", "{w}/n.tsv"], world)
+        r = _run("rescore.cli.convert", ["{w}/nb", "{w}/n.tsv"], world)
         assert r.exit_code == 0, r.output
     target = world / output
     r = _run(module, args, world)

@@ -232,7 +232,7 @@ DEV_FULL = Path("/dev/full")
 def test_a_full_disk_is_an_error_naming_the_file(base):  # noqa: F811
     """/dev/full (every write: ENOSPC) as the output: an error, and the device is written as it is,
     never replaced by a rename."""
-    from rescore.cli.interchange import convert
+    from rescore.cli.convert import convert
     from rescore.cli.wer import main as wer_main
 
     args = [a.replace("{w}", str(base)) for a in W]
@@ -264,7 +264,7 @@ def test_a_write_past_the_file_size_limit_is_an_error_and_leaves_nothing(base, g
     a checkpoint (rescore-train-lm: torch.save), a model dir (rescore-import-lm: safetensors)."""
     w = tmp_path / "w"
     shutil.copytree(base, w)
-    _assert_limited(_limited(["rescore.cli.interchange", w / "nb", w / "n.tsv"], 200), w / "n.tsv")
+    _assert_limited(_limited(["rescore.cli.convert", w / "nb", w / "n.tsv"], 200), w / "n.tsv")
     assert not (w / "n.tsv").exists()
     train = [a.replace("{w}", str(w)) for a in T]
     _assert_limited(_limited(["rescore.cli.train_lm", *train], 2000), w / "out")
@@ -280,7 +280,7 @@ def test_a_write_past_the_file_size_limit_is_an_error_and_leaves_nothing(base, g
 def test_a_target_no_file_can_be_created_at_is_an_error(base, tmp_path):  # noqa: F811
     """A report in a dir that cannot be made (under /proc) or written (/sys, or a read-only dir
     for a user other than root): an error naming it, not a FileNotFoundError or PermissionError."""
-    from rescore.cli.interchange import convert
+    from rescore.cli.convert import convert
     from rescore.cli.wer import main as wer_main
 
     args = [a.replace("{w}", str(base)) for a in W]

@@ -115,7 +115,7 @@ def test_import_lm_into_an_empty_dir_and_never_over_its_own_source(tiny_gpt2, tm
 
 @pytest.mark.parametrize("to", ["espnet", "kaldi"])
 def test_convert_into_an_existing_empty_dir_equals_into_a_new_one(to, tmp_path):
-    from rescore.cli.interchange import convert
+    from rescore.cli.convert import convert
 
     table = tmp_path / "n.tsv"
     assert CliRunner().invoke(convert, [str(NBEST_SMALL), str(table)]).exit_code == 0

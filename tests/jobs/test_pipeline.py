@@ -484,12 +484,11 @@ def test_oov_penalty_default_is_auto_where_words_are_known(tmp_path):
 
 
 def test_the_input_format_is_a_field_of_every_nbest_job(tmp_path):
-    """NbestJob declares the input's format (a Kaldi dir by default; InterchangeJob's are the
-    others), and a format no reader knows is refused when the job is built."""
-    from rescore.jobs.interchange import InterchangeJob
-
+    """NbestJob declares the input's format (a Kaldi dir by default; every format of the registry,
+    the TSV format also by its former name), and a format no reader knows is refused when the job
+    is built."""
     assert NbestJob(str(NBEST_SMALL), str(tmp_path / "o")).fmt == "kaldi"
-    assert InterchangeJob(str(NBEST_SMALL), str(tmp_path / "o")).fmt == "interchange"
+    assert NbestJob(str(NBEST_SMALL), str(tmp_path / "o"), fmt="interchange").fmt == "tsv"
     with pytest.raises(OptionError, match="--format") as e:
         NbestJob(str(NBEST_SMALL), str(tmp_path / "o"), fmt="kaldi-ish")
     assert e.value.option == "--format"

@@ -9,11 +9,12 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import NBEST_SMALL
-from rescore.cli.interchange import convert
+from rescore.cli.convert import convert
 from rescore.cli.nbest import main as rescore_nbest
 from rescore.errors import RescoreError
-from rescore.io.interchange import read_nbest_table
-from rescore.io.results import files_for
+from rescore.formats.tsv import read_nbest_table
+from rescore.formats.base import WriteArgs
+from rescore.formats.registry import result_files
 from rescore.nbest.tables import kaldi_to_table, ranking_costs
 
 
@@ -54,10 +55,11 @@ def test_every_writer_ranks_a_kaldi_table_as_rescore_nbest_does(tmp_path):
     preds = [json.loads(x)["pred_text"] for x in (tmp_path / "m" / "manifest_rescored.json").read_text().splitlines()]
     assert preds == [want[u.id] for u in table.utterances]
     refs = {u.id: ["x"] for u in table.utterances}
-    recogs = files_for("icefall", table, ranking_costs(table), refs=refs, test_set="dev")["recogs-dev-rescored.txt"]
+    files = result_files("icefall", table, ranking_costs(table), WriteArgs(refs=refs, test_set="dev"))
+    recogs = files["recogs-dev-rescored.txt"]
     hyps = [line for line in recogs.splitlines() if "\thyp=" in line]
     assert hyps == [f"{u}:\thyp={want[u].split()}" for u in sorted(want)]
-    # the rescored scores.tsv ranks by its column total; the interchange file keeps the recognizer's ranks
+    # the rescored scores.tsv ranks by its column total; the TSV file keeps the recognizer's ranks
     scored = read_nbest_table(tmp_path / "rescored" / "scores.tsv")
     assert _one_best(scored, ranking_costs(scored)) == want
     assert run(convert, [str(tsv), str(tmp_path / "again.tsv")]).exit_code == 0

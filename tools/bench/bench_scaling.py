@@ -95,8 +95,8 @@ def write_subset(nbest, data_dir, out: Path, n_utts: int, n_hyps: int, words_txt
     with the first ``n_hyps`` hypotheses of each as a Kaldi N-best dir ``out/nbest`` (text
     archives; with ``words_txt`` also ``words`` and ``out/lang/words.txt``) and their entries of
     the data dir ``data_dir`` as ``out/data``. Returns ``out``."""
-    from rescore.io.ecosystems import KALDI_COLUMNS, table_to_kaldi
-    from rescore.io.interchange import Hypothesis, NbestTable, Utterance
+    from rescore.formats.kaldi import KALDI_COLUMNS, table_to_kaldi
+    from rescore.formats.table import Hypothesis, NbestTable, Utterance
 
     utts = list(nbest.utterances())
     if not 1 <= n_utts <= len(utts) or n_hyps < 1:

@@ -19,8 +19,16 @@ LSTM with the implicit pointer and memory, and a Transformer with the class-fact
 trained briefly by the base revision, so both versions read the same checkpoints; so are a
 self-normalised LSTM with a softmax head and the tiny GPT-2 (saved with save_pretrained).
 
+With ``--fixtures`` it runs instead, without models or shared data, every format's commands on
+the repository's fixtures (tests/fixtures/nbest-small and tests/fixtures/ecosystems):
+rescore-convert-nbest from each format to TSV and from TSV to Kaldi, ESPnet, icefall and NeMo,
+and rescore-nbest on each format (with --write-format, --score-weight, --split). One difference is
+allowed there, by name: the TSV format's name (its former name 'interchange', now 'tsv') as the
+value of a ``format`` key of report.json and manifest.json.
+
 Example:
   python -m tools.bench.same_outputs --base main --out /tmp/same --utts 200
+  python -m tools.bench.same_outputs --base main --out /tmp/same-fixtures --fixtures
   (exit 0: identical; 1: a difference, listed file by file)
 """
 
@@ -265,16 +273,35 @@ def run_all(tree: Path, out: Path, nb: Path, data: Path, models: tuple, lattice_
         lo / "rescored.txt", cwd=lo, name="apply")
 
 
+FORMAT_NAMES = {"interchange": "tsv"}  # the formats renamed (their former names are still accepted)
+
+
+def _renamed(j):
+    """A JSON value with every ``format`` key's former format name as its current one."""
+    if isinstance(j, dict):
+        return {k: FORMAT_NAMES.get(v, v) if k == "format" and isinstance(v, str) else _renamed(v)
+                for k, v in j.items()}
+    return [_renamed(x) for x in j] if isinstance(j, list) else j
+
+
 def same_file(a: Path, b: Path) -> bool:
-    """Byte-identical; a manifest.json may differ only in who wrote it and when."""
+    """Byte-identical; a manifest.json may differ only in who wrote it and when, a manifest.json
+    or report.json also in a format's name (FORMAT_NAMES), and so a manifest.json in the size and
+    hash of its report.json (compared on its own)."""
     if filecmp.cmp(a, b, shallow=False):
         return True
-    if a.name != "manifest.json":
+    if a.name not in ("manifest.json", "report.json"):
         return False
-    ja, jb = (json.loads(p.read_text()) for p in (a, b))
+    ja, jb = (_renamed(json.loads(p.read_text())) for p in (a, b))
+    if a.name == "report.json":
+        return ja == jb
     for j in (ja, jb):
         j.pop("written_by", None)
         j.pop("time", None)
+        for o in j.get("outputs", []):
+            if isinstance(o, dict) and Path(str(o.get("path"))).name == "report.json":
+                o.pop("bytes", None)
+                o.pop("sha256", None)
     return ja == jb
 
 
@@ -292,6 +319,70 @@ def compare(a: Path, b: Path) -> list:
     return bad
 
 
+def run_fixtures(tree: Path, out: Path, fx: Path) -> None:
+    """Every format's commands on the fixtures ``fx`` (a copy of tests/fixtures), into ``out``."""
+    # (the converter's module before and after its rename)
+    convert = "rescore.cli.convert" if (tree / "rescore" / "cli" / "convert.py").is_file() else \
+        "rescore.cli.interchange"
+    nb, eco, c = fx / "nbest-small", fx / "ecosystems", out / "convert"
+    tsv, data = c / "nbest-small.tsv", ["--data-dir", fx / "nbest-small" / "data"]
+    espnet = [eco / "espnet" / "decode_asr_nbest3" / "test_clean", "--format", "espnet", "--data-dir",
+              eco / "espnet" / "data" / "test_clean"]
+    icefall = [eco / "icefall" / "nbest-test-clean.jsonl", "--format", "icefall"]
+    nemo = [eco / "nemo" / "preds_out_width3_alpha0.5_beta1.0.tsv", "--format", "nemo", "--manifest",
+            eco / "nemo" / "test_manifest.json", "--nemo-text-processing", "lowercase,rm_punctuation"]
+    conversions = {
+        "nbest-small.tsv": [nb, tsv],
+        "kaldi": [tsv, c / "kaldi", "--to", "kaldi", "--words-txt", nb / "words.txt"],
+        "espnet": [tsv, c / "espnet", "--to", "espnet"],
+        "icefall": [tsv, c / "icefall", "--to", "icefall", *data],
+        "espnet.tsv": [espnet[0], c / "espnet.tsv", "--from", "espnet"],
+        "espnet1.tsv": [eco / "espnet1" / "decode_test_clean_beam10_nbest2", c / "espnet1.tsv", "--from", "espnet"],
+        "icefall.tsv": [icefall[0], c / "icefall.tsv", "--from", "icefall"],
+        "nemo.tsv": [nemo[0], c / "nemo.tsv", "--from", "nemo", "--manifest", nemo[4]],
+        "nemo-maes.tsv": [eco / "nemo" / "preds_out_maes_bw3_ma2_mg2.3.tsv", c / "nemo-maes.tsv", "--from", "nemo",
+                          "--manifest", eco / "nemo" / "segments_manifest.json"],
+        "nemo": [c / "nemo.tsv", c / "nemo", "--to", "nemo", "--manifest", nemo[4]],
+    }
+    for name, args in conversions.items():
+        run(tree, convert, *args, cwd=c, name=f"convert-{name}")
+    runs = {
+        "kaldi": [nb, *data],
+        "tsv": [tsv, *data],
+        "tsv-weighted": [tsv, *data, "--score-weight", "ac=0.1", "--wip", 0.5],
+        "tsv-split": [tsv, *data, "--split", "1/2", "--conv-batch", 1],
+        "espnet": [espnet[0], *espnet[1:], "--write-format", "espnet"],
+        "icefall": [icefall[0], *icefall[1:], "--write-format", "icefall"],
+        "nemo": [nemo[0], *nemo[1:], "--write-format", "nemo"],
+    }
+    for name, (src, *rest) in runs.items():
+        run(tree, "rescore.cli.nbest", src, out / "nbest" / name, *rest, cwd=out / "nbest", name=f"nbest-{name}")
+
+
+def compare_fixtures(args) -> int:
+    """--fixtures: run_fixtures with the base revision and the new tree, compared."""
+    out = args.out.resolve()
+    base = export(args.base, out / "code-base")
+    fx = out / "fixtures"
+    shutil.rmtree(fx, ignore_errors=True)
+    shutil.copytree(REPO / "tests" / "fixtures", fx)
+    for name, tree in (("base", base), ("new", args.new.resolve())):
+        work = out / "runs" / "current"  # one path for both, since outputs name their paths
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(out / "runs" / name, ignore_errors=True)
+        run_fixtures(tree, work, fx)
+        work.rename(out / "runs" / name)
+    bad = compare(out / "runs" / "base", out / "runs" / "new")
+    n = sum(1 for p in (out / "runs" / "base").rglob("*") if p.is_file() and p.suffix != ".log")
+    if bad:
+        print(f"same_outputs: {len(bad)} of {n} output files on the fixtures differ:")
+        for rel in bad:
+            print(f"  {rel}")
+        return 1
+    print(f"same_outputs: all {n} output files on the fixtures byte-identical (base {args.base}, new {args.new})")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  epilog="example: python -m tools.bench.same_outputs --base main --out /tmp/same",
@@ -303,7 +394,11 @@ def main(argv=None) -> int:
     ap.add_argument("--lattice-utts", type=int, default=40, help="utterances for the lattice commands")
     ap.add_argument("--data", type=Path, default=SHARED,
                     help="the shared data folder (default: ../shared/data beside the checkout)")
+    ap.add_argument("--fixtures", action="store_true",
+                    help="run every format's commands on the repository's fixtures instead (no models, no data)")
     args = ap.parse_args(argv)
+    if args.fixtures:
+        return compare_fixtures(args)
     global DEV, TRAIN, VALID
     DEV = args.data / "tts-wikitext2-dev"
     TRAIN, VALID = args.data / "wikitext2-asr" / "train.txt", args.data / "wikitext2-asr" / "valid.nodev.txt"

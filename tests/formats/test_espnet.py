@@ -1,4 +1,4 @@
-"""ESPnet decode dirs as asr_inference.py writes them (tests/io/ecosystem_writers.py): sentencepiece's
+"""ESPnet decode dirs as asr_inference.py writes them (tests/formats/ecosystem_writers.py): sentencepiece's
 own rules for BPE tokens, the too-short placeholder, the per-scorer patch on a too-short utterance,
 and a multi-speaker result written back as the files asr.sh's multi-speaker scoring reads."""
 
@@ -8,11 +8,11 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from tests.io import ecosystem_writers as ew
-from tests.io.test_ecosystems import FIX
-from rescore.cli.interchange import convert
+from tests.formats import ecosystem_writers as ew
+from tests.formats.test_ecosystems import FIX
+from rescore.cli.convert import convert
 from rescore.cli.nbest import main as rescore_nbest
-from rescore.io.ecosystems import espnet_tokens2text, read_espnet
+from rescore.formats.espnet import espnet_tokens2text, read_espnet
 
 
 @pytest.mark.parametrize("tokens, text", [

@@ -14,13 +14,13 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import REPO_ROOT
-from tests.io import ecosystem_fixtures as ef
-from tests.io import ecosystem_writers as ew
-from tests.io.test_ecosystems import tiny_lm  # noqa: F401 (a fixture)
-from rescore.cli.interchange import convert
+from tests.formats import ecosystem_fixtures as ef
+from tests.formats import ecosystem_writers as ew
+from tests.formats.test_ecosystems import tiny_lm  # noqa: F401 (a fixture)
+from rescore.cli.convert import convert
 from rescore.cli.nbest import main as rescore_nbest
 from rescore.errors import RescoreError
-from rescore.io.ecosystems import NEMO_PATCH, nemo_splits, read_nemo
+from rescore.formats.nemo import NEMO_PATCH, nemo_splits, read_nemo
 
 FIX = REPO_ROOT / "tests" / "fixtures" / "ecosystems" / "nemo"
 SCRIPT = "scripts/asr_language_modeling/ngram_lm/eval_beamsearch_ngram_ctc.py"

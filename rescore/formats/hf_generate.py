@@ -1,8 +1,8 @@
 """The beams of a Hugging Face encoder-decoder's ``generate`` (Whisper, or any seq2seq model) as an
-N-best interchange file, written from the user's own decode loop (docs/ecosystems.md)::
+N-best TSV file (rescore.formats.tsv), written from the user's own decode loop (docs/ecosystems.md)::
 
     from transformers import GenerationMixin
-    from rescore.io.hf_generate import write_nbest
+    from rescore.formats.hf_generate import write_nbest
     out = GenerationMixin.generate(model, input_features, num_beams=8, num_return_sequences=8,
                                    output_scores=True, return_dict_in_generate=True)
     write_nbest("nbest.tsv", utt_ids, out, tokenizer, normalize=True)
@@ -28,7 +28,8 @@ import math
 from pathlib import Path
 from typing import Callable, List, Sequence, Union
 
-from rescore.io.interchange import Hypothesis, NbestTable, Utterance, write_nbest_table
+from rescore.formats.table import Hypothesis, NbestTable, Utterance
+from rescore.formats.tsv import write_nbest_table
 
 PathLike = Union[str, Path]
 COLUMNS = ("pass1",)
@@ -94,7 +95,7 @@ def generate_table(utt_ids: Sequence[str], output, tokenizer, normalize: bool = 
 
 
 def write_nbest(out: PathLike, utt_ids: Sequence[str], output, tokenizer, normalize: bool = False) -> NbestTable:
-    """Write the beams as an interchange file (rescore-nbest reads it as any such file), atomically;
+    """Write the beams as an N-best TSV file (rescore-nbest reads it as any such file), atomically;
     returns the table."""
     table = generate_table(utt_ids, output, tokenizer, normalize, str(out))
     write_nbest_table(out, table)

@@ -1,7 +1,7 @@
 """icefall's modified_beam_search N-best: recipes/patches/icefall/ applied with `patch -p1` to icefall's
 own beam_search.py and zipformer/decode.py (36e0420c, tests/fixtures/ecosystems/icefall/), the
 patched modified_beam_search run on a tiny random transducer (k2's few ragged operations stood in
-for), its hypotheses dumped by rescore.io.icefall.write_nbest as the patched decode.py does, read
+for), its hypotheses dumped by rescore.formats.icefall.write_nbest as the patched decode.py does, read
 and rescored."""
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import REPO_ROOT
-from tests.io import ecosystem_writers as ew
+from tests.formats import ecosystem_writers as ew
 from rescore.cli.nbest import main as rescore_nbest
-from rescore.io.ecosystems import read_icefall
-from rescore.io.icefall import write_nbest
+from rescore.formats.icefall import read_icefall, write_nbest
 
 torch = pytest.importorskip("torch")
 
@@ -83,4 +82,4 @@ def test_the_patched_decode_script_has_the_dump(patched):
     text = (patched / DECODE).read_text()
     compile(text, str(patched / DECODE), "exec")
     assert '"--nbest-dump"' in text and "return_nbest=bool(params.nbest_dump)" in text
-    assert "from rescore.io.icefall import write_nbest" in text
+    assert "from rescore.formats.icefall import write_nbest" in text

@@ -1,4 +1,4 @@
-"""The N-best interchange format: the strict reader, the atomic writer, Kaldi dir <-> file byte
+"""The N-best TSV format: the strict reader, the atomic writer, Kaldi dir <-> file byte
 for byte, and rescore-nbest on a Kaldi-derived file against the same Kaldi dir."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.conftest import NBEST_SMALL, shared_data_path
-from rescore.cli.interchange import convert
+from rescore.cli.convert import convert
 from rescore.cli.nbest import main as rescore_nbest
 from rescore.errors import RescoreError
-from rescore.io.ecosystems import table_to_kaldi
+from rescore.formats.kaldi import table_to_kaldi
 from rescore.nbest.tables import kaldi_to_table
-from rescore.io.interchange import Hypothesis, NbestTable, Utterance, read_nbest_table, write_nbest_table
+from rescore.formats.table import Hypothesis, NbestTable, Utterance
+from rescore.formats.tsv import read_nbest_table, write_nbest_table
 
 HEAD = "#nbest-interchange 1\nutt\trank\twords\tac\tlm\n"
 
@@ -89,7 +90,7 @@ def test_bad_bytes_and_a_missing_file(tmp_path):
     p.write_bytes(HEAD.encode() + b"u1\t1\t\xff\t1\t2\n")
     with pytest.raises(RescoreError, match="n.tsv:3: expected UTF-8"):
         read_nbest_table(p)
-    with pytest.raises(RescoreError, match="a readable N-best interchange file"):
+    with pytest.raises(RescoreError, match="a readable N-best TSV file"):
         read_nbest_table(tmp_path / "none.tsv")
 
 
@@ -206,7 +207,7 @@ def tiny_model(tmp_path_factory):
 
 
 def _same_as_the_kaldi_dir(tmp_path, nbest_dir, data_dir, model, *extra):
-    """rescore-nbest on nbest_dir and on its interchange file: the same text and NN LM costs, and
+    """rescore-nbest on nbest_dir and on its TSV file: the same text and NN LM costs, and
     scores.tsv's nn and total the Kaldi formula's floats of the dir's costs. The dir's words.txt
     goes with the file by --words-txt (the recognizer's words of --oov-penalty auto, the default
     where there is one)."""

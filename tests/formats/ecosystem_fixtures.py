@@ -1,6 +1,6 @@
-"""tests/fixtures/ecosystems/, made with the writers of tests/io/ecosystem_writers.py (the
+"""tests/fixtures/ecosystems/, made with the writers of tests/formats/ecosystem_writers.py (the
 reproduced ESPnet, NeMo and icefall code, pyctcdecode's real beam search): ``make_all(root)``.
-The tests read the committed files; tests/io/test_ecosystems.py also checks that making them again
+The tests read the committed files; tests/formats/test_ecosystems.py also checks that making them again
 gives the same bytes."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.io import ecosystem_writers as ew
+from tests.formats import ecosystem_writers as ew
 
 # NeMo: a character CTC model's labels (blank first, as NeMo's vocabulary with the blank)
 LABELS = ["", " ", "a", "d", "e", "h", "i", "o", "s", "t", "w"]
@@ -119,7 +119,7 @@ def icefall_k2_order():
 
 
 def make_icefall(d: Path) -> None:
-    from rescore.io.icefall import write_nbest
+    from rescore.formats.icefall import write_nbest
 
     d.mkdir(parents=True, exist_ok=True)
     p = d / "nbest-test-clean.jsonl"

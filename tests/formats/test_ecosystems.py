@@ -1,7 +1,7 @@
 """ESPnet, icefall and NeMo N-best output (tests/fixtures/ecosystems, made by the writers of
-tests/io/ecosystem_writers.py: each project's own code, reproduced line by line, and pyctcdecode's
-real beam search) read into the interchange format, rescored, and written back in each one's
-own format, read again by that project's own parsing (reproduced in tests/io/ecosystem_writers.py)."""
+tests/formats/ecosystem_writers.py: each project's own code, reproduced line by line, and pyctcdecode's
+real beam search) read into the TSV format, rescored, and written back in each one's
+own format, read again by that project's own parsing (reproduced in tests/formats/ecosystem_writers.py)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,14 @@ import pytest
 from click.testing import CliRunner
 
 from tests.conftest import REPO_ROOT
-from rescore.cli.interchange import convert
+from rescore.cli.convert import convert
 from rescore.cli.nbest import main as rescore_nbest
 from rescore.cli.wer import main as rescore_wer
 from rescore.errors import RescoreError
-from rescore.io.ecosystems import read_espnet, read_icefall, read_nemo
-from rescore.io.interchange import read_nbest_table
+from rescore.formats.espnet import read_espnet
+from rescore.formats.icefall import read_icefall
+from rescore.formats.nemo import read_nemo
+from rescore.formats.tsv import read_nbest_table
 
 FIX = REPO_ROOT / "tests" / "fixtures" / "ecosystems"
 ESPNET = FIX / "espnet" / "decode_asr_nbest3" / "test_clean"
@@ -155,7 +157,7 @@ def test_icefall_faults_name_the_line(tmp_path, line, expected):
     assert e.value.line == 2 and expected in str(e.value)
 
 
-def test_converter_writes_each_recognizer_as_an_interchange_file(tmp_path):
+def test_converter_writes_each_recognizer_as_a_tsv_file(tmp_path):
     run = CliRunner().invoke
     for args, n in (([str(ESPNET), "--from", "espnet"], 8), ([str(ICEFALL), "--from", "icefall"], 5),
                     ([str(NEMO), "--from", "nemo", "--manifest", str(MANIFEST)], 5)):
@@ -218,7 +220,7 @@ def test_nemo_and_icefall_report_wer_from_their_own_references(tmp_path):
 
 def test_the_fixtures_are_what_the_writers_make(tmp_path):
     pytest.importorskip("pyctcdecode")
-    from tests.io import ecosystem_fixtures
+    from tests.formats import ecosystem_fixtures
 
     ecosystem_fixtures.make_all(tmp_path)
     made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
@@ -253,7 +255,7 @@ def _best_by_total(out_dir):
 
 
 def test_nemo_pyctcdecode_output_rescored_and_written_back(tmp_path, tiny_lm):
-    from tests.io import ecosystem_writers as ew
+    from tests.formats import ecosystem_writers as ew
 
     t = read_nemo(NEMO, MANIFEST)  # W = 3 from NeMo's name; pyctcdecode kept 3, 1 and 1 candidates
     assert [len(u.hyps) for u in t.utterances] == [3, 1, 1]
@@ -289,8 +291,8 @@ def test_nemo_pyctcdecode_output_rescored_and_written_back(tmp_path, tiny_lm):
 
 
 def test_nemo_file_names_and_beam_width(tmp_path):
-    from tests.io import ecosystem_writers as ew
-    from rescore.io.ecosystems import nemo_beam_width
+    from tests.formats import ecosystem_writers as ew
+    from rescore.formats.nemo import nemo_beam_width
 
     assert nemo_beam_width(ew.nemo_ctc_preds_name(128, 1.0, 0.0)) == 128
     assert nemo_beam_width(ew.nemo_transducer_preds_name("beam", 8)) == 8
@@ -379,9 +381,9 @@ def test_espnet_rescored_and_written_back_for_asr_sh_scoring(tmp_path, tiny_lm):
 
 
 def test_icefall_k2_order_is_ranked_by_the_first_pass(tmp_path, caplog):
-    from tests.io import ecosystem_fixtures as ef
-    from tests.io import ecosystem_writers as ew
-    from rescore.io.icefall import write_nbest
+    from tests.formats import ecosystem_fixtures as ef
+    from tests.formats import ecosystem_writers as ew
+    from rescore.formats.icefall import write_nbest
 
     paths = ef.icefall_k2_order()
     # k2's dedup order is a hash order: the second cut's first path is not its best first pass
@@ -422,7 +424,7 @@ def test_icefall_k2_order_is_ranked_by_the_first_pass(tmp_path, caplog):
 
 
 def test_icefall_rescored_and_written_back_as_its_recogs_and_errs(tmp_path, tiny_lm):
-    from tests.io import ecosystem_writers as ew
+    from tests.formats import ecosystem_writers as ew
 
     pytest.importorskip("kaldialign")
     out = tmp_path / "o"
@@ -448,7 +450,7 @@ def test_kaldi_alignment_is_kaldialigns():
     import random
 
     kaldialign = pytest.importorskip("kaldialign")
-    from rescore.io.results import kaldi_align
+    from rescore.formats.icefall import kaldi_align
 
     rng = random.Random(0)
     for _ in range(300):
@@ -474,12 +476,12 @@ def test_converter_writes_each_ecosystems_format(tmp_path):
     assert r.exit_code == 1 and "expected references for icefall's recogs/errs files" in r.output
 
 
-def test_pyctcdecode_and_hf_beams_as_an_interchange_file(tmp_path, tiny_lm):
+def test_pyctcdecode_and_hf_beams_as_a_tsv_file(tmp_path, tiny_lm):
     pytest.importorskip("pyctcdecode")
-    from tests.io import ecosystem_fixtures as ef
+    from tests.formats import ecosystem_fixtures as ef
     from pyctcdecode import build_ctcdecoder
 
-    from rescore.io.pyctcdecode import write_beams
+    from rescore.formats.pyctcdecode import write_beams
 
     logits = ef.nemo_logits()
     decoder = build_ctcdecoder(ef.LABELS)
@@ -530,7 +532,7 @@ def test_the_decode_script_helpers_import_no_toolkit():
     import subprocess
     import sys
 
-    code = ("import sys, rescore.io.icefall, rescore.io.pyctcdecode, rescore.io.hf_generate; "
+    code = ("import sys, rescore.formats.icefall, rescore.formats.pyctcdecode, rescore.formats.hf_generate; "
             "print([m for m in ('k2', 'torch', 'icefall', 'pyctcdecode', 'transformers') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO_ROOT)
     assert out.stdout.strip() == "[]"

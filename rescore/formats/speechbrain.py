@@ -1,12 +1,12 @@
-"""SpeechBrain's beam search top-k as an N-best interchange file, and a rescored file back as
+"""SpeechBrain's beam search top-k as an N-best TSV file, and a rescored file back as
 SpeechBrain's top-k lists (docs/ecosystems.md). Written from the user's own decode loop::
 
     searcher = S2SRNNBeamSearcher(..., beam_size=8, return_topk=True, topk=8)   # or S2STransformerBeamSearcher
     outputs = [searcher(enc_states, wav_lens) for enc_states, wav_lens in batches]
-    from rescore.io.speechbrain import write_topk
+    from rescore.formats.speechbrain import write_topk
     write_topk("nbest.tsv", utt_ids, outputs, tokenizer)          # a SentencePiece tokenizer, or ids -> text
 
-    from rescore.io.speechbrain import read_topk                  # after rescore-nbest nbest.tsv out ...
+    from rescore.formats.speechbrain import read_topk                  # after rescore-nbest nbest.tsv out ...
     ids, candidates, scores = read_topk("out/scores.tsv")         # RescorerBuilder.rescore's shape
 
 ``S2SBeamSearcher.forward`` (speechbrain.decoders.seq2seq, 1.1) returns ``(hyps, lengths, scores,
@@ -24,9 +24,9 @@ SpeechBrain's CTC beam search (``speechbrain.decoders.ctc.CTCBeamSearcher`` and 
 ``topk``) returns per utterance a list of ``CTCHypothesis`` (``text``, ``score`` the CTC
 log-probability, ``lm_score`` the score that ranks the beams: ``score`` plus alpha x the KenLM
 log-probability and beta x the words, pyctcdecode's rule); written as pyctcdecode's beams are
-(rescore.io.pyctcdecode): columns ``ac`` = -score and ``lm`` = score - lm_score.
+(rescore.formats.pyctcdecode): columns ``ac`` = -score and ``lm`` = score - lm_score.
 
-Back: ``read_topk`` reads any interchange file (``rescore-nbest``'s ``scores.tsv`` included)
+Back: ``read_topk`` reads any TSV file (``rescore-nbest``'s ``scores.tsv`` included)
 as SpeechBrain's lists: per utterance the candidates' texts and log-probability scores
 (-cost of a column, ``total`` by default), best first, as ``RescorerBuilder.rescore`` returns
 them. Nothing here imports torch or speechbrain.
@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from rescore.errors import RescoreError
-from rescore.io.interchange import Hypothesis, NbestTable, Utterance, read_nbest_table, write_nbest_table
-from rescore.io.pyctcdecode import beams_table
+from rescore.formats.table import Hypothesis, NbestTable, Utterance
+from rescore.formats.tsv import read_nbest_table, write_nbest_table
+from rescore.formats.pyctcdecode import beams_table
 
 PathLike = Union[str, Path]
 COLUMNS = ("pass1",)
@@ -129,7 +130,7 @@ def topk_table(utt_ids: Sequence[str], outputs, decode=None, path: str = "<speec
 
 
 def write_topk(out: PathLike, utt_ids: Sequence[str], outputs, decode=None) -> NbestTable:
-    """Write the beams as an interchange file (rescore-nbest reads it as any such file),
+    """Write the beams as a TSV file (rescore-nbest reads it as any such file),
     atomically; returns the table."""
     table = topk_table(utt_ids, outputs, decode, str(out))
     write_nbest_table(out, table)
@@ -137,7 +138,7 @@ def write_topk(out: PathLike, utt_ids: Sequence[str], outputs, decode=None) -> N
 
 
 def read_topk(path: PathLike, column: str = "total") -> Tuple[List[str], List[List[str]], List[List[float]]]:
-    """(utterance ids, candidates, scores) of an interchange file in SpeechBrain's form:
+    """(utterance ids, candidates, scores) of a TSV file in SpeechBrain's form:
     ``candidates[i]`` the texts of utterance i's hypotheses, ``scores[i]`` their log-probability
     scores (-cost of ``column``: ``total`` in rescore-nbest's scores.tsv, ``pass1`` in
     write_topk's file), best first (ties in the file's order). A file without the column is a

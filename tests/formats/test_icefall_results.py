@@ -8,8 +8,8 @@ import shutil
 from click.testing import CliRunner
 
 from tests.conftest import NBEST_SMALL
-from tests.io.test_ecosystems import ICEFALL, tiny_lm  # noqa: F401 (a fixture)
-from rescore.cli.interchange import convert
+from tests.formats.test_ecosystems import ICEFALL, tiny_lm  # noqa: F401 (a fixture)
+from rescore.cli.convert import convert
 from rescore.cli.nbest import main as rescore_nbest
 
 

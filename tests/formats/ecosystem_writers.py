@@ -1,7 +1,7 @@
 """The writers of ESPnet, NeMo, icefall and k2, reproduced line by line from named upstream
 revisions (tests/fixtures/ecosystems/README.md names them), to make test inputs in exactly the
 layout those projects write; and pyctcdecode's real beam search (NeMo's CTC decoder). Run as a
-script it rewrites tests/fixtures/ecosystems/ (``python -m tests.io.ecosystem_writers`` from the repository root).
+script it rewrites tests/fixtures/ecosystems/ (``python -m tests.formats.ecosystem_writers`` from the repository root).
 
 Only the writing is reproduced; the models are stand-ins (a score per hypothesis, tiny logits).
 """
@@ -685,6 +685,6 @@ def icefall_read_recogs(path) -> dict:
 
 
 if __name__ == "__main__":
-    from tests.io.ecosystem_fixtures import make_all
+    from tests.formats.ecosystem_fixtures import make_all
 
     make_all(Path(os.environ.get("FIXTURES", Path(__file__).resolve().parents[1] / "fixtures" / "ecosystems")))

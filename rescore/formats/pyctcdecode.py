@@ -1,7 +1,7 @@
 """The beams of pyctcdecode (and of Hugging Face's ``Wav2Vec2ProcessorWithLM``, which runs it) as
-an N-best interchange file, written from the user's own decode loop (docs/ecosystems.md)::
+an N-best TSV file (rescore.formats.tsv), written from the user's own decode loop (docs/ecosystems.md)::
 
-    from rescore.io.pyctcdecode import write_beams
+    from rescore.formats.pyctcdecode import write_beams
     beams = [decoder.decode_beams(logits, beam_width=16) for logits in batch]   # pyctcdecode
     write_beams("nbest.tsv", utt_ids, beams)
 
@@ -22,7 +22,8 @@ import math
 from pathlib import Path
 from typing import List, Sequence, Union
 
-from rescore.io.interchange import Hypothesis, NbestTable, Utterance, write_nbest_table
+from rescore.formats.table import Hypothesis, NbestTable, Utterance
+from rescore.formats.tsv import write_nbest_table
 
 PathLike = Union[str, Path]
 COLUMNS = ("ac", "lm")
@@ -62,7 +63,7 @@ def beams_table(utt_ids: Sequence[str], beams, path: str = "<pyctcdecode>") -> N
 
 
 def write_beams(out: PathLike, utt_ids: Sequence[str], beams) -> NbestTable:
-    """Write the beams as an interchange file (rescore-nbest reads it with --format interchange,
+    """Write the beams as an N-best TSV file (rescore-nbest reads it with --format tsv,
     or as any file); returns the table."""
     table = beams_table(utt_ids, beams, str(out))
     write_nbest_table(out, table)

@@ -1,6 +1,6 @@
-"""SpeechBrain's top-k (rescore.io.speechbrain): a real S2SRNNBeamSearcher of SpeechBrain 1.1.2
+"""SpeechBrain's top-k (rescore.formats.speechbrain): a real S2SRNNBeamSearcher of SpeechBrain 1.1.2
 (built here from its modules, random weights, no download; tests/speechbrain_searcher.py) decodes,
-its top-k and its 1-best are written as interchange files, rescore-nbest rescores them on the CPU,
+its top-k and its 1-best are written as TSV files, rescore-nbest rescores them on the CPU,
 and read_topk gives the result back in SpeechBrain's lists. The checks of bad input need no
 SpeechBrain."""
 
@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from rescore.cli.nbest import main as rescore_nbest
 from rescore.errors import RescoreError
-from rescore.io.interchange import read_nbest_table
-from rescore.io.speechbrain import read_topk, topk_table, write_topk
+from rescore.formats.tsv import read_nbest_table
+from rescore.formats.speechbrain import read_topk, topk_table, write_topk
 from tests.speechbrain_searcher import (WORDS, ctc_log_probs, ctc_searcher, decode, encoder_states, import_speechbrain,
                                        searcher, tiny_lm)
 
@@ -50,7 +50,7 @@ def test_topk_written_rescored_and_read_back(tmp_path, lm):
     assert any(len({tuple(h.words) for h in u.hyps}) > 1 for u in back.utterances)  # real beams
     assert all(set(h.words) <= set(WORDS) for u in back.utterances for h in u.hyps)
 
-    # rescored as any interchange file, on the CPU
+    # rescored as any TSV file, on the CPU
     r = CliRunner().invoke(rescore_nbest, [str(tmp_path / "nbest.tsv"), str(tmp_path / "o"), "--model", str(lm),
                                            "--device", "cpu", "--weight", "0.5"])
     assert r.exit_code == 0, r.output

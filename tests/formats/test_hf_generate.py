@@ -1,16 +1,16 @@
-"""A Hugging Face seq2seq model's beams (rescore.io.hf_generate): a tiny Whisper built from its config
+"""A Hugging Face seq2seq model's beams (rescore.formats.hf_generate): a tiny Whisper built from its config
 (random weights, no download) and a byte-level BPE tokenizer trained here, through transformers'
-own beam search, written as an interchange file and rescored."""
+own beam search, written as a TSV file and rescored."""
 
 from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
 
-from tests.io.test_ecosystems import tiny_lm  # noqa: F401 (a fixture)
+from tests.formats.test_ecosystems import tiny_lm  # noqa: F401 (a fixture)
 from rescore.cli.nbest import main as rescore_nbest
-from rescore.io.hf_generate import generate_table, write_nbest
-from rescore.io.interchange import read_nbest_table
+from rescore.formats.hf_generate import generate_table, write_nbest
+from rescore.formats.tsv import read_nbest_table
 
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
@@ -70,7 +70,7 @@ def test_whisper_beams_written_best_first_and_rescored(whisper, tmp_path, tiny_l
         assert len({tuple(h.words) for h in u.hyps}) > 1  # real beams, not copies
         assert all(set(h.words) <= set(WORDS) for h in u.hyps)
     assert table.num_hyps == 12
-    # rescored as any interchange file, with an NN LM: the 1-best by pass1 + w * nn + wip * |h|
+    # rescored as any TSV file, with an NN LM: the 1-best by pass1 + w * nn + wip * |h|
     r = CliRunner().invoke(rescore_nbest, [str(tmp_path / "nbest.tsv"), str(tmp_path / "o"), "--model",
                                            str(tiny_lm), "--device", "cpu", "--weight", "0.5", "--wip", "0.5"])
     assert r.exit_code == 0, r.output

@@ -1,16 +1,18 @@
-"""The N-best interchange format: one TSV file of hypotheses with named score columns.
+"""The TSV format (``--format tsv``, formerly called the interchange format): one TSV file of
+hypotheses with named score columns.
 
-rescore reads Kaldi N-best dirs natively; every other recognizer's beam output (ESPnet, icefall,
-NeMo: rescore.io.ecosystems) comes in through this one format, and rescore-nbest writes its
-per-hypothesis results in it too. A file (UTF-8, ``\\n`` line ends; as Kaldi's text files,
-``\\r\\n`` line ends and a leading byte order mark are read too)::
+Every recognizer's N-best list (Kaldi, ESPnet, icefall, NeMo: rescore.formats.registry) converts
+to this one format, and rescore-nbest writes its per-hypothesis results in it too (scores.tsv).
+A file (UTF-8, ``\\n`` line ends; as Kaldi's text files, ``\\r\\n`` line ends and a leading byte
+order mark are read too)::
 
     #nbest-interchange 1
     utt<TAB>rank<TAB>words<TAB>ac<TAB>graph<TAB>nolm
     dev-a000-1<TAB>1<TAB>it is closely related<TAB>909.8809<TAB>69.7593<TAB>0.7953
     dev-a000-1<TAB>2<TAB>it is closely relate<TAB>998.0429<TAB>61.1563<TAB>0.7290
 
-* line 1: the format marker and its version (``#nbest-interchange 1``);
+* line 1: the format marker and its version (``#nbest-interchange 1``: the marker keeps the
+  format's first name, so that every file written so far reads);
 * line 2: the header: ``utt``, ``rank`` and ``words``, then any number of score columns, each
   named once (a letter, then letters, digits, ``_``, ``.`` or ``-``);
 * then one line per hypothesis, as many tab-separated fields as the header: the utterance id
@@ -28,113 +30,31 @@ than JSON with the same content. The header names the columns, so any recognizer
 (``ac``, ``lm``, ``ctc``, ``graph``, ``nolm`` ...) travel without a schema change, and the
 version line lets the format grow without old readers misreading new files.
 
-A score keeps the text it was read with (``Hypothesis.texts``), so a file converted from Kaldi
-text archives and back gives the same bytes (rescore.io.ecosystems); computed scores are written
-as the shortest text that reads back to the same float64.
-
-Every fault of a file is a RescoreError naming the file, the line and what was expected. Files
-are written atomically (rescore.io.files.atomic_output).
+Scores keep the text they were read with (rescore.formats.table). Every fault of a file is a
+RescoreError naming the file, the line and what was expected. Files are written atomically
+(rescore.io.files.atomic_output).
 """
 
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from rescore.errors import RescoreError
-from rescore.io.files import atomic_output, read_utf8
-
-PathLike = Union[str, Path]
+from rescore.formats.base import Format
+from rescore.formats.table import (FIXED, Hypothesis, NbestTable, PathLike, Utterance, check_columns,
+                                   format_score, parse_score)
 
 MARKER = "#nbest-interchange"
 VERSION = 1
-FIXED = ("utt", "rank", "words")  # the first three columns of every file
-_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*\Z")
-# A decimal number as C's strtod and every TSV reader take it (Python's float() would also take
-# '1_000', 'nan', 'inf' and surrounding spaces).
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\Z")
-
-
-@dataclass
-class Hypothesis:
-    """One line: ``scores[i]`` is the cost of column ``columns[i]`` of its table, ``texts[i]`` its
-    text as read (None for a computed score); line: where it was read (0: not read)."""
-
-    rank: int
-    words: List[str]
-    scores: Tuple[float, ...]
-    texts: Tuple[Optional[str], ...] = ()
-    line: int = 0
-
-
-@dataclass
-class Utterance:
-    id: str
-    hyps: List[Hypothesis]
-
-
-@dataclass
-class NbestTable:
-    """An interchange file: its score columns and utterances (file order).
-
-    refs: utt -> reference words where a reader found them (a NeMo manifest); None otherwise.
-    header_line: the line of ``path`` that names the columns (2 in an interchange file; None
-    where the columns come from a layout, as in another recognizer's decode dir).
-    """
-
-    path: str
-    columns: Tuple[str, ...]
-    utterances: List[Utterance] = field(default_factory=list)
-    refs: Optional[Dict[str, List[str]]] = None
-    header_line: Optional[int] = None
-
-    @property
-    def num_hyps(self) -> int:
-        return sum(len(u.hyps) for u in self.utterances)
-
-    def column(self, name: str) -> int:
-        """The index of score column ``name`` (RescoreError naming the header without it)."""
-        if name not in self.columns:
-            raise RescoreError(f"a score column '{name}' (the input has: {', '.join(self.columns) or 'none'})",
-                               path=self.path, line=self.header_line)
-        return self.columns.index(name)
-
-
-def format_score(x: float) -> str:
-    """The shortest text that reads back to the same float64; NaN and infinities are refused."""
-    x = float(x)
-    if not math.isfinite(x):
-        raise ValueError(f"non-finite score {x}")
-    return repr(x)
-
-
-def parse_score(text: str) -> Optional[float]:
-    """A finite decimal number, or None where ``text`` is not one."""
-    if not _NUMBER.match(text):
-        return None
-    x = float(text)
-    return x if math.isfinite(x) else None
-
-
-def check_columns(columns: Sequence[str], path: Optional[PathLike] = None, line: Optional[int] = 2) -> None:
-    """Score column names: well formed, none twice, none of utt/rank/words."""
-    seen = set()
-    for c in columns:
-        if c in FIXED or not _NAME.match(c):
-            raise RescoreError("score column names of a letter, then letters, digits, '_', '.' or '-' "
-                               f"(not {', '.join(FIXED)})", path=path, line=line, got=c)
-        if c in seen:
-            raise RescoreError("each score column named once", path=path, line=line, got=c)
-        seen.add(c)
 
 
 def _read_lines(path: PathLike) -> List[str]:
     """The file's lines, as the Kaldi readers take them (rescore.io.lines): a leading UTF-8 byte
     order mark dropped, a '\\r' before each '\\n' (Windows line ends) dropped."""
-    text = read_utf8(path, "a readable N-best interchange file")
+    from rescore.io.files import read_utf8  # (rescore.io: not at a command's --help)
+
+    text = read_utf8(path, "a readable N-best TSV file")
     if text.startswith("\ufeff"):  # (a Windows editor's UTF-8 signature is not text)
         text = text[1:]
     lines = text.split("\n")
@@ -152,9 +72,9 @@ def _read_header(lines: List[str], path: PathLike) -> Tuple[str, ...]:
     if lines[0] != want:
         got = lines[0][:60]
         if lines[0].startswith(MARKER + " "):
-            raise RescoreError(f"version {VERSION} of the N-best interchange format ('{want}')", path=path,
+            raise RescoreError(f"version {VERSION} of the N-best TSV format ('{want}')", path=path,
                                line=1, got=got)
-        raise RescoreError(f"the format line '{want}' (an N-best interchange file)", path=path, line=1, got=got)
+        raise RescoreError(f"the format line '{want}' (an N-best TSV file)", path=path, line=1, got=got)
     if len(lines) < 2:
         raise RescoreError("the header line 'utt<TAB>rank<TAB>words[<TAB>score column ...]'", path=path,
                            line=2, got="end of file")
@@ -187,7 +107,7 @@ def _parse_line(text: str, lineno: int, columns: Tuple[str, ...], path: PathLike
 
 
 def read_nbest_table(path: PathLike, required: Iterable[str] = ()) -> NbestTable:
-    """Read and check an interchange file (module doc); ``required``: score columns it must have."""
+    """Read and check a TSV file (module doc); ``required``: score columns it must have."""
     lines = _read_lines(path)
     columns = _read_header(lines, path)
     table = NbestTable(str(path), columns, header_line=2)
@@ -241,8 +161,10 @@ def _line(utt: str, h: Hypothesis, columns: Sequence[str]) -> str:
 
 
 def write_nbest_table(path: PathLike, table: NbestTable) -> None:
-    """Write ``table`` as an interchange file, atomically (nothing is left on an error). Ranks
+    """Write ``table`` as a TSV file, atomically (nothing is left on an error). Ranks
     are checked (1..N in order per utterance), scores finite."""
+    from rescore.io.files import atomic_output  # (rescore.io: not at a command's --help)
+
     check_columns(table.columns)
     seen = set()
     lines = [f"{MARKER} {VERSION}\n", "\t".join([*FIXED, *table.columns]) + "\n"]
@@ -258,17 +180,6 @@ def write_nbest_table(path: PathLike, table: NbestTable) -> None:
         f.writelines(lines)
 
 
-def with_columns(table: NbestTable, extra: Sequence[str], values: Dict[Tuple[str, int], Sequence[float]],
-                 path: Optional[str] = None) -> NbestTable:
-    """A copy of ``table`` with score columns ``extra`` added at the end; values[(utt, rank)]
-    holds each hypothesis' new scores (one per extra column)."""
-    check_columns([*table.columns, *extra], path or table.path, line=None)
-    utts = []
-    for u in table.utterances:
-        hyps = []
-        for h in u.hyps:
-            new = tuple(float(x) for x in values[(u.id, h.rank)])
-            texts = h.texts if len(h.texts) == len(table.columns) else (None,) * len(table.columns)
-            hyps.append(Hypothesis(h.rank, h.words, h.scores + new, texts + (None,) * len(new), h.line))
-        utts.append(Utterance(u.id, hyps))
-    return NbestTable(path or table.path, (*table.columns, *extra), utts, table.refs, table.header_line)
+
+
+FORMAT = Format("tsv", "an N-best TSV file", read=lambda path, manifest, options: read_nbest_table(path))
