@@ -11,7 +11,13 @@ from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.options import MAX_BATCH, Count, Grid, Need
 from rescore.cli.examples import attach
 from rescore.cli.engine_options import engine_option
-from rescore.jobs.refine import DEFAULT_ROUNDS, MAX_ROUNDS
+from rescore.jobs.nbest import NbestJob
+from rescore.jobs.refine import format_refine, refine_job, run_refine, warn_carried_costs
+from rescore.jobs.tune import TuneJob, format_cascade, format_cross_validation, format_setting, tune_nbest_dir
+from rescore.metrics import format_report
+from rescore.nbest.combine import mix_grid
+from rescore.nbest.step_output import default_cost_names, step_jobs
+from rescore.settings import MAX_REFINE_ROUNDS, REFINE_ROUNDS
 
 log = logging.getLogger("rescore-tune")
 
@@ -20,8 +26,6 @@ def _models(p) -> int:
     """How many models' costs a run tunes: --nn-costs, else a step's output dir's own."""
     if p["nn_costs"]:
         return len(p["nn_costs"])
-    from rescore.nbest.step_output import default_cost_names, step_jobs
-
     jobs = step_jobs(p["nbest_dir"])
     return 0 if jobs is None else len(default_cost_names(jobs))
 
@@ -118,7 +122,7 @@ GROUPS = {
                    "(its WER is then rescore-nbest's), each round logged; with --cross-validate each fold is "
                    "refined on its half and reported on the other half scored at its setting, beside plain "
                    "tuning and a paired bootstrap of the two.")
-@click.option("--refine-rounds", type=Count(1, MAX_ROUNDS), default=DEFAULT_ROUNDS, show_default=True,
+@click.option("--refine-rounds", type=Count(1, MAX_REFINE_ROUNDS), default=REFINE_ROUNDS, show_default=True,
               help="--refine-model: most scorings per tuning set (the best scored setting is kept when the "
                    "tuned one is not yet stable).")
 @click.option("--refine-start", type=click.Path(dir_okay=False),
@@ -151,15 +155,7 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     at: --refine-model MODEL.pt tunes with the model itself (the tuned setting rescored until it
     is stable), e.g. rescore-tune NBEST --data-dir DATA --cross-validate --refine-model model.pt"""
     setup_logging(verbose)
-    from rescore.nbest.combine import mix_grid
-    from rescore.metrics import format_report
-    from rescore.jobs.nbest import NbestJob
-    from rescore.jobs.tune import (TuneJob, format_cascade, format_cross_validation, format_setting,
-                                   tune_nbest_dir)
-
     nn_costs, apply_nn_costs = tuple(nn_costs), tuple(apply_nn_costs)
-    from rescore.nbest.step_output import default_cost_names, step_jobs
-
     jobs = step_jobs(nbest_dir)  # a step's output dir: every archives.JOB (rescore.nbest.step_output)
     if jobs is not None:
         if refine_kw.get("refine_model"):
@@ -179,8 +175,6 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
                   mixes=mix_grid(mixes, len(nn_costs)) if len(nn_costs) > 1 else None,
                   cascade_ranks=cascade_ranks, cascade_tops=tuple(int(v) for v in cascade_tops or ()),
                   cascade_margins=tuple(cascade_margins or ()))
-    from rescore.jobs.refine import format_refine, refine_job, run_refine, warn_carried_costs
-
     refine = refine_job(job, **refine_kw)
     if refine is not None:
         click.echo(format_refine(run_refine(refine)))
