@@ -1,5 +1,11 @@
-"""rescore-lattice tune: the NN LM weight, inv-acwt and word insertion penalty tuned on rescored
-lattices the way rescore-tune tunes them on N-best lists, with the WER tuned on the whole set and
+"""The jobs of rescore-lattice, the Python steps of lattice rescoring by path cover
+(rescore.nbest.lattice) between the Kaldi binaries of recipes/steps/lmrescore_lattice.sh:
+
+* :class:`CoverJob` (``cover``): the path cover of each lattice written as an N-best archive;
+* :class:`ApplyJob` (``apply``): every arc given the NN LM cost of its best history (the scored
+  paths of the cover), added to the lattice;
+* :class:`LatticeTuneJob` (``tune``): the NN LM weight, inv-acwt and word insertion penalty tuned
+  on rescored lattices the way rescore-tune tunes them on N-best lists, with the WER tuned on the whole set and
 split-half (tuned on the first half of the conversations, reported on the second:
 rescore.nbest.combine.split_half).
 
@@ -8,6 +14,10 @@ rescored decode dir (recipes/steps/lmrescore_lattice.sh --stage 4 --weight W int
 1-best of every (inv-acwt, wip) comes from rescore.nbest.lattice.best_paths (what
 lattice-add-penalty | lattice-best-path give), the errors from rescore.metrics.word_errors. A
 DIR_W holds lat.*.gz, read with Kaldi's lattice-copy (on PATH).
+
+Each job is checked when built, like rescore.jobs.nbest's: an OptionError (exit 2) before any work
+for a bad scale or weight, or an output path that is an input. Output files are written whole or
+not at all.
 """
 
 from __future__ import annotations
@@ -16,16 +26,85 @@ import glob
 import io
 import logging
 import subprocess
-from typing import Dict, Mapping, Sequence, Tuple
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
-from rescore.errors import RescoreError
-from rescore.io.kaldi import invert_symbol_table, read_symbol_table
+from rescore.errors import RescoreError, check
+from rescore.io.files import write_json
+from rescore.io.kaldi import invert_symbol_table, read_nn_costs, read_symbol_table, read_table
+from rescore.io.outputs import check_output_file
 from rescore.metrics import word_errors
 from rescore.nbest.combine import split_half
-from rescore.nbest.lattice import Lattice, best_paths, iter_lattices
+from rescore.nbest.lattice import (CoverStats, Lattice, best_paths, check_scales, iter_lattices, nbest_costs_by_words,
+                                   open_text, rescore_lattices, write_cover_nbest, write_lattices)
 from rescore.nbest.sets import load_nbest_dir
 
 log = logging.getLogger("rescore-lattice")
+
+
+@dataclass(frozen=True)
+class CoverJob:
+    """rescore-lattice cover: the path cover of each lattice of ``lats`` (text CompactLattices, '-':
+    stdin) written to ``nbest_out`` as linear lattices keyed <utt>-<k>, best first ('-': stdout; a
+    .gz output is gzipped). Checked when built."""
+
+    lats: str
+    nbest_out: str
+    acoustic_scale: float  # of the path costs (1 / inv_acwt), as lattice-path-cover's
+    lm_scale: float = 1.0  # of the graph costs of the path costs
+
+    def __post_init__(self):
+        check_scales(self.acoustic_scale, self.lm_scale)
+        if self.nbest_out != "-":
+            check_output_file(self.nbest_out, "NBEST_OUT", inputs=[self.lats])
+
+    def run(self) -> CoverStats:
+        """Write the cover; returns its counts (logged)."""
+        with open_text(self.lats) as f:
+            stats = write_cover_nbest(iter_lattices(f, self.lats), self.nbest_out, self.acoustic_scale,
+                                      self.lm_scale)
+        log.info("%d lattices, %d arcs: %d paths (%.1f per lattice)", stats.lattices, stats.arcs,
+                 stats.paths, stats.paths / max(stats.lattices, 1))
+        return stats
+
+
+@dataclass(frozen=True)
+class ApplyJob:
+    """rescore-lattice apply: ``weight`` x the estimated NN LM cost added to every word arc and final
+    weight of ``lats``, written to ``lats_out`` ('-': stdout). ``archives`` is the N-best dir of the
+    cover paths after rescore-nbest (words, lmwt.nn); the path cover is recomputed with the same
+    scales as the cover's. Checked when built."""
+
+    lats: str
+    archives: str
+    lats_out: str
+    acoustic_scale: float
+    weight: float  # NN LM weight w: graph cost += w * NN cost
+    lm_scale: float = 1.0
+
+    def __post_init__(self):
+        check_scales(self.acoustic_scale, self.lm_scale, self.weight)
+        if self.lats_out != "-":
+            check_output_file(self.lats_out, "LATS_OUT", inputs=[self.lats, *self.inputs()])
+
+    def inputs(self) -> Tuple[Path, Path]:
+        """The two archives read from ``archives``: words and lmwt.nn."""
+        return Path(self.archives) / "words", Path(self.archives) / "lmwt.nn"
+
+    def run(self) -> CoverStats:
+        """Rescore and write the lattices; returns the counts (logged)."""
+        words_path, nn = self.inputs()
+        words = read_table(words_path, "ints").as_dict()
+        costs = nbest_costs_by_words(words, read_nn_costs(nn), nn, words_path)
+        stats = CoverStats()
+        with open_text(self.lats) as f:
+            n = write_lattices(self.lats_out, rescore_lattices(iter_lattices(f, self.lats), costs,
+                                                               self.acoustic_scale, self.weight, self.lm_scale,
+                                                               stats, source=words_path))
+        log.info("%d lattices rescored (%d arcs, %d paths; %d word arcs without an NN cost)", n,
+                 stats.arcs, stats.paths, stats.uncovered)
+        return stats
 
 
 def read_lattice_dir(d: str) -> Dict[str, Lattice]:
@@ -98,3 +177,31 @@ def format_tuned(out: dict) -> str:
             f"{a['inv_acwt']:g} wip {a['wip']:g})\n"
             f"split half: tuned on {s['tuned_utts']} (weight {s['weight']:g} inv_acwt {s['inv_acwt']:g} "
             f"wip {s['wip']:g}), held out {s['held_out_utts']}: WER {s['held_out_wer']:.2f} %")
+
+
+@dataclass(frozen=True)
+class LatticeTuneJob:
+    """rescore-lattice tune: the best (weight, inv_acwt, wip) by WER on rescored lattices, over every
+    utterance and split-half (tune_lattices). ``dirs``: weight -> the decode dir rescored with it.
+    Checked when built."""
+
+    nbest_dir: str  # an N-best dir of the same utterances: their conversations (the halves)
+    data_dir: str  # references (text) and conversations
+    words_txt: str  # the lattices' words.txt
+    dirs: Mapping[float, str]
+    inv_acwts: Sequence[float]
+    wips: Sequence[float]
+    report: Optional[str] = None  # the result as JSON
+
+    def __post_init__(self):
+        for option, values in (("W=DIR", self.dirs), ("--inv-acwts", self.inv_acwts), ("--wips", self.wips)):
+            check(len(values) > 0, "at least one value", option, "none")
+        check_output_file(self.report, "--report", [self.nbest_dir, self.data_dir, self.words_txt,
+                                                    *self.dirs.values()])
+
+    def run(self) -> str:
+        """Tune; write --report; returns the readable result (format_tuned)."""
+        out = tune_lattices(self.nbest_dir, self.data_dir, self.words_txt, self.dirs, self.inv_acwts, self.wips)
+        if self.report:
+            write_json(self.report, out)
+        return format_tuned(out)
