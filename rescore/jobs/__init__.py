@@ -2,5 +2,7 @@
 job (a frozen dataclass, checked when built), runs it and prints what it returns.
 
 rescore-nbest (``nbest.py``, on other formats ``interchange.py``), rescore-tune (``tune.py``,
-``refine.py``), rescore-wer (``wer.py``), rescore-ppl (``ppl.py``), rescore-lattice (``lattice.py``)
-and the NN LM scoring of a loaded N-best set (``scoring.py``)."""
+``refine.py``), rescore-wer (``wer.py``), rescore-ppl (``ppl.py``), rescore-lattice (``lattice.py``),
+rescore-train-lm (``train_lm.py``), rescore-import-lm and rescore-import-kaldi-lm (``import_lm.py``),
+rescore-make-nbest (``make_nbest.py``), rescore-tts-data (``tts_data.py``), and the NN LM scoring of
+a loaded N-best set (``scoring.py``)."""
