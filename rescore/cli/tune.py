@@ -13,10 +13,8 @@ from rescore.cli.examples import attach
 from rescore.cli.engine_options import engine_option
 from rescore.jobs.nbest import NbestJob
 from rescore.jobs.refine import format_refine, refine_job, run_refine, warn_carried_costs
-from rescore.jobs.tune import TuneJob, format_cascade, format_cross_validation, format_setting, tune_nbest_dir
-from rescore.metrics import format_report
+from rescore.jobs.tune import TuneJob, format_cross_validation, format_tuned, step_cost_names, tune_nbest_dir
 from rescore.nbest.combine import mix_grid
-from rescore.nbest.step_output import default_cost_names, step_jobs
 from rescore.settings import MAX_REFINE_ROUNDS, REFINE_ROUNDS
 
 log = logging.getLogger("rescore-tune")
@@ -24,10 +22,7 @@ log = logging.getLogger("rescore-tune")
 
 def _models(p) -> int:
     """How many models' costs a run tunes: --nn-costs, else a step's output dir's own."""
-    if p["nn_costs"]:
-        return len(p["nn_costs"])
-    jobs = step_jobs(p["nbest_dir"])
-    return 0 if jobs is None else len(default_cost_names(jobs))
+    return len(p["nn_costs"] or step_cost_names(p["nbest_dir"]) or ())
 
 
 APPLY = Need(lambda p: p["apply_to"] is not None, "--apply-to (the test dir the tuned setting is applied to)")
@@ -156,12 +151,12 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     is stable), e.g. rescore-tune NBEST --data-dir DATA --cross-validate --refine-model model.pt"""
     setup_logging(verbose)
     nn_costs, apply_nn_costs = tuple(nn_costs), tuple(apply_nn_costs)
-    jobs = step_jobs(nbest_dir)  # a step's output dir: every archives.JOB (rescore.nbest.step_output)
-    if jobs is not None:
+    step_costs = step_cost_names(nbest_dir)  # a step's output dir: every archives.JOB (rescore.nbest.step_output)
+    if step_costs is not None:
         if refine_kw.get("refine_model"):
             raise click.UsageError("--refine-model takes an N-best dir, not a step's output dir (tune on the "
                                    "step's costs, or refine on one N-best dir)")
-        nn_costs = nn_costs or default_cost_names(jobs)
+        nn_costs = nn_costs or step_costs
     apply = None
     if apply_to:
         test_dir, out_dir = apply_to
@@ -179,19 +174,9 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     if refine is not None:
         click.echo(format_refine(run_refine(refine)))
         return
-    warn_carried_costs(nn_costs if jobs is None else [str(jobs[0] / n) for n in nn_costs])
+    warn_carried_costs(nn_costs if job.step_jobs is None else [str(job.step_jobs[0] / n) for n in nn_costs])
     result = tune_nbest_dir(job)
-    if cross_validate:
-        click.echo(format_cross_validation(result))
-        return
-    best = result["best"]
-    click.echo(f"best setting: {format_setting(best)}{format_cascade(result)}")
-    click.echo(f"tuned on {result['dev_utts']} utterances: WER {result['dev_wer']:.2f} %")
-    if "held_out_wer" in result:
-        click.echo(f"held out {result['held_out_utts']} utterances: WER {result['held_out_wer']:.2f} % "
-                   f"(rank 1: {result['held_out_first_pass_wer']:.2f} %)")
-    if result.get("applied") is not None:
-        click.echo(format_report(result["applied"]))
+    click.echo(format_cross_validation(result) if cross_validate else format_tuned(result))
 
 
 attach(main, "rescore-tune")  # the example at the end of --help (rescore/cli/examples.py)
