@@ -34,11 +34,8 @@ from rescore.errors import RescoreError, check
 from rescore.io.files import write_json
 from rescore.io.kaldi import invert_symbol_table, read_nn_costs, read_symbol_table, read_table
 from rescore.io.outputs import check_output_file
-from rescore.metrics import word_errors
-from rescore.nbest.combine import split_half
 from rescore.nbest.lattice import (CoverStats, Lattice, best_paths, check_scales, iter_lattices, nbest_costs_by_words,
                                    open_text, rescore_lattices, write_cover_nbest, write_lattices)
-from rescore.nbest.sets import load_nbest_dir
 
 log = logging.getLogger("rescore-lattice")
 
@@ -130,6 +127,11 @@ def tune_lattices(nbest_dir: str, data_dir: str, words_txt: str, dirs: Mapping[f
     """The best (weight, inv_acwt, wip) by WER over every utterance, and split-half: tuned on the
     first half of the conversations, the WER on the second. ``dirs``: weight -> rescored decode
     dir. Ties go to the first in grid order (smallest weight, inv_acwt, wip)."""
+    # (lazy: cover and apply, run once per Kaldi job of a recipe, start without the N-best stack)
+    from rescore.metrics import word_errors
+    from rescore.nbest.combine import split_half
+    from rescore.nbest.sets import load_nbest_dir
+
     nbest = load_nbest_dir(nbest_dir, data_dir, words_txt)
     first, second = split_half(nbest)
     halves = [[u.id for u in first.utterances()], [u.id for u in second.utterances()]]
