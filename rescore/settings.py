@@ -4,7 +4,8 @@ Each field carries its choices (or its lower bound), its default and its help te
 metadata), so that rescore-nbest's options (rescore.cli.engine_options) are generated from it and
 the engine (rescore.engine.score.score_nbest) takes one :class:`EngineSettings` whole. Also the
 names of the model bodies (rescore.models.bodies registers a class under each; rescore-train-lm's
---arch offers them). Torch-free: a command's ``--help`` and its option checks stay instant.
+--arch offers them), the choices of the import commands and the rounds of rescore-tune's refining
+tune. Torch-free: a command's ``--help`` and its option checks stay instant.
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ OOV_AUTO = "auto"  # --oov-penalty auto: ln(word types outside the model's vocab
 # The OOV penalty where neither a training text nor a words.txt is known (nothing to count).
 OOV_NONE = 0.0
 HF_PREFIX = "hf:"  # --model hf:DIR: a Hugging Face causal LM (rescore.models.hf)
+
+# rescore-import-lm --dtype: the dtypes the imported weights may be written in (rescore.models.hf_import)
+IMPORT_DTYPES = ("float32", "bfloat16", "float16")
+# rescore-import-kaldi-lm --model-type: the models of Kaldi's steps/pytorchnn (rescore.models.kaldi_lm)
+KALDI_MODEL_TYPES = ("LSTM", "GRU", "Transformer")
+
+# rescore-tune --refine-model (rescore.jobs.refine): scorings per tuning set, by default and at most
+REFINE_ROUNDS = 3
+MAX_REFINE_ROUNDS = 20
 
 
 def _setting(default, help: str, *, choices: Optional[Tuple[str, ...]] = None, low=None,

@@ -1,5 +1,5 @@
 """SpeechBrain's own beam search and rescorer builder for the tests (tests/io/test_speechbrain.py,
-tests/asr/test_speechbrain.py), and a tiny word LM of the words the searches can say.
+tests/integrations/test_speechbrain.py), and a tiny word LM of the words the searches can say.
 
 SpeechBrain comes from PyPI at 1.1.2, the revision these tests name and were run with. Its
 PyPI dependency torchaudio is built for CUDA torch and does not load beside this project's CPU

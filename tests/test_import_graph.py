@@ -3,9 +3,10 @@ functions alike): no circles, and each layer imports only its own and the layers
 
 Layers, bottom up (LAYERS): the top-level modules (errors, progress, bulk, vocab, settings), io/,
 formats/ (the N-best formats: readers, write-back, their options; they may not reach nbest/),
-metrics/, models/ (nn.Modules and checkpoints), nbest/, engine/, train/, jobs/, asr/, cli/. Every
-module of the package is in one. An import inside a function is only there to keep a command's
-start-up light.
+metrics/, models/ (nn.Modules and checkpoints), nbest/, engine/, train/, asr/ (the decoders and the
+TTS), jobs/ (each command's work, asr/'s too), integrations/ (the engine inside other toolkits'
+decoding), cli/. Every module of the package is in one. An import inside a function is only there
+to keep a command's start-up light.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Dict, Iterator, List, Set, Tuple
 PACKAGE = Path(__file__).resolve().parents[1] / "rescore"
 BASE = {"rescore", "rescore.errors", "rescore.progress", "rescore.bulk", "rescore.vocab", "rescore.settings"}
 # the packages above the top-level modules, bottom up: a module imports from its own layer and below
-LAYERS = ("io", "formats", "metrics", "models", "nbest", "engine", "train", "jobs", "asr", "cli")
+LAYERS = ("io", "formats", "metrics", "models", "nbest", "engine", "train", "asr", "jobs", "integrations", "cli")
 
 def modules() -> Dict[str, Path]:
     """Dotted name -> file of every module of the package (a package by its __init__.py)."""
@@ -152,11 +153,11 @@ def test_upward_imports_are_found():
              "rescore.metrics.wer": {"rescore.io.lines": 2, "rescore.nbest.checks": 9},
              "rescore.engine.score": {"rescore.models.lm": 4, "rescore.train.data": 6},
              "rescore.vocab": {"rescore.io.symbols": 7},
-             "rescore.jobs.nbest": {"rescore.asr.whisper": 8, "rescore.engine.score": 2},
+             "rescore.asr.whisper": {"rescore.jobs.nbest": 8, "rescore.engine.score": 2},
              "rescore.cli.nbest": {"rescore.jobs.nbest": 1}}
-    assert upward(edges) == [("rescore.engine.score", "rescore.train.data", 6),
+    assert upward(edges) == [("rescore.asr.whisper", "rescore.jobs.nbest", 8),
+                             ("rescore.engine.score", "rescore.train.data", 6),
                              ("rescore.io.kaldi", "rescore.nbest.sets", 5),
-                             ("rescore.jobs.nbest", "rescore.asr.whisper", 8),
                              ("rescore.metrics.wer", "rescore.nbest.checks", 9),
                              ("rescore.models.lm", "rescore.engine.kernels.native", 3),
                              ("rescore.vocab", "rescore.io.symbols", 7)]

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import logging
-
 import click
 
 from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.options import MAX_LAYERS, MAX_TOKENS, MAX_WIDTH, Count
-
-# A copy of rescore.models.kaldi_lm.MODEL_TYPES, so that --help does not import torch.
-MODEL_TYPES = ("LSTM", "GRU", "Transformer")
+from rescore.jobs.import_lm import ImportKaldiLmJob
+from rescore.settings import KALDI_MODEL_TYPES
 
 
 @command(groups={"Model": ["--model-type", "--embedding-dim", "--hidden-dim", "--nlayers", "--nhead", "--tied",
@@ -19,7 +16,7 @@ MODEL_TYPES = ("LSTM", "GRU", "Transformer")
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.argument("vocab", type=click.Path(dir_okay=False))
 @click.argument("out_dir", type=click.Path(file_okay=False))
-@click.option("--model-type", "--model_type", type=click.Choice(MODEL_TYPES), required=True,
+@click.option("--model-type", "--model_type", type=click.Choice(KALDI_MODEL_TYPES), required=True,
               help="Kaldi's --model-type (train.py --model).")
 @click.option("--embedding-dim", "--embedding_dim", type=Count(1, MAX_WIDTH), required=True,
               help="Kaldi's --embedding-dim (train.py --emsize).")
@@ -45,17 +42,9 @@ def main(model, vocab, out_dir, model_type, embedding_dim, hidden_dim, nlayers, 
     Kaldi's compute_sentence_scores.py (conventions: rescore/models/kaldi_lm.py). An existing
     OUT_DIR/model.pt is replaced only if an earlier import wrote it."""
     setup_logging(verbose)
-    from pathlib import Path
-
-    from rescore.io.outputs import check_output_dir
-    from rescore.models.kaldi_lm import import_kaldi_lm
-
-    check_output_dir(out_dir, "OUT_DIR", names=["model.pt"], inputs=[model, vocab])
-    import_kaldi_lm(model, vocab, Path(out_dir) / "model.pt", model_type=model_type,
-                    embedding_dim=embedding_dim, hidden_dim=hidden_dim, nlayers=nlayers,
-                    nhead=nhead, tied=tied, oov=oov, sent_boundary=sent_boundary,
-                    context=context)
-    logging.getLogger("rescore-import-kaldi-lm").info("wrote %s/model.pt", out_dir)
+    ImportKaldiLmJob(model, vocab, out_dir, model_type=model_type, embedding_dim=embedding_dim, hidden_dim=hidden_dim,
+                     nlayers=nlayers, nhead=nhead, tied=tied, oov=oov, sent_boundary=sent_boundary,
+                     context=context).run()
 
 
 attach(main, "rescore-import-kaldi-lm")  # the example at the end of --help (rescore/cli/examples.py)

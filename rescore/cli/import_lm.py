@@ -8,8 +8,8 @@ import click
 from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.options import Conflict
-
-DTYPES = ("float32", "bfloat16", "float16")  # a copy of rescore.models.hf_import.DTYPES (--help without torch)
+from rescore.jobs.import_lm import ImportLmJob
+from rescore.settings import IMPORT_DTYPES
 
 
 @command(groups={"Model": ["--eos", "--bos", "--boundary"], "Output": ["--dtype"]},
@@ -26,7 +26,7 @@ DTYPES = ("float32", "bfloat16", "float16")  # a copy of rescore.models.hf_impor
               help="The token that starts a conversation's stream. Default: the tokenizer's own BOS "
                    "where it is a document start (<s>, <|begin_of_text|>, <bos>), else the EOS.")
 @click.option("--boundary", metavar="TOKEN", help="Both --bos and --eos.")
-@click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True,
+@click.option("--dtype", type=click.Choice(IMPORT_DTYPES), default="float32", show_default=True,
               help="The dtype of the weights written (rescore loads them as float32; bfloat16 halves "
                    "the directory and rounds the weights).")
 @verbose_option
@@ -38,11 +38,9 @@ def main(source, out_dir, eos, bos, boundary, dtype, verbose):
     is refused). OUT_DIR may be new or empty; an existing one is replaced only if an earlier
     import wrote it and none of the source's files lies inside it."""
     setup_logging(verbose)
-    from rescore.models.hf_import import import_lm
-
     if boundary is not None:
         bos = eos = boundary
-    import_lm(source, out_dir, bos=bos, eos=eos, dtype=dtype)
+    ImportLmJob(source, out_dir, bos=bos, eos=eos, dtype=dtype).run()
 
 
 attach(main, "rescore-import-lm")  # the example at the end of --help (rescore/cli/examples.py)

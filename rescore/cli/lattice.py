@@ -19,9 +19,10 @@ import logging
 
 import click
 
-from rescore.cli.common import Command, Group, setup_logging, verbose_option, version_option
+from rescore.cli.common import Command, Group, errors_to_exit, setup_logging, verbose_option, version_option
 from rescore.cli.examples import attach
 from rescore.cli.options import Grid, Real
+from rescore.jobs.lattice import ApplyJob, CoverJob, LatticeTuneJob
 
 log = logging.getLogger("rescore-lattice")
 
@@ -74,16 +75,7 @@ def cover(lats, nbest_out, acoustic_scale, lm_scale, verbose):
     lattices keyed <utt>-<k>, best first (an N-best archive in text form, for nbest-to-linear).
     A .gz output is gzipped."""
     setup_logging(verbose)
-    from rescore.io.outputs import check_output_file
-    from rescore.nbest.lattice import check_scales, iter_lattices, open_text, write_cover_nbest
-
-    check_scales(acoustic_scale, lm_scale)
-    if nbest_out != "-":
-        check_output_file(nbest_out, "NBEST_OUT", inputs=[lats])
-    with open_text(lats) as f:
-        stats = write_cover_nbest(iter_lattices(f, lats), nbest_out, acoustic_scale, lm_scale)
-    log.info("%d lattices, %d arcs: %d paths (%.1f per lattice)", stats.lattices, stats.arcs,
-             stats.paths, stats.paths / max(stats.lattices, 1))
+    CoverJob(lats, nbest_out, acoustic_scale, lm_scale).run()
 
 
 @main.command(cls=Command, context_settings=_CTX, groups={"Weights": ["--acoustic-scale", "--lm-scale", "--weight"]})
@@ -99,25 +91,7 @@ def apply(lats, archives, lats_out, acoustic_scale, lm_scale, weight, verbose):
     write LATS_OUT. ARCHIVES is the N-best dir of the cover paths after rescore-nbest (words,
     lmwt.nn); the path cover is recomputed with the same scales as `cover`."""
     setup_logging(verbose)
-    from pathlib import Path
-
-    from rescore.io.kaldi import read_nn_costs, read_table
-    from rescore.io.outputs import check_output_file
-    from rescore.nbest.lattice import (CoverStats, check_scales, iter_lattices, nbest_costs_by_words, open_text,
-                                 rescore_lattices, write_lattices)
-
-    check_scales(acoustic_scale, lm_scale, weight)
-    words_path, nn = Path(archives) / "words", Path(archives) / "lmwt.nn"
-    if lats_out != "-":
-        check_output_file(lats_out, "LATS_OUT", inputs=[lats, words_path, nn])
-    words = read_table(words_path, "ints").as_dict()
-    costs = nbest_costs_by_words(words, read_nn_costs(nn), nn, words_path)
-    stats = CoverStats()
-    with open_text(lats) as f:
-        n = write_lattices(lats_out, rescore_lattices(iter_lattices(f, lats), costs, acoustic_scale,
-                                                      weight, lm_scale, stats, source=words_path))
-    log.info("%d lattices rescored (%d arcs, %d paths; %d word arcs without an NN cost)", n,
-             stats.arcs, stats.paths, stats.uncovered)
+    ApplyJob(lats, archives, lats_out, acoustic_scale, weight, lm_scale).run()
 
 
 @main.command(cls=Command, context_settings=_CTX, groups={"Input": ["--nbest-dir", "--data-dir", "--words-txt"],
@@ -142,21 +116,12 @@ def tune(dirs, nbest_dir, data_dir, words_txt, inv_acwts, wips, report, verbose)
     WER over every utterance, and split-half: tuned on the first half of the conversations, the
     WER of the second."""
     setup_logging(verbose)
-    from rescore.cli.common import errors_to_exit
-    from rescore.io.files import write_json
-    from rescore.io.outputs import check_output_file
-    from rescore.jobs.lattice_tune import format_tuned, tune_lattices
-
     with errors_to_exit():
         by_weight = dict(dirs)
         if len(by_weight) < len(dirs):
             twice = next(w for w in by_weight if [x for x, _ in dirs].count(w) > 1)
             raise click.BadParameter(f"one decode dir per weight, got two for {twice:g}", param_hint="W=DIR")
-        check_output_file(report, "--report", [nbest_dir, data_dir, words_txt, *by_weight.values()])
-        out = tune_lattices(nbest_dir, data_dir, words_txt, by_weight, inv_acwts, wips)
-        click.echo(format_tuned(out))
-        if report:
-            write_json(report, out)
+        click.echo(LatticeTuneJob(nbest_dir, data_dir, words_txt, by_weight, inv_acwts, wips, report).run())
 
 
 attach(main, "rescore-lattice")  # the example at the end of --help (rescore/cli/examples.py)

@@ -9,6 +9,7 @@ import click
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.options import MAX_JOBS, MAX_STEPS, Count, Real
+from rescore.jobs.make_nbest import DecoderSettings, MakeNbestJob
 
 log = logging.getLogger("rescore-make-nbest")
 
@@ -44,21 +45,11 @@ def main(data_dir, out_dir, nbest, nj, lw, fwdflatlw, bestpathlw, wip, maxhmmpf,
     folded, written as the hypotheses are) and the words of DATA_DIR/text: rescore-nbest
     --oov-penalty auto counts those outside the NN LM's vocabulary."""
     setup_logging(verbose)
-    from pathlib import Path
-
-    from rescore.asr.pocketsphinx_nbest import DecoderSettings, decode_data_dir
-
     with errors_to_exit():
         settings = DecoderSettings(lw=lw, fwdflatlw=fwdflatlw, bestpathlw=bestpathlw, wip=wip,
                                    maxhmmpf=maxhmmpf, hmm=hmm, dict=dict_, lm=lm)
-        from rescore.io.kaldi import iter_lines
-
-        text = Path(data_dir) / "text"
-        extra = ([w for _, line in iter_lines(text) for w in line.split()[1:]]
-                 if text.is_file() else None)
-        info = decode_data_dir(Path(data_dir), Path(out_dir), settings, nbest=nbest, nj=nj, extra_words=extra)
-    click.echo(f"{info['num_utts']} utterances, {info['num_hyps']} hypotheses; rank 1 equals "
-               f"PocketSphinx's 1-best for {info['rank1_equals_pocketsphinx']}; inv_acwt {info['inv_acwt']}")
+        summary = MakeNbestJob(data_dir, out_dir, settings, nbest=nbest, nj=nj).run()
+    click.echo(summary)
 
 
 attach(main, "rescore-make-nbest")  # the example at the end of --help (rescore/cli/examples.py)

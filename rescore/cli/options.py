@@ -27,6 +27,9 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import click
 
+from rescore.errors import OptionError
+from rescore.nbest.interp import check_mix
+
 # Upper bounds of the values that size memory (the buffers follow them): well above any useful
 # setting, well below what exhausts a machine.
 MAX_WINDOW = 100_000  # a neural cache's (hidden state, word) pairs per stream
@@ -136,9 +139,6 @@ class Shares(click.ParamType):
     name = "shares"
 
     def convert(self, value, param, ctx):
-        from rescore.errors import OptionError
-        from rescore.nbest.interp import check_mix
-
         if isinstance(value, tuple):
             return value
         try:
@@ -222,8 +222,6 @@ def long_name(param: click.Parameter) -> str:
 def check_rules(ctx: click.Context, needs: Mapping[str, Need], conflicts: Sequence[Conflict]) -> None:
     """The one check of declared requirements and conflicts (module doc): an OptionError naming
     the first option given that would do nothing, or the first pair given that conflicts."""
-    from rescore.errors import OptionError
-
     params = {long_name(p): p for p in ctx.command.params}  # (the tables name only these: tests/cli/test_options.py)
     for c in conflicts:
         if given(ctx, params[c.first]) and given(ctx, params[c.second]):

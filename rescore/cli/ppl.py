@@ -9,6 +9,7 @@ import click
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.options import MAX_BATCH, MAX_BUCKETS, MAX_TOKENS, MAX_WINDOW, Conflict, Count, Grid, Need, Real
+from rescore.jobs.ppl import CacheTuneJob, PplJob
 
 
 TRAIN_TEXT = "--train-text (the word counts of the buckets)"
@@ -76,53 +77,18 @@ def main(ckpt, text, train_text, compare, report, plot, name, compare_name, titl
     predicted, OOV words as <unk>); with --train-text, cross-entropy per rare-word bucket; with
     --tune-cache, the neural cache's settings by perplexity on TEXT."""
     setup_logging(verbose)
-    if tune_cache:
-        _tune_cache(ckpt, text, report, batch_size, bptt, device, cache_windows, cache_thetas, cache_lambdas)
-        return
-    import torch
-
-    from rescore.io.outputs import check_output_file
-    from rescore.io.files import write_json
-    from rescore.train.ppl import format_report, perplexity_report, plot_report
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
     with errors_to_exit():
-        inputs = (ckpt, text, train_text, compare)
-        check_output_file(report, "--report", inputs)
-        check_output_file(plot, "--plot", inputs + (report,))
-        if report and plot and os.path.abspath(report) == os.path.abspath(plot):
-            raise click.UsageError("--report and --plot must be different files")
-        rep = perplexity_report(ckpt, text, train_text=train_text, compare=compare,
-                                batch_size=batch_size, bptt=bptt, n_buckets=n_buckets,
-                                device=device, cache_window=cache_window,
-                                cache_theta=cache_theta, cache_lambda=cache_lambda, name=name,
-                                compare_name=compare_name)
-        click.echo(format_report(rep))
-        if report:
-            write_json(report, rep)
-        if plot:
-            plot_report(rep, plot, title)
-
-
-def _tune_cache(ckpt, text, report, batch_size, bptt, device, windows, thetas, lambdas) -> None:
-    """rescore-ppl --tune-cache: one pass of the model over TEXT, then every grid point from the
-    kept outputs (rescore.models.cache.tune_cache; equal to scoring with --cache-*)."""
-    grid = dict(windows=windows, thetas=thetas, lambdas=lambdas)
-    import torch
-
-    from rescore.io.files import write_json
-    from rescore.io.outputs import check_output_file
-    from rescore.train.ppl import format_cache_grid, tune_cache_report
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    with errors_to_exit():
-        check_output_file(report, "--report", (ckpt, text))
-        rep = tune_cache_report(ckpt, text, batch_size=batch_size, bptt=bptt, device=device, **grid)
-        click.echo(format_cache_grid(rep))
-        if report:
-            write_json(report, rep)
+        if tune_cache:
+            job = CacheTuneJob(ckpt, text, windows=cache_windows, thetas=cache_thetas, lambdas=cache_lambdas,
+                               report=report, batch_size=batch_size, bptt=bptt, device=device)
+        else:
+            job = PplJob(ckpt, text, train_text=train_text, compare=compare, report=report, plot=plot, name=name,
+                         compare_name=compare_name, title=title, n_buckets=n_buckets, batch_size=batch_size,
+                         bptt=bptt, device=device, cache_window=cache_window, cache_theta=cache_theta,
+                         cache_lambda=cache_lambda)
+            if report and plot and os.path.abspath(report) == os.path.abspath(plot):
+                raise click.UsageError("--report and --plot must be different files")
+        click.echo(job.run())
 
 
 attach(main, "rescore-ppl")  # the example at the end of --help (rescore/cli/examples.py)

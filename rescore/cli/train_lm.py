@@ -3,7 +3,6 @@ full softmax or a class-factored output layer."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import sys
 
@@ -13,8 +12,9 @@ from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_o
 from rescore.cli.examples import attach
 from rescore.cli.options import (MAX_BATCH, MAX_LAYERS, MAX_SEED, MAX_STEPS, MAX_THREADS, MAX_TOKENS, MAX_VOCAB,
                                  MAX_WIDTH, Count, Need, Real)
+from rescore.jobs.train_lm import AUTO_CLASSES, TrainLmJob
 from rescore.settings import BODY_NAMES, TRANSFORMER_BODIES
-from rescore.train.options import DEFAULT_LR  # torch-free: --help stays instant
+from rescore.train.options import DEFAULT_LR, TrainOptions, parse_save_every  # torch-free: --help stays instant
 
 
 class Classes(click.ParamType):
@@ -23,7 +23,7 @@ class Classes(click.ParamType):
     name = "C|auto"
 
     def convert(self, value, param, ctx):
-        if value == "auto" or isinstance(value, int):
+        if value == AUTO_CLASSES or isinstance(value, int):
             return value
         try:
             return Count(1, MAX_WIDTH).convert(value, param, ctx)
@@ -147,20 +147,13 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
     SIGTERM; --resume continues from it to the same weights as a run never stopped. OUT_DIR's
     train.json says "status": "running" until the run ends ("done", "interrupted", "failed")."""
     setup_logging(verbose)
-    from rescore.models import ModelConfig
-    from rescore.train.loop import auto_classes, train_lm
-    from rescore.train.options import TrainOptions, parse_save_every
-
-    auto = classes == "auto"  # resolved for --output class once the options are known
-    classes = 0 if auto else classes
-
-    config = ModelConfig(arch=arch, head=head, hidden=hidden, layers=layers, dropout=dropout,
-                         history=bptt if history is None else history,
-                         memory_aug=memory_aug, n_heads=n_heads,
-                         context=bptt if context is None else context, positions=positions,
-                         ff_mult=ff_mult, coverage=coverage_weight > 0,
-                         coverage_weight=coverage_weight, self_norm=self_norm,
-                         output=output, classes=classes)
+    model = dict(arch=arch, head=head, hidden=hidden, layers=layers, dropout=dropout,
+                 history=bptt if history is None else history,
+                 memory_aug=memory_aug, n_heads=n_heads,
+                 context=bptt if context is None else context, positions=positions,
+                 ff_mult=ff_mult, coverage=coverage_weight > 0,
+                 coverage_weight=coverage_weight, self_norm=self_norm,
+                 output=output, classes=classes)
     try:
         with errors_to_exit():
             steps, minutes = parse_save_every(save_every)
@@ -173,12 +166,7 @@ def main(train, valid, out_dir, arch, head, memory_aug, history, bptt, hidden, l
                                 epoch_batches=epoch_batches, max_minutes=max_minutes, seed=seed,
                                 device=device, threads=threads, resume=resume,
                                 save_every_steps=steps, save_every_minutes=minutes)
-            if output == "class" and auto:
-                config = dataclasses.replace(config, classes=auto_classes(opts))
-            from rescore.io.outdir import dir_lock
-
-            with dir_lock(out_dir):  # one training per OUT_DIR: a second one fails at once
-                summary = train_lm(config, opts)
+            summary = TrainLmJob(options=opts, model=model).run()
     except KeyboardInterrupt:
         sys.exit(130)
     logging.getLogger("rescore.train").info("done: %s", summary)

@@ -9,6 +9,7 @@ import click
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.options import MAX_JOBS, Count, Real
+from rescore.jobs.tts_data import TtsDataJob
 
 log = logging.getLogger("rescore-tts-data")
 MAX_GAP = 60.0  # seconds of silence between sentences (the recordings' samples follow it)
@@ -32,15 +33,10 @@ def main(text, out_dir, docids, voices, gap, prefix, nj, snrs, verbose):
     mono recording per document), wav.scp, segments, text, utt2spk, spk2utt, utt2dur,
     utt2cond (voice and SNR of each utterance)."""
     setup_logging(verbose)
-    from pathlib import Path
-
-    from rescore.asr.tts import make_tts_data_dir
-
     with errors_to_exit():
-        counts = make_tts_data_dir(Path(text), Path(out_dir), Path(docids) if docids else None,
-                                   [v for v in voices.split(",") if v], gap=gap, prefix=prefix, nj=nj,
-                                   snrs=[v for v in snrs.split(",") if v])
-    click.echo(f"{counts['utterances']} utterances of {counts['documents']} documents, {counts['seconds']} s")
+        summary = TtsDataJob(text, out_dir, docids, tuple(v for v in voices.split(",") if v), gap=gap, prefix=prefix,
+                             nj=nj, snrs=tuple(v for v in snrs.split(",") if v)).run()
+    click.echo(summary)
 
 
 attach(main, "rescore-tts-data")  # the example at the end of --help (rescore/cli/examples.py)

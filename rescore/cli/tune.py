@@ -11,19 +11,18 @@ from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.options import MAX_BATCH, Count, Grid, Need
 from rescore.cli.examples import attach
 from rescore.cli.engine_options import engine_option
-from rescore.jobs.refine import DEFAULT_ROUNDS, MAX_ROUNDS
+from rescore.jobs.nbest import NbestJob
+from rescore.jobs.refine import format_refine, refine_job, run_refine, warn_carried_costs
+from rescore.jobs.tune import TuneJob, format_cross_validation, format_tuned, step_cost_names, tune_nbest_dir
+from rescore.nbest.combine import mix_grid
+from rescore.settings import MAX_REFINE_ROUNDS, REFINE_ROUNDS
 
 log = logging.getLogger("rescore-tune")
 
 
 def _models(p) -> int:
     """How many models' costs a run tunes: --nn-costs, else a step's output dir's own."""
-    if p["nn_costs"]:
-        return len(p["nn_costs"])
-    from rescore.nbest.step_output import default_cost_names, step_jobs
-
-    jobs = step_jobs(p["nbest_dir"])
-    return 0 if jobs is None else len(default_cost_names(jobs))
+    return len(p["nn_costs"] or step_cost_names(p["nbest_dir"]) or ())
 
 
 APPLY = Need(lambda p: p["apply_to"] is not None, "--apply-to (the test dir the tuned setting is applied to)")
@@ -118,7 +117,7 @@ GROUPS = {
                    "(its WER is then rescore-nbest's), each round logged; with --cross-validate each fold is "
                    "refined on its half and reported on the other half scored at its setting, beside plain "
                    "tuning and a paired bootstrap of the two.")
-@click.option("--refine-rounds", type=Count(1, MAX_ROUNDS), default=DEFAULT_ROUNDS, show_default=True,
+@click.option("--refine-rounds", type=Count(1, MAX_REFINE_ROUNDS), default=REFINE_ROUNDS, show_default=True,
               help="--refine-model: most scorings per tuning set (the best scored setting is kept when the "
                    "tuned one is not yet stable).")
 @click.option("--refine-start", type=click.Path(dir_okay=False),
@@ -151,21 +150,13 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
     at: --refine-model MODEL.pt tunes with the model itself (the tuned setting rescored until it
     is stable), e.g. rescore-tune NBEST --data-dir DATA --cross-validate --refine-model model.pt"""
     setup_logging(verbose)
-    from rescore.nbest.combine import mix_grid
-    from rescore.metrics import format_report
-    from rescore.jobs.nbest import NbestJob
-    from rescore.jobs.tune import (TuneJob, format_cascade, format_cross_validation, format_setting,
-                                   tune_nbest_dir)
-
     nn_costs, apply_nn_costs = tuple(nn_costs), tuple(apply_nn_costs)
-    from rescore.nbest.step_output import default_cost_names, step_jobs
-
-    jobs = step_jobs(nbest_dir)  # a step's output dir: every archives.JOB (rescore.nbest.step_output)
-    if jobs is not None:
+    step_costs = step_cost_names(nbest_dir)  # a step's output dir: every archives.JOB (rescore.nbest.step_output)
+    if step_costs is not None:
         if refine_kw.get("refine_model"):
             raise click.UsageError("--refine-model takes an N-best dir, not a step's output dir (tune on the "
                                    "step's costs, or refine on one N-best dir)")
-        nn_costs = nn_costs or default_cost_names(jobs)
+        nn_costs = nn_costs or step_costs
     apply = None
     if apply_to:
         test_dir, out_dir = apply_to
@@ -179,25 +170,13 @@ def main(nbest_dir, data_dir, words_txt, nn_costs, weights, inv_acwts, wips, mix
                   mixes=mix_grid(mixes, len(nn_costs)) if len(nn_costs) > 1 else None,
                   cascade_ranks=cascade_ranks, cascade_tops=tuple(int(v) for v in cascade_tops or ()),
                   cascade_margins=tuple(cascade_margins or ()))
-    from rescore.jobs.refine import format_refine, refine_job, run_refine, warn_carried_costs
-
     refine = refine_job(job, **refine_kw)
     if refine is not None:
         click.echo(format_refine(run_refine(refine)))
         return
-    warn_carried_costs(nn_costs if jobs is None else [str(jobs[0] / n) for n in nn_costs])
+    warn_carried_costs(nn_costs if job.step_jobs is None else [str(job.step_jobs[0] / n) for n in nn_costs])
     result = tune_nbest_dir(job)
-    if cross_validate:
-        click.echo(format_cross_validation(result))
-        return
-    best = result["best"]
-    click.echo(f"best setting: {format_setting(best)}{format_cascade(result)}")
-    click.echo(f"tuned on {result['dev_utts']} utterances: WER {result['dev_wer']:.2f} %")
-    if "held_out_wer" in result:
-        click.echo(f"held out {result['held_out_utts']} utterances: WER {result['held_out_wer']:.2f} % "
-                   f"(rank 1: {result['held_out_first_pass_wer']:.2f} %)")
-    if result.get("applied") is not None:
-        click.echo(format_report(result["applied"]))
+    click.echo(format_cross_validation(result) if cross_validate else format_tuned(result))
 
 
 attach(main, "rescore-tune")  # the example at the end of --help (rescore/cli/examples.py)

@@ -10,6 +10,7 @@ import click
 from rescore.cli.common import command, errors_to_exit, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.options import MAX_BUCKETS, MAX_SEED, Count, Need, Real
+from rescore.jobs.wer import WerJob
 from rescore.metrics.compare import MIN_BOOTSTRAP_UNITS
 
 MAX_DRAWS = 1_000_000  # bootstrap draws (each a resampled WER per system)
@@ -88,60 +89,12 @@ def main(ref_text, hyp_texts, names, train_text, num_buckets, groups, draws, see
     each further one is compared with it (WER with sub/del/ins, relative change, a paired
     bootstrap CI of the difference and its p-value), per bucket too."""
     setup_logging(verbose)
-    from rescore.io.files import write_json
-    from rescore.io.kaldi import read_text_table
-    from rescore.nbest.checks import check_text_input
-    from rescore.vocab import count_words, read_sentences
-    from rescore.metrics import (check_scorable, compare_systems, format_comparison, format_wer_report,
-                                 plot_comparison, read_groups, warn_suspect_inputs, wer_report)
-
-    systems = _systems(hyp_texts, list(names))
     with errors_to_exit():
-        from rescore.errors import RescoreError
-        from rescore.io.outputs import check_output_file
-
-        inputs = [ref_text, train_text, groups] + [p for _, p in systems]
-        check_output_file(report, "--report", inputs)
-        check_output_file(plot, "--plot", inputs + [report])
-        refs = read_text_table(ref_text, "tokens").as_dict()
-        if not any(refs.values()):
-            raise RescoreError("a reference with at least one word (a WER of no words is "
-                               "undefined)", path=ref_text, got="no words")
-        hyps = {n: read_text_table(p, "tokens").as_dict() for n, p in systems}
-        if normalize_refs:
-            from rescore.metrics.refnorm import normalize_refs as normalized
-
-            refs = normalized(refs, {w for h in hyps.values() for ws in h.values() for w in ws})
-        for n, p in systems:
-            warn_suspect_inputs(refs, hyps[n], ref_text, p)
-        sentences = read_sentences(train_text) if train_text else None
-        check_text_input(refs, {p: hyps[n] for n, p in systems}, sentences, train_text)
-        train_counts = count_words(sentences) if sentences is not None else None
-        del sentences
-        if train_counts is not None and not train_counts:
-            raise RescoreError("a training text with at least one word", path=train_text,
-                               got="no words")
-        if len(systems) == 1:
-            rep = wer_report(ref_text, systems[0][1], train_text=train_text, num_buckets=num_buckets,
-                             allow_missing=allow_missing, train_counts=train_counts, refs=refs)
-            text = format_wer_report(rep)
-        else:
-            text = None
-        if len(systems) > 1 or plot:
-            for n, p in systems:
-                check_scorable(refs, hyps[n], ref_text, p)
-            cmp = compare_systems(refs, hyps, train_counts=train_counts, num_buckets=num_buckets,
-                                  groups=read_groups(groups) if groups else None, grouping=groups and
-                                  os.path.basename(groups), draws=draws if len(systems) > 1 else 0,
-                                  seed=seed, confidence=confidence, allow_missing=allow_missing,
-                                  paths={n: p for n, p in systems}, ref_path=ref_text)
-            if len(systems) > 1:
-                rep, text = cmp, format_comparison(cmp)
-            if plot:
-                plot_comparison(cmp, plot, title or f"WER per rare-word bucket on {ref_text}: "
-                                + " vs ".join(n for n, _ in systems))
-        if report:
-            write_json(report, rep.as_dict())
+        job = WerJob(ref_text=ref_text, systems=tuple(_systems(hyp_texts, list(names))), train_text=train_text,
+                     num_buckets=num_buckets, groups=groups, draws=draws, seed=seed, confidence=confidence,
+                     report=report, plot=plot, title=title, allow_missing=allow_missing,
+                     normalize_refs=normalize_refs)
+        text = job.run()
     click.echo(text)
 
 

@@ -31,27 +31,28 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from rescore.errors import OptionError, RescoreError
+from rescore.io.files import write_json
+from rescore.io.outdir import check_not_input
+from rescore.jobs.nbest import lexicon_of, model_oov_penalty
 from rescore.jobs.scoring import load_model, score_nbest_set
+from rescore.jobs.tune import TuneJob, format_setting, write_one_best
+from rescore.metrics import compare_systems, describe_bootstrap
+from rescore.metrics.refnorm import normalize_refs
+from rescore.nbest import checks as sanity
+from rescore.nbest.combine import CostArrays, NnCosts, cross_validate, split_half, tune
 from rescore.nbest.interp import KALDI_DEFAULT_WEIGHT, Params
-from rescore.settings import OOV_AUTO, EngineSettings
-
-# rescore-tune's command module imports this one at its start-up: the N-best stack (numpy) and the
-# engine (torch, through jobs.scoring) are imported inside the functions that use them.
-if TYPE_CHECKING:
-    from rescore.nbest.combine import NnCosts
-    from rescore.jobs.tune import TuneJob
+from rescore.nbest.sets import load_nbest_dir
+from rescore.settings import MAX_REFINE_ROUNDS, OOV_AUTO, REFINE_ROUNDS, EngineSettings
+from rescore.vocab import count_words, read_sentences
 
 log = logging.getLogger(__name__)
-
-DEFAULT_ROUNDS = 3
-MAX_ROUNDS = 20
 # rescore-nbest's setting with --model and no --params: where a refining tune starts by default
 DEFAULT_START = Params(weight=KALDI_DEFAULT_WEIGHT, inv_acwt=10.0, wip=0.0)
 
-Scorer = Callable[[object, Params], "NnCosts"]  # (NbestSet, setting) -> its NN costs (combine.NnCosts)
+Scorer = Callable[[object, Params], NnCosts]  # (NbestSet, setting) -> its NN costs (combine.NnCosts)
 
 
 class ModelScorer:
@@ -71,9 +72,7 @@ class ModelScorer:
         self._done: List[tuple] = []  # (conversation ids, setting or None, costs)
         self.scorings = 0
 
-    def __call__(self, nbest, params: Params) -> "NnCosts":
-        from rescore.nbest.combine import NnCosts  # (lazy: keeps numpy out of rescore-tune's start-up)
-
+    def __call__(self, nbest, params: Params) -> NnCosts:
         key = params if self.depends else None
         ids = {c.id for c in nbest.conversations}
         for done_ids, done_key, costs in self._done:
@@ -94,7 +93,7 @@ def _setting(best: dict) -> Params:
 
 
 def refine(nbest, scorer: Scorer, *, weights: Sequence[float], inv_acwts: Sequence[float],
-           wips: Sequence[float], start: Params = DEFAULT_START, rounds: int = DEFAULT_ROUNDS) -> dict:
+           wips: Sequence[float], start: Params = DEFAULT_START, rounds: int = REFINE_ROUNDS) -> dict:
     """Refining tune of one model on nbest (with references): score at ``start``, tune, score at
     the tuned setting, ... (module docstring). scorer(nbest, setting) -> its NN costs (NnCosts).
 
@@ -103,8 +102,6 @@ def refine(nbest, scorer: Scorer, *, weights: Sequence[float], inv_acwts: Sequen
     "stop": "stable" | "cycle" | "rounds", "rounds": [{"round", "scored_at", "scored_wer",
     "tuned", "predicted_wer"}], "dev_utts", "dev_conversations", "dev_choice", "scorings"}.
     """
-    from rescore.nbest.combine import CostArrays, tune  # (lazy: keeps numpy out of rescore-tune's start-up)
-
     if nbest.refs is None:
         raise RescoreError("references for the tuning set (a data dir with 'text')", path=nbest.path)
     setting, log_rows, scored = start, [], {}
@@ -138,17 +135,15 @@ def refine(nbest, scorer: Scorer, *, weights: Sequence[float], inv_acwts: Sequen
             "dev_choice": scored[best][1], "scorings": len(scored)}
 
 
-def _held_out(part, costs: "NnCosts", setting: Params) -> dict:
+def _held_out(part, costs: NnCosts, setting: Params) -> dict:
     """WER, errors, ref words and choice of part under setting with these costs."""
-    from rescore.nbest.combine import CostArrays  # (lazy: keeps numpy out of rescore-tune's start-up)
-
     arrays = CostArrays(part, costs)
     return {"wer": arrays.wer(setting), "errors": arrays.errors_of(setting), "ref_words": arrays.ref_words,
             "choice": arrays.choice(setting)}
 
 
 def refine_cross_validate(nbest, scorer: Scorer, *, weights: Sequence[float], inv_acwts: Sequence[float],
-                          wips: Sequence[float], start: Params = DEFAULT_START, rounds: int = DEFAULT_ROUNDS,
+                          wips: Sequence[float], start: Params = DEFAULT_START, rounds: int = REFINE_ROUNDS,
                           bootstrap: int = 1000) -> dict:
     """Two folds by conversation (combine.split_half): refine on each half, report it on the
     other half scored at the fold's setting; pooled over both. The same run gives plain
@@ -163,8 +158,6 @@ def refine_cross_validate(nbest, scorer: Scorer, *, weights: Sequence[float], in
     "plain_wer", "comparison" (rescore.metrics.compare_systems, as JSON), "pooled_choice",
     "plain_choice"}.
     """
-    from rescore.nbest.combine import cross_validate, split_half  # (lazy: keeps numpy out of rescore-tune's start-up)
-
     grids = dict(weights=weights, inv_acwts=inv_acwts, wips=wips)
     first = scorer(nbest, start)  # round 1 of both folds and the plain tune's costs, one scoring
     plain_cv = cross_validate(nbest, nn_costs=first, **grids)
@@ -207,8 +200,6 @@ def refine_cross_validate(nbest, scorer: Scorer, *, weights: Sequence[float], in
 def compare_choices(nbest, choices: Dict[str, Dict[str, int]], draws: int = 1000):
     """rescore.metrics.compare_systems of the 1-bests of nbest (name -> utt -> rank; the first
     is the baseline), the bootstrap resampling whole conversations (recordings or speakers)."""
-    from rescore.metrics import compare_systems  # (lazy: keeps numpy out of rescore-tune's start-up)
-
     utts = {u.id: u for u in nbest.utterances()}
     systems = {name: {u: utts[u].hyps[r].words for u, r in c.items()} for name, c in choices.items()}
     groups = {u.id: c.id for c in nbest.conversations for u in c.utterances}
@@ -228,18 +219,15 @@ class RefineJob:
     --apply-to (apply the setting with rescore-nbest --model --params). Checked when built; the
     OOV penalty's default is rescore-nbest's (pipeline.model_oov_penalty)."""
 
-    tune: "TuneJob"
+    tune: TuneJob
     model: str
     scoring: EngineSettings = field(default_factory=EngineSettings)
     start: Params = DEFAULT_START
-    rounds: int = DEFAULT_ROUNDS
+    rounds: int = REFINE_ROUNDS
     train_text: Optional[str] = None  # LM training text, for --oov-penalty auto
     allow_oov_rate: bool = False  # score an LM that lacks most of the words (rescore.nbest.checks)
 
     def __post_init__(self):
-        from rescore.io.outdir import check_not_input  # (lazy: keeps numpy out of rescore-tune's start-up)
-        from rescore.jobs.nbest import model_oov_penalty  # (lazy: keeps numpy out of rescore-tune's start-up)
-
         t = self.tune
         for option, v in (("--nn-costs", t.nn_costs), ("--split-half", t.split_half), ("--dev-utts", t.dev_utts),
                           ("--eval-utts", t.eval_utts), ("--apply-to", t.apply)):
@@ -247,8 +235,10 @@ class RefineJob:
                 raise OptionError("not with --refine-model (the model gives the NN LM costs; hold out with "
                                   "--cross-validate, apply the setting with rescore-nbest --model --params)",
                                   option=option)
-        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) or not 1 <= self.rounds <= MAX_ROUNDS:
-            raise OptionError(f"an integer in [1, {MAX_ROUNDS}]", option="--refine-rounds", got=str(self.rounds))
+        if isinstance(self.rounds, bool) or not isinstance(self.rounds, int) \
+                or not 1 <= self.rounds <= MAX_REFINE_ROUNDS:
+            raise OptionError(f"an integer in [1, {MAX_REFINE_ROUNDS}]", option="--refine-rounds",
+                              got=str(self.rounds))
         if self.start.num_models != 1:
             raise OptionError("a one-model setting (weight, inv_acwt, wip)", option="--refine-start")
         object.__setattr__(self, "scoring", model_oov_penalty(self.scoring, t.nbest_dir, t.words_txt,
@@ -273,14 +263,6 @@ def _strip(result: dict) -> dict:
 def run_refine(job: RefineJob) -> dict:
     """Run a refining tune job: refine() or refine_cross_validate()'s result; the outputs of
     job.tune written (atomically) at the end."""
-    from rescore.metrics.refnorm import normalize_refs  # (lazy: keeps numpy out of rescore-tune's start-up)
-    from rescore.nbest import checks as sanity  # (lazy: keeps numpy out of rescore-tune's start-up)
-    from rescore.io.files import write_json  # (lazy: keeps numpy out of rescore-tune's start-up)
-    from rescore.nbest.sets import load_nbest_dir  # (lazy: keeps numpy out of rescore-tune's start-up)
-    from rescore.jobs.nbest import lexicon_of  # (lazy: keeps numpy out of rescore-tune's start-up)
-    from rescore.jobs.tune import write_one_best  # (lazy: keeps numpy out of rescore-tune's start-up)
-    from rescore.vocab import count_words, read_sentences  # (lazy: keeps numpy out of rescore-tune's start-up)
-
     t = job.tune
     nbest = load_nbest_dir(t.nbest_dir, t.data_dir, t.words_txt, allow_missing=t.allow_missing)
     if nbest.refs is None:
@@ -314,8 +296,6 @@ def run_refine(job: RefineJob) -> dict:
 
 
 def _fmt(s: dict) -> str:
-    from rescore.jobs.tune import format_setting  # (lazy: keeps numpy out of rescore-tune's start-up)
-
     return format_setting(s)
 
 
@@ -334,8 +314,6 @@ def format_refine(result: dict) -> str:
     """The readable result of run_refine."""
     if "folds" not in result:
         return "\n".join(format_rounds(result))
-    from rescore.metrics import describe_bootstrap  # (lazy: keeps numpy out of rescore-tune's start-up)
-
     lines = []
     for f in result["folds"]:
         lines.append(f"fold {f['tuned_on']}: refined on half {f['tuned_on']} ({f['dev_utts']} utterances, "
@@ -360,7 +338,7 @@ def format_refine(result: dict) -> str:
     return "\n".join(lines)
 
 
-def refine_job(tune: "TuneJob", *, refine_model: Optional[str], refine_rounds: int = DEFAULT_ROUNDS,
+def refine_job(tune: TuneJob, *, refine_model: Optional[str], refine_rounds: int = REFINE_ROUNDS,
                refine_start: Optional[str] = None, train_text: Optional[str] = None, allow_oov_rate: bool = False,
                **settings):
     """rescore-tune's --refine-* options (and the engine settings they pass on, by field name:

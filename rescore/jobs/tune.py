@@ -20,6 +20,7 @@ from rescore.nbest.cascade import Cascade, CascadeRanks
 from rescore.nbest.combine import NnCosts, cross_validate, mix_grid, split_half, tune
 from rescore.nbest.interp import Params, check_inv_acwt, check_mix, check_weight, check_wip
 from rescore.jobs.nbest import NbestJob, check_paths, lexicon_of, nbest_input_files, rescore_nbest_dir
+from rescore.metrics import format_report
 from rescore.metrics.refnorm import normalize_refs
 from rescore.nbest import checks as sanity
 from rescore.nbest.checks import tuned_on_warning
@@ -186,6 +187,14 @@ class TuneJob:
         return files
 
 
+def step_cost_names(nbest_dir: PathLike) -> Optional[Tuple[str, ...]]:
+    """NBEST_DIR as a step's output dir (rescore.nbest.step_output): the NN LM cost files its step
+    wrote in each archives.JOB (lmwt.nn, or lmwt.nn.1 ... lmwt.nn.K of K models); None for an
+    N-best dir."""
+    jobs = step_jobs(nbest_dir)
+    return None if jobs is None else default_cost_names(jobs)
+
+
 def read_utt_list(path: PathLike) -> List[str]:
     """First field of each line: a plain list, or a data/text, utt2spk, segments file."""
     keys = read_text_table(path, "tokens").keys
@@ -243,6 +252,20 @@ def format_cross_validation(result: dict) -> str:
     lines.append(f"pooled ({result['pooled_utts']} utterances, each under the setting tuned on the other half): "
                  f"WER {result['pooled_wer']:.2f} % [ {result['pooled_errors']} / {result['pooled_ref_words']} ]  "
                  f"(rank 1: {result['pooled_first_pass_wer']:.2f} %)")
+    return "\n".join(lines)
+
+
+def format_tuned(result: dict) -> str:
+    """The readable result of tune_nbest_dir without cross-validation: the best setting, its WER on
+    the set tuned on and on the held-out part (if any), and the report of the set it was applied
+    to (if any)."""
+    lines = [f"best setting: {format_setting(result['best'])}{format_cascade(result)}",
+             f"tuned on {result['dev_utts']} utterances: WER {result['dev_wer']:.2f} %"]
+    if "held_out_wer" in result:
+        lines.append(f"held out {result['held_out_utts']} utterances: WER {result['held_out_wer']:.2f} % "
+                     f"(rank 1: {result['held_out_first_pass_wer']:.2f} %)")
+    if result.get("applied") is not None:
+        lines.append(format_report(result["applied"]))
     return "\n".join(lines)
 
 

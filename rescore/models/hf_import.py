@@ -37,13 +37,14 @@ from rescore.io.outdir import DirReplacement, atomic_output, sha256
 from rescore.models.hf import _transformers as hf_transformers
 from rescore.models.hf import check_json_files, load_error, load_errors, load_hf
 from rescore.progress import library_bars
+from rescore.settings import IMPORT_DTYPES
 
 log = logging.getLogger(__name__)
 
 RECORD = "rescore-import.json"
 DOC_EOS = ("<|endoftext|>", "</s>", "<|end_of_text|>", "<eos>")
 DOC_BOS = ("<s>", "<|begin_of_text|>", "<bos>")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {name: getattr(torch, name) for name in IMPORT_DTYPES}  # float32, bfloat16, float16
 # the gguf reader's own errors, beyond load_errors(): a truncated file ends inside a struct it unpacks
 GGUF_ERRORS = (struct.error,)
 PROBE = "the cat sat on the mat and it was closely related to the american lobster"

@@ -47,6 +47,7 @@ import torch
 
 from rescore.errors import RescoreError, check
 from rescore.io.lines import iter_lines
+from rescore.settings import KALDI_MODEL_TYPES
 from rescore.vocab import EOS, UNK, Vocabulary
 from rescore.models import ModelConfig
 from rescore.models import TORCH_LOAD_ERRORS, build_model, load_plain, save_checkpoint
@@ -54,7 +55,7 @@ from rescore.models.bodies import interleaved_sinusoidal
 
 log = logging.getLogger(__name__)
 
-MODEL_TYPES = ("LSTM", "GRU", "Transformer")
+MODEL_TYPES = KALDI_MODEL_TYPES  # LSTM, GRU, Transformer
 PathLike = Union[str, Path]
 
 

@@ -1,4 +1,4 @@
-"""rescore-lattice tune (rescore.jobs.lattice_tune): the weight, inv-acwt and penalty by WER on
+"""rescore-lattice tune (rescore.jobs.lattice): the weight, inv-acwt and penalty by WER on
 rescored decode dirs, read through lattice-copy (a stand-in here: the archives are text already);
 lattices whose paths are the N-best entries give the N-best tuning's 1-bests."""
 

@@ -1,4 +1,4 @@
-"""The engine as a SpeechBrain rescorer (rescore.asr.speechbrain) inside SpeechBrain 1.1.2's own
+"""The engine as a SpeechBrain rescorer (rescore.integrations.speechbrain) inside SpeechBrain 1.1.2's own
 RescorerBuilder (tests/speechbrain_searcher.py): the builder calls it and ranks by the beam
 search's score plus its weight times our LM's log-probability, which equals the engine's costs
 computed directly; the first-pass carry runs across calls as one stream; the weight key is one
@@ -11,7 +11,7 @@ import copy
 import pytest
 from click.testing import CliRunner
 
-from rescore.asr.speechbrain import (EngineRescorer, HuggingFaceLMRescorer, RNNLMRescorer, TransformerLMRescorer,
+from rescore.integrations.speechbrain import (EngineRescorer, HuggingFaceLMRescorer, RNNLMRescorer, TransformerLMRescorer,
                                      load_rescorer)
 from rescore.errors import OptionError, RescoreError
 from tests.speechbrain_searcher import decode, encoder_states, import_speechbrain, searcher, tiny_lm

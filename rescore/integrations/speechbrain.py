@@ -3,7 +3,7 @@ object that its ``RescorerBuilder`` takes beside or instead of its RNNLM, Transf
 Hugging Face LM rescorers (docs/ecosystems.md)::
 
     from speechbrain.decoders.scorer import RescorerBuilder
-    from rescore.asr.speechbrain import load_rescorer
+    from rescore.integrations.speechbrain import load_rescorer
     lm = load_rescorer("exp/lm.pt", state_carry="first-pass")     # or hf:DIR
     rescorer = RescorerBuilder(rescorers=[lm], weights={lm.weight_key: 0.5})
     hyps, scores = rescorer.rescore(topk_texts, topk_scores)      # per utterance, best first

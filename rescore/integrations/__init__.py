@@ -1,0 +1,1 @@
+"""rescore's engine inside other toolkits' own decoding: a SpeechBrain rescorer (``speechbrain.py``)."""
