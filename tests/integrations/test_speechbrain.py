@@ -11,9 +11,9 @@ import copy
 import pytest
 from click.testing import CliRunner
 
-from rescore.integrations.speechbrain import (EngineRescorer, HuggingFaceLMRescorer, RNNLMRescorer, TransformerLMRescorer,
-                                     load_rescorer)
 from rescore.errors import OptionError, RescoreError
+from rescore.integrations.speechbrain import (EngineRescorer, HuggingFaceLMRescorer, RNNLMRescorer,
+                                              TransformerLMRescorer, load_rescorer)
 from tests.speechbrain_searcher import decode, encoder_states, import_speechbrain, searcher, tiny_lm
 
 torch = pytest.importorskip("torch")
