@@ -161,7 +161,9 @@ def main(argv=None) -> int:
             print(f"{tag:<6} {kind:<6} {len(c['modules']):>7} {len(c['climbs']):>6} {c['calls']:>7} "
                   f"{max(reads, default=0):>10} {max(writes, default=0):>11}")
     if a.json is not None:
-        a.json.write_text(json.dumps(found, indent=1) + "\n")
+        from rescore.io.files import write_json
+
+        write_json(a.json, found)
     return 0
 
 
