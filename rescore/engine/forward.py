@@ -69,17 +69,15 @@ def resolve_normalize(model: LanguageModel, normalize: str) -> str:
     nothing the model learned."""
     check(normalize in NORMALIZE, f"one of {', '.join(NORMALIZE)}", "--normalize", normalize)
     if normalize == "auto":
-        normalize = "none" if getattr(model.config, "self_norm", 0.0) > 0 else "exact"
-    config = getattr(model, "config", None)
-    if normalize == "none" and getattr(config, "output", "") == "class" \
-            and not getattr(config, "self_norm", 0.0) > 0:
+        normalize = "none" if model.self_norm > 0 else "exact"
+    if normalize == "none" and model.class_output and not model.self_norm > 0:
         raise RescoreError("normalize 'exact' (or auto) for a class-factored model trained "
                            "without --self-norm: its raw class and word scores are not "
                            "log-probabilities", got="none")
     if normalize == "none" and not model.supports_unnormalized:
         raise RescoreError("a model that can score without its normaliser (rescore.models) for "
                            "normalize 'none'", got=type(model).__name__)
-    if normalize == "none" and not getattr(config, "self_norm", 0.0) > 0:
+    if normalize == "none" and not model.self_norm > 0:
         # allowed (a model imported from elsewhere may be self-normalised without saying so),
         # but its costs are log-probabilities only where log Z ~ 0
         log.warning("--normalize none with a model not trained with --self-norm: its costs are "
@@ -144,8 +142,8 @@ class Forward:
         # softmax of 2,048 rows is 80 MB at V = 10k, which glibc maps afresh (and the kernel
         # zeroes page by page) on every call: seconds of system time on a dev set. A
         # class-factored output forms no (rows, V) tensor.
-        vocab = len(getattr(model, "vocab", ())) or 1
-        full = getattr(getattr(model, "config", None), "output", "softmax") != "class"
+        vocab = len(model.vocab) or 1
+        full = not model.class_output
         self.output_rows = (max(1, OUTPUT_BYTES // (4 * vocab)) if device.type == "cpu" and full
                             else self.max_tokens)
         if device.type == "cpu":

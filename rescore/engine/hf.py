@@ -199,7 +199,7 @@ def _plain_head(model) -> Optional[torch.nn.Linear]:
     """The output layer of a model type whose logits are its last hidden state times it (no
     scaling or soft cap), else None."""
     head = model.get_output_embeddings()
-    if getattr(model.config, "model_type", None) in PLAIN_HEAD_TYPES and isinstance(head, torch.nn.Linear):
+    if model.config.model_type in PLAIN_HEAD_TYPES and isinstance(head, torch.nn.Linear):
         return head
     return None
 

@@ -270,7 +270,7 @@ def _prepare(model, conversations, weight: float, settings: EngineSettings, devi
     if settings.history_min_posterior > 0 and not has_history(model.initial_state(1)):
         raise OptionError("a model with a word history (a pointer head, or --cache-window > 0)",
                           "--history-min-posterior",
-                          got=f"head {getattr(getattr(model, 'config', None), 'head', type(model).__name__)}")
+                          got=f"head {model.head_name}")
     normalized = resolve_normalize(model, settings.normalize) == "exact"
     dev = resolve_device(device)
     stats = stats if stats is not None else EngineStats()

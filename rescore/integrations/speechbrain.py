@@ -152,9 +152,8 @@ def load_rescorer(model: Union[str, LanguageModel], weight_key: Optional[str] = 
                           got=str(weight_key))
     if weight_key is None:
         rescorer = RNNLMRescorer(model, **options)  # (loaded once: its kind is the model's)
-        arch = getattr(getattr(rescorer.model, "config", None), "arch", None)
         weight_key = ("huggingfacelm" if rescorer.model.scores_nbest else
-                      "transformerlm" if arch in TRANSFORMER_BODIES else "rnnlm")
+                      "transformerlm" if rescorer.model.config.arch in TRANSFORMER_BODIES else "rnnlm")
         if weight_key == "rnnlm":
             return rescorer
         options = {**options, "device": rescorer.device, "oov_penalty": rescorer.settings.oov_penalty}

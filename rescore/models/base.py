@@ -282,6 +282,23 @@ class LanguageModel(nn.Module):
         """
         raise NotImplementedError
 
+    # What the engine reads of a model besides its forward: declared here with the defaults of a
+    # plain softmax model; a model whose config says otherwise overrides them.
+    @property
+    def self_norm(self) -> float:
+        """The weight alpha of the (log Z)^2 penalty it was trained with (0: not self-normalised)."""
+        return 0.0
+
+    @property
+    def class_output(self) -> bool:
+        """Its output layer is class-factored (it forms no (rows, V) softmax)."""
+        return False
+
+    @property
+    def head_name(self) -> str:
+        """The name of its output head, for messages."""
+        return type(self).__name__
+
     supports_tree = False  # ``forward_tree`` (all nodes of prefix trees in one call) works
     supports_unnormalized = False  # ``forward(..., normalize=False)`` works
     takes_inference = False  # ``forward(..., inference=...)`` (and forward_tree's) works: Inference

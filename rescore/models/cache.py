@@ -77,6 +77,19 @@ class NeuralCacheLM(LanguageModel):
         self.vocab = inner.vocab
         self.recent = min(self.window, RECENT)
 
+    # (the engine's view of the model is the inner model's: rescore.models.base.LanguageModel)
+    @property
+    def self_norm(self) -> float:
+        return self.inner.self_norm
+
+    @property
+    def class_output(self) -> bool:
+        return self.inner.class_output
+
+    @property
+    def head_name(self) -> str:
+        return self.inner.head_name
+
     def initial_state(self, batch_size: int, device=None) -> LMState:
         state = self.inner.initial_state(batch_size, device)
         for k in state.tensors:
@@ -109,7 +122,7 @@ class NeuralCacheLM(LanguageModel):
 
     @property
     def supports_unnormalized(self) -> bool:
-        return getattr(self.inner, "supports_unnormalized", False)
+        return self.inner.supports_unnormalized
 
     @property
     def takes_inference(self) -> bool:

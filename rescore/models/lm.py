@@ -90,6 +90,18 @@ class NeuralLM(LanguageModel):
         return LMState({**body, **head})
 
     supports_unnormalized = True  # every head takes normalize=False
+
+    @property
+    def self_norm(self) -> float:
+        return self.config.self_norm
+
+    @property
+    def class_output(self) -> bool:
+        return self.config.output == "class"
+
+    @property
+    def head_name(self) -> str:
+        return self.config.head
     takes_inference = True
 
     def lstm_levels(self) -> bool:

@@ -91,9 +91,9 @@ def model_name(model) -> str:
     """A short name of a model from its config, e.g. "LSTM 2x650, pointer + memory"."""
     c = model.config
     name = f"{c.arch.upper() if c.arch in RNN_BODIES else c.arch.capitalize()} {c.layers}x{c.hidden}, {c.head}"
-    if getattr(c, "memory_aug", False):
+    if c.memory_aug:
         name += " + memory"
-    if getattr(c, "output", "softmax") == "class":
+    if c.output == "class":
         name += f", {c.classes} classes"
     return name
 
