@@ -14,7 +14,7 @@ from rescore.cli.formats import AUTO, FORMAT_CHOICES, ALIAS_NOTE, format_needs, 
 from rescore.cli.options import Need
 from rescore.errors import OptionError
 from rescore.formats.base import WriteArgs
-from rescore.formats.kaldi import KALDI_ARCHIVES
+from rescore.formats.kaldi import KALDI_ARCHIVES, default_words_txt
 from rescore.formats.registry import ALIASES, OPTIONS, RESULT_FORMATS, input_format
 
 
@@ -93,9 +93,7 @@ def convert(source, target, src_format, dst_format, words_txt, manifest, data_di
     read = read_options(options)
     inputs = [source, manifest, words_txt, data_dir]
     if fmt == "kaldi" and words_txt is None:
-        from rescore.nbest.sets import default_words_txt
-
-        inputs.append(default_words_txt(Path(source)))
+        inputs.append(default_words_txt(source))
     inputs = [p for p in inputs if p]
     test_set = Path(data_dir).name if data_dir is not None else icefall_test_set(source)
     out = None

@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import asdict, dataclass, field, fields, replace
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -48,6 +48,7 @@ from rescore.formats.registry import (FORMATS, KNOWN_RESULT_FILES, RESULT_FORMAT
                                       result_names, side_files)
 from rescore.formats.tsv import write_nbest_table
 from rescore.formats.icefall import icefall_test_set
+from rescore.formats.kaldi import KaldiDir, default_words_txt, kaldi_dir
 from rescore.formats.table import with_columns
 from rescore.io.files import atomic_output, write_json
 from rescore.io.kaldi import write_nn_costs, write_table
@@ -61,7 +62,7 @@ from rescore.nbest import checks as sanity
 from rescore.nbest.cascade import CASCADE_FILE, Cascade, CascadeRanks, write_ranks
 from rescore.nbest.combine import CostArrays, NnCosts
 from rescore.nbest.interp import Params, equal_mix
-from rescore.nbest.sets import ARCHIVES, default_words_txt, find_archive, load_nbest_dir
+from rescore.nbest.sets import load_nbest_dir
 from rescore.nbest.tables import ADDED, column_weights, is_kaldi_default, load_table, to_nbest_set
 from rescore.settings import OOV_AUTO, OOV_NONE, EngineSettings, is_hf_spec
 from rescore.vocab import count_words, read_sentences
@@ -137,20 +138,9 @@ def split_share(conversation_ids: Sequence[str], k: int, n: int, block: int) -> 
 # rescore-nbest
 
 
-def nbest_input_files(nbest_dir: PathLike, data_dir: Optional[PathLike], words_txt: Optional[PathLike]) -> List[Path]:
-    """The files loading this N-best dir (and data dir) reads; cheap (no file is opened)."""
-    files = [p for p in (find_archive(nbest_dir, n) for n in ARCHIVES) if p is not None]
-    if data_dir is not None:
-        files += [Path(data_dir) / n for n in ("text", "utt2spk", "spk2utt", "segments")]
-    w = words_txt_of(nbest_dir, words_txt)
-    if w is not None:
-        files.append(w)
-    return files
-
-
 def words_txt_of(nbest_dir: PathLike, words_txt: Optional[PathLike]) -> Optional[Path]:
     """The N-best set's words.txt: ``words_txt`` where given, else the one found beside
-    NBEST_DIR (rescore.nbest.sets.default_words_txt), else None."""
+    NBEST_DIR (rescore.formats.kaldi.default_words_txt), else None."""
     return Path(words_txt) if words_txt is not None else default_words_txt(Path(nbest_dir))
 
 
@@ -290,7 +280,15 @@ class NbestJob:
     def lexicon(self) -> List[str]:
         """The recognizer's words: those of the N-best set's words.txt (--words-txt, or the one
         beside NBEST_DIR), none where there is none."""
-        return lexicon_of(self.nbest_dir, self.words_txt)
+        path = self.nbest_files.words_txt
+        return read_vocabulary(path).words[2:] if path is not None else []
+
+    @cached_property
+    def nbest_files(self) -> KaldiDir:
+        """NBEST_DIR's files as a Kaldi N-best dir (its archives, the words.txt given or beside
+        it), found once, on first use: what the output set guards, the set is loaded from and
+        its checks read. (For an input in another format: no archives; its words.txt.)"""
+        return kaldi_dir(self.nbest_dir, self.words_txt)
 
     @property
     def num_models(self) -> int:
@@ -299,7 +297,7 @@ class NbestJob:
 
     def inputs(self) -> List[Path]:
         files = [] if self.fmt == "kaldi" else self._table_inputs()
-        files += nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
+        files += self.nbest_files.files(self.data_dir)
         files += [Path(p) for p in (*self.nn_costs, self.train_text, *self.models, self.params_file)
                   if p is not None]
         return files
@@ -387,8 +385,7 @@ def rescore_nbest_dir(job: NbestJob) -> Optional[dict]:
         select = None
         if job.split is not None:  # read only the job's share
             select = partial(split_share, k=job.split[0], n=job.split[1], block=job.scoring.conv_batch)
-        nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing,
-                               select=select)
+        nbest = load_nbest_dir(job.nbest_files, job.data_dir, allow_missing=job.allow_missing, select=select)
         with gc_frozen():  # (the loaded set is not walked by the cyclic GC again: rescore.bulk)
             return write_rescored(out, job, nbest)
 
@@ -429,10 +426,11 @@ def train_counts_of(job: NbestJob, sentences=None):
 
 
 def check_input(job: NbestJob, nbest, train_sentences=None):
-    """(rescore.nbest.checks.InputChecks, the fixed costs) of a loaded set: its checks before any
-    scoring (rescore.nbest.checks.check_nbest_input, with its ``train_sentences``), an overflow
-    of the fixed costs included. With --normalize-refs the set's references are normalised first
-    (the edge apostrophes of the hypotheses' and words.txt's words kept)."""
+    """(rescore.nbest.checks.InputChecks, the set's CostArrays without NN costs, their fixed
+    costs) of a loaded set: its checks before any scoring (rescore.nbest.checks.check_nbest_input,
+    with its ``train_sentences``), an overflow of the fixed costs included. With --normalize-refs
+    the set's references are normalised first (the edge apostrophes of the hypotheses' and
+    words.txt's words kept)."""
     if job.normalize_refs and nbest.refs is not None:
         words = {w for u in nbest.utterances() for h in u.hyps for w in h.words}
         nbest.refs = normalize_refs(nbest.refs, words.union(job.lexicon()))
@@ -441,14 +439,16 @@ def check_input(job: NbestJob, nbest, train_sentences=None):
     checks = sanity.check_nbest_input(nbest, job.models, job.words_txt, job.allow_oov_rate,
                                       fmt=job.fmt, train_sentences=train_sentences,
                                       train_text=job.train_text, params_file=job.params_file)
-    return checks, CostArrays(nbest).fixed(job.params)
+    arrays = CostArrays(nbest)
+    return checks, arrays, arrays.fixed(job.params)
 
 
-def rescore_loaded(out_dir: PathLike, job: NbestJob, nbest, checks, results, train_counts,
+def rescore_loaded(out_dir: PathLike, job: NbestJob, nbest, arrays: CostArrays, checks, results, train_counts,
                    graph: bool = True) -> Rescored:
     """The job's NN costs (the engine's ``results``, rescore.jobs.scoring.score_models, with models;
     else read from its cost files), interpolated into the 1-best and, with ``graph``, the new
-    graph costs: checked, nothing written."""
+    graph costs: checked, nothing written. arrays: the set's CostArrays without NN costs
+    (check_input)."""
     names = []
     ranks = None
     if job.models:
@@ -459,7 +459,7 @@ def rescore_loaded(out_dir: PathLike, job: NbestJob, nbest, checks, results, tra
                                  str(Path(out_dir) / CASCADE_FILE))
     else:
         nn = NnCosts.read(nbest, job.nn_costs, share=job.split is not None) if job.nn_costs else None
-    arrays = CostArrays(nbest, nn, eligible=ranks.scored if ranks is not None else None)
+    arrays = arrays.with_nn(nn, eligible=ranks.scored if ranks is not None else None)
     best = arrays.choice(job.params)
     graph_costs = arrays.graph_costs(job.params) if graph else None
     return Rescored(nbest, checks, nn, arrays, best, graph_costs, names, train_counts, ranks)
@@ -472,7 +472,7 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest, write_costs=None) -> Op
     1-best and the report."""
     sentences = train_sentences_of(job)
     train_counts = train_counts_of(job, sentences)
-    checks, fixed = check_input(job, nbest, sentences)
+    checks, arrays, fixed = check_input(job, nbest, sentences)
     del sentences  # (the training text as lists of words, tens of MB: not held while scoring)
     warn_unusual(job, nbest)
     results = None
@@ -480,7 +480,7 @@ def write_rescored(out: OutputSet, job: NbestJob, nbest, write_costs=None) -> Op
         lexicon = job.lexicon() if job.scoring.oov_penalty == OOV_AUTO else ()
         results = score_models(nbest, job.params, job.models, job.scoring, fixed, train_counts, lexicon,
                                job.cascade)
-    done = rescore_loaded(out.dir, job, nbest, checks, results, train_counts, graph=write_costs is None)
+    done = rescore_loaded(out.dir, job, nbest, arrays, checks, results, train_counts, graph=write_costs is None)
     return write_outputs(out, job, done, write_costs)
 
 
@@ -529,10 +529,11 @@ def write_outputs(out: OutputSet, job: NbestJob, r: Rescored, write_costs=None) 
     if r.cascade is not None:
         extra["cascade"] = {**job.cascade.as_dict(), "hypotheses": len(r.nn.keys),
                             "scored_by_model_2": int(r.cascade.scored.sum())}
-    report = metrics.nbest_report(nbest, r.best, params=params.as_dict(), train_counts=r.train_counts,
+    words = nbest.words()
+    report = metrics.nbest_report(words, r.best, params=params.as_dict(), train_counts=r.train_counts,
                                   num_buckets=job.num_buckets, extra=extra).as_dict()
     if r.train_counts is not None and job.plot:
-        metrics.plot_comparison(report["comparison"], out.path("buckets.png"), metrics.nbest_chart_title(nbest))
+        metrics.plot_comparison(report["comparison"], out.path("buckets.png"), metrics.nbest_chart_title(words))
     write_json(out.path("report.json"), report)
     with out.open("report.txt") as f:
         f.write(metrics.format_report(report) + "\n")
@@ -704,7 +705,7 @@ def rescore_nbest_jobs(jobs: Mapping[int, NbestJob]) -> Dict[int, Optional[dict]
         loaded = {}
         for k, job in jobs.items():
             log.info("job %d: reading %s", k, job.nbest_dir)
-            nbest = load_nbest_dir(job.nbest_dir, job.data_dir, job.words_txt, allow_missing=job.allow_missing)
+            nbest = load_nbest_dir(job.nbest_files, job.data_dir, allow_missing=job.allow_missing)
             loaded[k] = (nbest, *check_input(job, nbest, sentences))
             log.info("job %d: %d conversations, %d utterances, %d hypotheses", k, len(nbest.conversations),
                      nbest.num_utts, nbest.num_hyps)
@@ -713,10 +714,10 @@ def rescore_nbest_jobs(jobs: Mapping[int, NbestJob]) -> Dict[int, Optional[dict]
         if first.models:
             lexicon = first.lexicon() if first.scoring.oov_penalty == OOV_AUTO else ()
             log.info("jobs %d-%d: %d conversations in one engine run", min(jobs), max(jobs),
-                     sum(len(n.conversations) for n, _, _ in loaded.values()))
-            scored = score_sets([(n, fixed) for n, _, fixed in loaded.values()], first.params, first.models,
+                     sum(len(n.conversations) for n, _, _, _ in loaded.values()))
+            scored = score_sets([(n, fixed) for n, _, _, fixed in loaded.values()], first.params, first.models,
                                 first.scoring, train_counts, lexicon, first.cascade)
             results = dict(zip(loaded, scored))
-        done = {k: rescore_loaded(j.out_dir, j, loaded[k][0], loaded[k][1], results[k], train_counts)
+        done = {k: rescore_loaded(j.out_dir, j, loaded[k][0], loaded[k][2], loaded[k][1], results[k], train_counts)
                 for k, j in jobs.items()}
         return {k: write_outputs(outs[k], j, done[k]) for k, j in jobs.items()}

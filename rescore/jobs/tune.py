@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from rescore.errors import OptionError, RescoreError, check
+from rescore.formats.kaldi import kaldi_dir
 from rescore.io.files import atomic_output, write_json
 from rescore.io.kaldi import read_text_table
 from rescore.io.outdir import check_not_input
 from rescore.nbest.cascade import Cascade, CascadeRanks
 from rescore.nbest.combine import NnCosts, cross_validate, mix_grid, split_half, tune
 from rescore.nbest.interp import Params, check_inv_acwt, check_mix, check_weight, check_wip
-from rescore.jobs.nbest import NbestJob, check_paths, lexicon_of, nbest_input_files, rescore_nbest_dir
+from rescore.jobs.nbest import NbestJob, check_paths, lexicon_of, rescore_nbest_dir
 from rescore.metrics import format_report
 from rescore.metrics.refnorm import normalize_refs
 from rescore.nbest import checks as sanity
@@ -173,7 +174,7 @@ class TuneJob:
         return [Cascade(k, m) for k in (self.cascade_tops or (0,)) for m in (self.cascade_margins or (None,))]
 
     def inputs(self) -> List[Path]:
-        files = nbest_input_files(self.nbest_dir, self.data_dir, self.words_txt)
+        files = kaldi_dir(self.nbest_dir, self.words_txt).files(self.data_dir)
         if self.step_jobs is not None:
             files += step_input_files(self.nbest_dir, self.nn_costs)
         else:

@@ -15,9 +15,9 @@ Everything is importable from ``rescore.metrics`` itself.
 from rescore.metrics.buckets import (BUCKET_RULE, BucketMap, _count_label, _range_label, bucket_ce_difference,
                                      bucket_cross_entropy, bucket_wer, format_bucket_table, rare_word_buckets)
 from rescore.metrics.compare import (FIRST_PASS, MIN_BOOTSTRAP_UNITS, RESCORED, BootstrapInfo, BucketComparison,
-                                     BucketDifference, Comparison, CorpusFigures, Difference, SystemScore, _bootstrap,
-                                     _finite, _resample_counts, compare_nbest, compare_systems, corpus_figures,
-                                     read_groups)
+                                     BucketDifference, Comparison, CorpusFigures, Difference, NbestWords, SystemScore,
+                                     _bootstrap, _finite, _resample_counts, compare_nbest, compare_systems,
+                                     corpus_figures, read_groups)
 from rescore.metrics.plots import (bucket_ticks, nbest_chart_title, plot_bucket_series, plot_buckets,
                                    plot_comparison)
 from rescore.metrics.record import JsonRecord
@@ -29,7 +29,7 @@ from rescore.metrics.wer import (Alignment, WerStats, align, check_scorable, ora
 __all__ = [
     "BUCKET_RULE", "FIRST_PASS", "MIN_BOOTSTRAP_UNITS", "RESCORED", "Alignment", "BootstrapInfo", "BucketComparison",
     "BucketDifference", "BucketMap", "Comparison", "CorpusFigures", "Difference", "JsonRecord", "NbestReport",
-    "SystemScore", "WerReport", "WerStats", "warn_suspect_inputs",
+    "NbestWords", "SystemScore", "WerReport", "WerStats", "warn_suspect_inputs",
     "_bootstrap", "_count_label", "_finite", "_range_label", "_resample_counts", "align", "bucket_ce_difference",
     "bucket_cross_entropy", "bucket_ticks", "bucket_wer", "check_scorable", "compare_nbest", "compare_systems",
     "corpus_figures", "describe_bootstrap", "format_bucket_table", "format_comparison", "format_report",

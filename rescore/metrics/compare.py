@@ -370,17 +370,30 @@ def compare_systems(refs: Mapping[str, Sequence[str]], systems: Mapping[str, Map
 FIRST_PASS, RESCORED = "first-pass", "rescored"
 
 
-def compare_nbest(nbest, one_best: Mapping[str, Sequence[str]], *, train_counts: Optional[Counter] = None,
-                  num_buckets: int = 10, draws: int = 1000, seed: int = 0, aligned: Optional[Sequence[tuple]] = None,
-                  buckets: Optional[BucketMap] = None) -> Comparison:
+@dataclass
+class NbestWords:
+    """An N-best set as the metrics read it: words, no costs (rescore.nbest.sets.NbestSet.words()
+    makes one). path: where it was read; hyps: utt -> the words of its hypotheses in rank order,
+    the utterances in carry order; refs: utt -> reference words (None: no references); grouping:
+    how its utterances form conversations (segments | utt2spk | utterance); conversation: utt ->
+    the id of its conversation."""
+
+    path: str
+    hyps: Dict[str, List[Sequence[str]]]
+    refs: Optional[Dict[str, List[str]]]
+    grouping: str
+    conversation: Dict[str, str]
+
+
+def compare_nbest(nbest: NbestWords, one_best: Mapping[str, Sequence[str]], *,
+                  train_counts: Optional[Counter] = None, num_buckets: int = 10, draws: int = 1000, seed: int = 0,
+                  aligned: Optional[Sequence[tuple]] = None, buckets: Optional[BucketMap] = None) -> Comparison:
     """The report's comparison of an N-best set's first pass (each utterance's rank 1) with its
     rescored 1-best (utt -> words), by compare_systems (aligned, buckets: its, of the first pass
     and the 1-best); the bootstrap resamples whole conversations when the set has them
     (segments or utt2spk), else utterances."""
-    first = {u.id: u.hyps[0].words for u in nbest.utterances()}
-    groups = None
-    if nbest.grouping != "utterance":
-        groups = {u.id: c.id for c in nbest.conversations for u in c.utterances}
+    first = {u: hyps[0] for u, hyps in nbest.hyps.items()}
+    groups = nbest.conversation if nbest.grouping != "utterance" else None
     return compare_systems(nbest.refs, {FIRST_PASS: first, RESCORED: one_best}, train_counts=train_counts,
                            num_buckets=num_buckets, groups=groups, grouping=nbest.grouping, draws=draws,
                            seed=seed, aligned=aligned, buckets=buckets)

@@ -9,7 +9,7 @@ from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
 from rescore.errors import RescoreError
 from rescore.metrics.buckets import _range_label
-from rescore.metrics.compare import FIRST_PASS, RESCORED
+from rescore.metrics.compare import FIRST_PASS, RESCORED, NbestWords
 from rescore.metrics.record import plain
 
 PathLike = Union[str, Path]
@@ -27,9 +27,9 @@ def plot_buckets(rows: List[dict], path: PathLike, *, value: str = "wer", labels
                                          "ce_diff": "cross-entropy difference (nats)"}.get(value, value))
 
 
-def nbest_chart_title(nbest) -> str:
+def nbest_chart_title(nbest: NbestWords) -> str:
     """'WER per rare-word bucket on exp/mini/nbest/test (96 utterances): first-pass vs rescored'."""
-    return (f"WER per rare-word bucket on {nbest.path} ({nbest.num_utts} utterances): "
+    return (f"WER per rare-word bucket on {nbest.path} ({len(nbest.hyps)} utterances): "
             f"{FIRST_PASS} vs {RESCORED}")
 
 

@@ -12,7 +12,7 @@ from typing import List, Mapping, Optional, Sequence, Union
 
 from rescore.errors import RescoreError
 from rescore.metrics.buckets import _range_label, bucket_wer, format_bucket_table, rare_word_buckets
-from rescore.metrics.compare import BootstrapInfo, Comparison, CorpusFigures, compare_nbest, corpus_figures
+from rescore.metrics.compare import BootstrapInfo, Comparison, CorpusFigures, NbestWords, compare_nbest, corpus_figures
 from rescore.metrics.record import plain
 from rescore.metrics.wer import align, check_scorable, oracle_wer
 
@@ -194,21 +194,21 @@ def format_wer_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-def nbest_report(nbest, best: Mapping[str, int], *, params: Mapping[str, float], train_counts=None,
+def nbest_report(nbest: NbestWords, best: Mapping[str, int], *, params: Mapping[str, float], train_counts=None,
                  num_buckets: int = 10, extra: Optional[dict] = None) -> NbestReport:
-    """The report of a rescored N-best set (``rescore.nbest.sets.NbestSet`` with references): WER of
-    the chosen 1-best (``best``: utt -> 0-based rank), rank-1 and oracle WER, how many 1-bests
+    """The report of a rescored N-best set (its words: NbestWords, with references): WER of the
+    chosen 1-best (``best``: utt -> 0-based rank), rank-1 and oracle WER, how many 1-bests
     changed, the setting, the per rare-word bucket table when train_counts is given, and the
     first pass against the rescored 1-best (compare_nbest)."""
     if nbest.refs is None:
         raise RescoreError("references (a data dir with 'text')", path=nbest.path)
-    one_best = {u.id: u.hyps[best[u.id]].words for u in nbest.utterances()}
-    first = align(nbest.refs, {u.id: u.hyps[0].words for u in nbest.utterances()})
+    one_best = {u: hyps[best[u]] for u, hyps in nbest.hyps.items()}
+    first = align(nbest.refs, {u: hyps[0] for u, hyps in nbest.hyps.items()})
     stats, alignments = rescored = align(nbest.refs, one_best)
-    nbests = {u.id: [h.words for h in u.hyps] for u in nbest.utterances()}
     report = NbestReport(
-        *corpus_figures(stats, finite=False), num_hyps=nbest.num_hyps, num_conversations=len(nbest.conversations),
-        grouping=nbest.grouping, oracle_wer=oracle_wer(nbest.refs, nbests), first_rank_wer=first[0].wer,
+        *corpus_figures(stats, finite=False), num_hyps=sum(map(len, nbest.hyps.values())),
+        num_conversations=len(set(nbest.conversation.values())), grouping=nbest.grouping,
+        oracle_wer=oracle_wer(nbest.refs, nbest.hyps), first_rank_wer=first[0].wer,
         changed_utts=sum(1 for i in best.values() if i != 0), params=dict(params), nbest_dir=nbest.path,
         extra=dict(extra or {}))
     buckets = None

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Collection, Iterable, List, Mapping, Optional, Sequence, Union
 
 from rescore.errors import RescoreError
+from rescore.formats.kaldi import default_words_txt
 from rescore.metrics.record import JsonRecord
 from rescore.metrics.refnorm import reference_style_hint
 from rescore.metrics.report import format_input_checks
@@ -274,10 +275,10 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
     ``params_file`` tuned on this set. Logs the summary and the warnings; an LM with more than
     OOV_ERROR_RATE of the hypothesis tokens outside its vocabulary is a RescoreError unless
     allow_oov_rate."""
-    from rescore.nbest.sets import default_words_txt, find_archive  # (lazy: keeps rescore.io out of the start-up)
-
-    nd = Path(nbest.path)
-    wt = Path(words_txt) if words_txt is not None else default_words_txt(nd)
+    if words_txt is not None:
+        wt = Path(words_txt)
+    else:  # the words.txt beside the input (a Kaldi dir's: found when it was loaded)
+        wt = nbest.kaldi.words_txt if nbest.kaldi is not None else default_words_txt(nbest.path)
     lexicon = _lexicon(wt) if models else None  # (the style check needs the hypotheses' words alone)
     hyp_tokens = list(itertools.chain.from_iterable(h.words for u in nbest.utterances() for h in u.hyps))
     ref_tokens = None if nbest.refs is None else [w for r in nbest.refs.values() for w in r]
@@ -291,7 +292,7 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
     if nbest.refs is not None:
         style = style_check(ref_tokens, hyp_tokens, lexicon or ())
         checks.references += [style] if style else []
-        if find_archive(nd, "words") is not None and find_archive(nd, "words_text") is None:
+        if nbest.kaldi is not None and nbest.kaldi.ids_only:
             first = {u.id: u.hyps[0].words for u in nbest.utterances()}
             checks.symbol_table = symbol_table_check(first, nbest.refs, wt)
         checks.references += reference_checks(nbest, fmt, train_sentences, None if train_text is None

@@ -9,6 +9,7 @@ layer's (rescore.jobs.nbest) and the report's content is rescore.metrics'.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import logging
 from pathlib import Path
@@ -21,7 +22,8 @@ from rescore.errors import RescoreError, check
 from rescore.io.kaldi import read_nn_costs, read_table
 from rescore.metrics.wer import word_errors, word_errors_of_each
 from rescore.nbest.interp import Params, total_cost
-from rescore.nbest.sets import Hypothesis, NbestSet, find_archive
+from rescore.formats.kaldi import kaldi_dir
+from rescore.nbest.sets import Hypothesis, NbestSet
 from rescore.progress import progress  # a bar on a terminal, log lines in a log
 
 log = logging.getLogger(__name__)
@@ -217,6 +219,14 @@ class CostArrays:
         if nbest.refs is not None:
             self.ref_words = sum(len(nbest.refs[u]) for u in self.utt_ids)
 
+    def with_nn(self, nn: Optional[NnCosts], eligible: Optional[np.ndarray] = None) -> "CostArrays":
+        """These arrays with the NN costs ``nn`` and ``eligible`` (as the constructor takes them):
+        the set's own arrays shared, not read from it again."""
+        out = copy.copy(self)
+        out.nn = nn.subset(self._nbest) if nn is not None else NnCosts(self.keys, [], [])
+        out.eligible = eligible
+        return out
+
     @property
     def errors(self) -> Optional[np.ndarray]:
         if self._errors is None and self._nbest.refs is not None:
@@ -319,9 +329,10 @@ class CostArrays:
                 f"inv_acwt {inv:g}, wip {wip:g} (column {column})", path=table[0], line=table[1].get(key) or None,
                 got=f"{key} ({int(value)} words)" if term == "wip * words" else f"{key} {float(value)!r}")
         else:
+            archives = (self._nbest.kaldi or kaldi_dir(self._nbest.path)).archives
             if source == "words":
-                source = "words_text" if find_archive(self._nbest.path, "words_text") else "words"
-            path = find_archive(self._nbest.path, source)
+                source = "words_text" if archives["words_text"] else "words"
+            path = archives[source]
             kind = {"words": "ints", "words_text": "tokens"}.get(source, "float")
         return RescoreError(
             f"costs whose {what} stays finite: {term} overflows for hypothesis '{key}' under weight {w:g}, "

@@ -1,18 +1,9 @@
 """An N-best dir as conversations of utterances of hypotheses, checked line by line.
 
-Layout (what Kaldi's ``lattice-to-nbest | nbest-to-linear`` + ``int2sym.pl`` leave)::
-
-    NBEST_DIR/words        <utt>-<k> id id ...     (int vector, ids of words.txt)
-    NBEST_DIR/words_text   <utt>-<k> w w ...       (either or both of words / words_text)
-    NBEST_DIR/acwt         <utt>-<k> cost          (acoustic cost, unscaled)
-    NBEST_DIR/lmwt.withlm  <utt>-<k> cost          (graph cost with the first-pass LM)
-    NBEST_DIR/lmwt.nolm    <utt>-<k> cost          (graph cost with that LM removed)
-    NBEST_DIR/ali          <utt>-<k> id id ...     (optional; only its keys are checked)
-
-Each may be a text or binary archive, gzipped (``name.gz``, ``name.bin.gz``, ``name.ark``) or an
-``name.scp`` index. Keys are ``<utt>-<k>`` with k = 1..n in one contiguous block per utterance,
-and every archive lists the same keys in the same order: Kaldi's own scripts join archives with
-``paste`` and never check, so we do.
+The dir's files (its archives, text or binary, gzipped or indexed by an scp, and its words.txt)
+are found by rescore.formats.kaldi, the Kaldi format's home. Keys are ``<utt>-<k>`` with
+k = 1..n in one contiguous block per utterance, and every archive lists the same keys in the
+same order: Kaldi's own scripts join archives with ``paste`` and never check, so we do.
 
 Conversations (the engine carries LM state along them, in this order):
 
@@ -49,20 +40,14 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Un
 
 from rescore.bulk import gc_paused
 from rescore.errors import RescoreError
+from rescore.formats.kaldi import ARCHIVE_KINDS as _KIND, KaldiDir, kaldi_dir
 from rescore.io.kaldi import (DataDir, Table, read_data_dir, read_table, table_container, text_table_fields,
                               text_table_lines)
 from rescore.io.symbols import read_symbol_table
+from rescore.metrics.compare import NbestWords
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-
-# The archives of an N-best dir (module doc), and the container variants tried for each name
-# (first match wins).
-ARCHIVES = ("words", "words_text", "acwt", "lmwt.withlm", "lmwt.nolm", "ali")
-_SUFFIXES = ("", ".gz", ".ark", ".bin.gz", ".ark.gz", ".scp")
-_KIND = {"words": "ints", "words_text": "tokens", "acwt": "float", "lmwt.withlm": "float",
-         "lmwt.nolm": "float", "ali": "ints"}
-
 
 @dataclass
 class Hypothesis:
@@ -109,6 +94,7 @@ class NbestSet:
     # hypothesis key -> its line, cost -> the column it comes from), where an overflow of the
     # interpolation names its input (rescore.nbest.combine.CostArrays); None: a Kaldi N-best dir
     source_table: Optional[Tuple[str, Dict[str, int], Dict[str, str]]] = None
+    kaldi: Optional[KaldiDir] = None  # a Kaldi N-best dir's files (rescore.formats.kaldi); None: a table's set
 
     def utterances(self) -> Iterator[Utterance]:
         """All utterances, conversation by conversation, in carry order."""
@@ -118,6 +104,11 @@ class NbestSet:
     @property
     def num_utts(self) -> int:
         return sum(len(c.utterances) for c in self.conversations)
+
+    def words(self) -> NbestWords:
+        """The set as the metrics read it (its words, references and conversations; no costs)."""
+        return NbestWords(self.path, {u.id: [h.words for h in u.hyps] for u in self.utterances()}, self.refs,
+                          self.grouping, {u.id: c.id for c in self.conversations for u in c.utterances})
 
     @property
     def num_hyps(self) -> int:
@@ -131,7 +122,7 @@ class NbestSet:
         if self.refs is not None:
             utts = {u.id for c in convs for u in c.utterances}
             refs = {k: v for k, v in self.refs.items() if k in utts}
-        return NbestSet(self.path, convs, refs, self.grouping, self.source_table)
+        return NbestSet(self.path, convs, refs, self.grouping, self.source_table, self.kaldi)
 
     def subset_utts(self, utt_ids: Sequence[str]) -> "NbestSet":
         """The same set restricted to some utterances (conversations keep their order)."""
@@ -142,16 +133,7 @@ class NbestSet:
             if us:
                 convs.append(Conversation(c.id, us))
         refs = None if self.refs is None else {k: v for k, v in self.refs.items() if k in keep}
-        return NbestSet(self.path, convs, refs, self.grouping, self.source_table)
-
-
-def find_archive(nbest_dir: PathLike, name: str) -> Optional[Path]:
-    """The file holding archive ``name`` in nbest_dir (``name``, ``name.gz``, ``name.scp``...)."""
-    for suf in _SUFFIXES:
-        p = Path(nbest_dir) / (name + suf)
-        if p.is_file():
-            return p
-    return None
+        return NbestSet(self.path, convs, refs, self.grouping, self.source_table, self.kaldi)
 
 
 def _split_key(t: Table, i: int) -> tuple:
@@ -236,15 +218,6 @@ def check_same_keys(ref: Table, other: Table) -> None:
                        path=where, line=None if other.binary else line, got="end of archive")
 
 
-def default_words_txt(nbest_dir: Path) -> Optional[Path]:
-    """The symbol table beside an N-best dir: NBEST_DIR/words.txt, NBEST_DIR/lang/words.txt or
-    NBEST_DIR/../lang/words.txt, the first that exists (None: none)."""
-    for p in (nbest_dir / "words.txt", nbest_dir / "lang" / "words.txt", nbest_dir.parent / "lang" / "words.txt"):
-        if p.is_file():
-            return p
-    return None
-
-
 def _words_from_ids(words: Table, words_txt: Path, indices: Sequence[int]) -> List[Optional[List[str]]]:
     """The words (through words_txt) of the entries ``indices`` of ``words`` (ids), by entry
     (None for the others); ``words`` already mapped (kind "tokens", _words_through): its values."""
@@ -314,7 +287,7 @@ Select = Callable[[List[str]], Sequence[str]]  # conversation ids in carry order
 
 
 def load_nbest_dir(
-    nbest_dir: PathLike,
+    nbest_dir: Union[PathLike, KaldiDir],
     data_dir: Optional[PathLike] = None,
     words_txt: Optional[PathLike] = None,
     *,
@@ -323,6 +296,8 @@ def load_nbest_dir(
 ) -> NbestSet:
     """Read and check an N-best dir (+ its data dir) into conversations; see the module doc.
 
+    nbest_dir: the dir, or its files as found already (rescore.formats.kaldi.kaldi_dir, which
+    then holds the words.txt: words_txt must be None).
     words_txt: needed to read ``words`` (int ids); when ``words_text`` is present too, every
     line of the two must agree. Defaults to NBEST_DIR/words.txt, NBEST_DIR/lang/words.txt or
     NBEST_DIR/../lang/words.txt when one exists.
@@ -333,14 +308,20 @@ def load_nbest_dir(
     whole set's ``subset(select(ids))``, but only the kept conversations' entries are parsed
     (module doc, "A share of the set").
     """
+    if isinstance(nbest_dir, KaldiDir):
+        if words_txt is not None:
+            raise ValueError("words_txt is the KaldiDir's")
+        files = nbest_dir
+    else:
+        files = kaldi_dir(nbest_dir, words_txt)
     with gc_paused():  # (a million objects that all survive: rescore.bulk)
-        return _load(Path(nbest_dir), data_dir, words_txt, allow_missing, select)
+        return _load(files, data_dir, allow_missing, select)
 
 
-def _load(nd: Path, data_dir: Optional[PathLike], words_txt: Optional[PathLike], allow_missing: bool,
-          select: Optional[Select]) -> NbestSet:
+def _load(files: KaldiDir, data_dir: Optional[PathLike], allow_missing: bool, select: Optional[Select]) -> NbestSet:
     """load_nbest_dir's work."""
-    paths, words_txt = _find_archives(nd, words_txt)
+    _check_files(files)
+    nd, paths, words_txt = files.path, files.archives, files.words_txt
     log.info("reading N-best dir %s", nd)
     ref_name = "words_text" if paths["words_text"] is not None else "words"
     share = None if select is None else _choose_share(paths[ref_name], _KIND[ref_name], data_dir, select)
@@ -375,25 +356,23 @@ def _load(nd: Path, data_dir: Optional[PathLike], words_txt: Optional[PathLike],
     for utt, start, n in kept_blocks:
         hyps = [Hypothesis(ref.keys[i], words[i], ac[i], withlm[i], nolm[i]) for i in range(start, start + n)]
         utts[utt] = Utterance(utt, hyps)
-    return _nbest_set(nd, data_dir, share, utts, [u for u, _, _ in blocks], len(ref), len(indices), allow_missing)
+    return _nbest_set(files, data_dir, share, utts, [u for u, _, _ in blocks], len(ref), len(indices),
+                      allow_missing)
 
 
-def _find_archives(nd: Path, words_txt: Optional[PathLike]) -> tuple:
-    """(archive name -> its path or None, the words.txt to use or None) of an N-best dir,
-    checked: the three cost archives, one of the word archives, a words.txt for ``words``."""
+def _check_files(files: KaldiDir) -> None:
+    """An N-best dir's files checked: the dir, the three cost archives, one of the word
+    archives, a words.txt for ``words`` alone."""
+    nd, paths = files.path, files.archives
     if not nd.is_dir():
         raise RescoreError("an N-best directory", path=nd, got="no such directory")
-    paths = {n: find_archive(nd, n) for n in ARCHIVES}
     for n in ("acwt", "lmwt.withlm", "lmwt.nolm"):
         if paths[n] is None:
             raise RescoreError(f"archive '{n}' (or {n}.gz / {n}.scp ...)", path=nd, got="not found")
     if paths["words"] is None and paths["words_text"] is None:
         raise RescoreError("archive 'words' or 'words_text'", path=nd, got="neither found")
-    if words_txt is None:
-        words_txt = default_words_txt(nd)
-    if paths["words"] is not None and paths["words_text"] is None and words_txt is None:
+    if files.ids_only and files.words_txt is None:
         raise RescoreError("words.txt to map 'words' ids (give --words-txt)", path=paths["words"])
-    return paths, words_txt
 
 
 @dataclass
@@ -456,7 +435,7 @@ def _hypothesis_words(tables: Dict[str, Table], paths: Dict[str, Optional[Path]]
     return words
 
 
-def _nbest_set(nd: Path, data_dir: Optional[PathLike], share: Optional[_Share], utts: Dict[str, Utterance],
+def _nbest_set(files: KaldiDir, data_dir: Optional[PathLike], share: Optional[_Share], utts: Dict[str, Utterance],
                all_utts: List[str], n_hyps: int, n_kept: int, allow_missing: bool) -> NbestSet:
     """The set of the read utterances: references and conversations from the data dir."""
     data = share.data if share is not None else None
@@ -478,7 +457,7 @@ def _nbest_set(nd: Path, data_dir: Optional[PathLike], share: Optional[_Share], 
     else:
         log.info("%d of the %d hypotheses, %d of the %d utterances, %d conversations (grouped by %s)",
                  n_kept, n_hyps, len(utts), len(all_utts), len(convs), grouping)
-    return NbestSet(str(nd), convs, refs, grouping)
+    return NbestSet(str(files.path), convs, refs, grouping, kaldi=files)
 
 
 def _references(data: DataDir, utts: Sequence[str], allow_missing: bool) -> Optional[Dict[str, List[str]]]:

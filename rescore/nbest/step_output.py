@@ -24,7 +24,8 @@ from typing import List, Optional, Sequence, Tuple, Union
 from rescore.errors import RescoreError
 from rescore.io.kaldi import read_nn_costs
 from rescore.nbest.combine import NnCosts
-from rescore.nbest.sets import ARCHIVES, assemble_set, find_archive, load_nbest_dir
+from rescore.formats.kaldi import kaldi_dir
+from rescore.nbest.sets import assemble_set, load_nbest_dir
 
 log = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -121,6 +122,6 @@ def step_input_files(path: PathLike, cost_names: Sequence[str]) -> List[Path]:
     """The files reading a step's output dir reads (for the checks that no output overwrites one)."""
     files = [Path(path) / "num_jobs", Path(path) / "words.txt"]
     for j in step_jobs(path) or []:
-        files += [p for p in (find_archive(j, n) for n in ARCHIVES) if p is not None]
+        files += [p for p in kaldi_dir(j).archives.values() if p is not None]
         files += [j / n for n in cost_names]
     return files

@@ -31,7 +31,7 @@ from rescore.formats.table import Hypothesis, NbestTable, PathLike, Utterance, p
 from rescore.io.text_tables import read_text_table
 from rescore.nbest.interp import Params, fixed_cost
 from rescore.nbest import sets as nb
-from rescore.nbest.sets import find_archive, load_nbest_dir
+from rescore.nbest.sets import load_nbest_dir
 
 ADDED = ("nn", "total")  # the columns rescore-nbest adds to scores.tsv
 
@@ -47,7 +47,7 @@ def kaldi_to_table(nbest_dir: PathLike, words_txt: Optional[PathLike] = None) ->
     nbest = load_nbest_dir(nbest_dir, words_txt=words_txt)
     texts: Dict[str, Dict[str, str]] = {}
     for col, name in KALDI_COLUMNS.items():
-        p = find_archive(nbest_dir, name)
+        p = nbest.kaldi.archives[name]
         texts[col] = {}
         if p is None or p.name.endswith(".scp"):
             continue

@@ -53,7 +53,8 @@ from tools.common import REPO, SHARED_DATA  # noqa: E402
 from rescore.nbest.combine import Params, best_hypotheses, graph_cost  # noqa: E402
 from rescore.io.files import write_json  # noqa: E402
 from rescore.metrics import align, oracle_wer  # noqa: E402
-from rescore.nbest.sets import find_archive, load_nbest_dir  # noqa: E402
+from rescore.formats.kaldi import find_archive  # noqa: E402
+from rescore.nbest.sets import load_nbest_dir  # noqa: E402
 
 ARCHIVES = ("words", "words_text", "acwt", "lmwt.withlm", "lmwt.nolm")
 

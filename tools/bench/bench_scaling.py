@@ -205,7 +205,8 @@ def prepare(args, work: Path) -> None:
     machine. Runs in a process of its own (``--prepare``): Linux counts the memory of the
     parent at the fork in a child's peak RSS (ru_maxrss), so the measuring parent stays small."""
     from rescore.io.files import write_json
-    from rescore.nbest.sets import default_words_txt, load_nbest_dir
+    from rescore.formats.kaldi import default_words_txt
+    from rescore.nbest.sets import load_nbest_dir
 
     nbest = load_nbest_dir(args.nbest_dir, args.data_dir)
     points = plan(args, nbest.num_utts)

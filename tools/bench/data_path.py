@@ -4,12 +4,18 @@ the command's entry to its written outputs, counted with the code of a git revis
 working tree (or another checkout).
 
 A run of ``rescore-nbest`` (in-process, ``main(..., standalone_mode=False)``) is traced with
-``sys.setprofile``: every call into a module of ``rescore/`` is a stop. Counted per run:
+``sys.setprofile``: every call into a module of ``rescore/`` is recorded. Counted per run:
 
 * modules: the distinct modules of the package called into (each file once);
 * climbs: the distinct (caller module -> called module) pairs, a call crossing a module boundary
   (the arrows of the data path; a call inside a module is no climb);
 * calls: every call into the package (the work, for comparison only: it follows the data);
+* stops: from the job on (calls made in cli/ aside), the distinct (calling function -> called
+  function) pairs that cross a module boundary: each place where the data is handed to
+  another module;
+* climbs back: the stops into a module of a higher layer than the caller's (the layers of
+  tests/test_import_graph.py): a lower layer calling back into an object of a higher one, which
+  its imports cannot show;
 * read chain, write chain: the modules on the call stack, entry first (a module once per run of
   frames in it), where the input is opened and where each output is written (``open``/``os.open``
   of a path in OUT_DIR); their length is how many module boundaries the data crosses between
@@ -33,6 +39,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.test_import_graph import BASE, LAYERS
 from tools.bench.same_outputs import export
 from tools.common import REPO
 
@@ -52,7 +59,7 @@ try:  # warm up: the imports a run makes happen here, not in the traced run
     main(args, standalone_mode=False)
 except SystemExit:
     pass
-calls, edges, modules, opened = 0, set(), set(), []
+calls, edges, modules, opened, stops = 0, set(), set(), [], set()
 
 def name(code):
     f = code.co_filename
@@ -73,6 +80,8 @@ def prof(frame, event, arg):
     caller = name(back.f_code) if back is not None else "<entry>"
     if caller != callee:
         edges.add((caller, callee))
+        if back is not None:
+            stops.add((f"{caller}:{back.f_code.co_qualname}", f"{callee}:{frame.f_code.co_qualname}"))
 
 def chain():
     out, f = [], sys._getframe(2)
@@ -117,9 +126,31 @@ finally:
     sys.setprofile(None)
     builtins.open = io.open = real_open
     os.open = real_os_open
-json.dump({"modules": sorted(modules), "climbs": sorted(map(list, edges)), "calls": calls, "opened": opened},
+json.dump({"modules": sorted(modules), "climbs": sorted(map(list, edges)), "calls": calls, "opened": opened,
+           "stops": sorted(map(list, stops))},
           real_open(dst, "w"))
 """
+
+
+def layer(module_file: str) -> int:
+    """The layer of a module of the package given by its file (``nbest/sets.py``): 0 for the
+    top-level modules (BASE), then LAYERS bottom up."""
+    top = module_file.split("/")[0]
+    if top.endswith(".py"):
+        assert f"rescore.{top[:-3]}" in BASE, module_file
+        return 0
+    return 1 + LAYERS.index(top)
+
+
+def job_stops(c: dict) -> list:
+    """The stops of a trace from the job on: (caller, callee) pairs of functions ('module:name'),
+    those made in cli/ aside."""
+    return [(a, b) for a, b in c["stops"] if not a.startswith("cli/")]
+
+
+def climbs_back(stops: list) -> list:
+    """The stops into a higher layer than the caller's."""
+    return [(a, b) for a, b in stops if layer(b.split(":")[0]) > layer(a.split(":")[0])]
 
 
 def trace(tree: Path, src: Path, work: Path, tag: str) -> dict:
@@ -150,16 +181,18 @@ def main(argv=None) -> int:
     if r.returncode != 0:
         sys.exit(f"data_path: converting {NBEST_SMALL} failed:\n{r.stderr[-3000:]}")
     found = {}
-    print(f"{'tree':<6} {'input':<6} {'modules':>7} {'climbs':>6} {'calls':>7} {'read chain':>10} "
-          f"{'write chain':>11}")
+    print(f"{'tree':<6} {'input':<6} {'modules':>7} {'climbs':>6} {'calls':>7} {'stops':>5} {'back':>4} "
+          f"{'read chain':>10} {'write chain':>11}")
     for tag, tree in (("base", base), ("new", a.new)):
         for kind, src in (("kaldi", NBEST_SMALL), ("tsv", tsv)):
             c = trace(tree, src, a.out, f"{tag}-{kind}")
             found[f"{tag}-{kind}"] = c
             reads = [len(ch) for k, _, ch in c["opened"] if k == "read"]
             writes = [len(ch) for k, _, ch in c["opened"] if k == "write"]
-            print(f"{tag:<6} {kind:<6} {len(c['modules']):>7} {len(c['climbs']):>6} {c['calls']:>7} "
-                  f"{max(reads, default=0):>10} {max(writes, default=0):>11}")
+            stops = job_stops(c)
+            c["climbs_back"] = climbs_back(stops)
+            print(f"{tag:<6} {kind:<6} {len(c['modules']):>7} {len(c['climbs']):>6} {c['calls']:>7} {len(stops):>5} "
+                  f"{len(c['climbs_back']):>4} {max(reads, default=0):>10} {max(writes, default=0):>11}")
     if a.json is not None:
         from rescore.io.files import write_json
 

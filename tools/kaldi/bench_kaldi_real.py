@@ -178,7 +178,7 @@ def export_kaldi_lm(checkpoint, out_dir, sent_boundary: str = "") -> dict:
 def file_order(nbest_dir) -> list:
     """The hypothesis keys of the N-best dir in file order (words_text's, else words')."""
     from rescore.io.kaldi import read_table
-    from rescore.nbest.sets import find_archive
+    from rescore.formats.kaldi import find_archive
 
     for name, kind in (("words_text", "tokens"), ("words", "ints")):
         path = find_archive(nbest_dir, name)
