@@ -11,7 +11,7 @@ from rescore.cli.common import command, setup_logging, verbose_option
 from rescore.cli.examples import attach
 from rescore.cli.engine_options import MODEL_NEEDED, engine_needs, engine_options, engine_settings
 from rescore.cli.formats import NBEST_GROUP, NBEST_NEEDS, format_options, other_format, pop_format_options
-from rescore.cli.options import MAX_BATCH, MAX_BUCKETS, Conflict, Count, Need, Real, Shares
+from rescore.cli.options import MAX_BATCH, MAX_BUCKETS, Conflict, Count, Need, Real, Shares, given
 from rescore.nbest.checks import OOV_ERROR_RATE, OOV_WARN_RATE
 
 log = logging.getLogger("rescore-nbest")
@@ -33,6 +33,28 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
     if mix is None:
         mix = base.mix if base else Params.mix
     return Params(weight=weight, inv_acwt=inv_acwt, wip=wip, mix=mix)
+
+
+def resolve_cascade(params_file, top: int, margin, num_models: int):
+    """The cascade (rescore.nbest.cascade.Cascade): --cascade-top / --cascade-margin where either
+    is given on the command line, else the one a --params file records (rescore-tune
+    --params-out after a cascade sweep) where the run has the cascade's two --model; with other
+    models the file's cascade is not applied (a warning says why)."""
+    from rescore.nbest.cascade import Cascade
+
+    ctx = click.get_current_context()
+    if not params_file or any(given(ctx, p) for p in ctx.command.params if p.name in ("cascade_top", "cascade_margin")):
+        return Cascade(top, margin)
+    recorded = Cascade.from_params(params_file)
+    if recorded is None:
+        return Cascade(top, margin)
+    limits = ", ".join(f"{k} {v:g}" for k, v in recorded.as_dict().items() if v is not None)
+    if num_models != 2:
+        log.warning("--params %s records a cascade (%s); not applied: a cascade needs two --model, the cheap one "
+                    "first", params_file, limits)
+        return Cascade(top, margin)
+    log.info("cascade from --params %s: %s", params_file, limits)
+    return recorded
 
 
 def _has_refs(p) -> bool:
@@ -87,8 +109,8 @@ GROUPS = {
                    "file per model, e.g. an earlier run's lmwt.nn.1 and lmwt.nn.2) to interpolate them with --mix; "
                    "OUT_DIR/lmwt.nn then gets the mixed costs.")
 @click.option("--params", "params_file", type=click.Path(dir_okay=False),
-              help="JSON with weight, inv_acwt, wip and, for several models, mix (as rescore-tune writes); options "
-                   "given on the command line win.")
+              help="JSON with weight, inv_acwt, wip and, for several models, mix (as rescore-tune writes), and "
+                   "a tuned cascade's limits (applied with two --model); options given on the command line win.")
 @click.option("--weight",
               type=Real(0.0, 1.0), default=None,
               show_default="0.8 with --model or --nn-costs (Kaldi's default), else 0",
@@ -154,7 +176,6 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     from rescore.metrics import format_report
     from rescore.jobs.nbest import (NbestJob, job_numbers, job_path, nbest_jobs, parse_split, rescore_nbest_dir,
                                   rescore_nbest_jobs)
-    from rescore.nbest.cascade import Cascade
 
     numbers = None
     if jobs_spec is not None:  # (checked before --params is read)
@@ -165,7 +186,7 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     other = formats["fmt"] != "kaldi"
     check(numbers is None or not other, "Kaldi N-best dirs (one per job): other recognizers' inputs "
           "(--format) are rescored one per run", "--jobs", f"{jobs_spec} with {nbest_dir}")
-    cascade = Cascade(cascade_top, cascade_margin)
+    cascade = resolve_cascade(params_file, cascade_top, cascade_margin, len(model))
     check(not other or not cascade.on, "a Kaldi N-best dir for a cascade (its ranking is written as "
           "lmwt.cascade beside lmwt.nn)", "--cascade-top" if cascade_top else "--cascade-margin", nbest_dir)
     scoring = engine_settings(settings)

@@ -232,6 +232,21 @@ def format_setting(best: Mapping[str, float]) -> str:
                      for k, v in best.items())
 
 
+def params_cascade(result: Mapping[str, object]) -> dict:
+    """What --params-out records of a tune() result's cascade: {"cascade": {top, margin}} where
+    the best has a limit (rescore-nbest --params applies it), else nothing; the best being every
+    hypothesis the scoring run scored is that run's own limits, which are not known here (a
+    warning says so)."""
+    c = result.get("cascade")
+    if not c:
+        return {}
+    if all(v is None for v in c.values()):
+        log.warning("the best cascade setting is every hypothesis the scoring run's cascade scored: --params-out "
+                    "records no cascade (give rescore-nbest that run's --cascade-top / --cascade-margin)")
+        return {}
+    return {"cascade": dict(c)}
+
+
 def format_cascade(result: Mapping[str, object]) -> str:
     """'  cascade-top 5  cascade-margin 8' of a tune() result with a cascade ('' without)."""
     c = result.get("cascade")
@@ -353,7 +368,7 @@ def tune_nbest_dir(job: TuneJob) -> dict:
                   held_out=held_out, mixes=job.mixes, cascades=cascades)
     best = Params(**result["best"])
     if job.params_out:
-        best.to_json(job.params_out, tuned_on=job.nbest_dir, dev_wer=result["dev_wer"])
+        best.to_json(job.params_out, tuned_on=job.nbest_dir, dev_wer=result["dev_wer"], **params_cascade(result))
     if job.hyp_out:  # the set the figure printed last is of: held out if any, else tuned on
         if held_out is not None:
             write_one_best(job.hyp_out, held_out, result["held_out_choice"])

@@ -34,6 +34,7 @@ from typing import List, Optional, Sequence, Union
 import numpy as np
 
 from rescore.errors import RescoreError, check
+from rescore.io.files import read_json
 
 PathLike = Union[str, Path]
 
@@ -66,6 +67,27 @@ class Cascade:
 
     def as_dict(self) -> dict:
         return {"top": self.top or None, "margin": self.margin}
+
+    @classmethod
+    def from_params(cls, path: PathLike) -> Optional["Cascade"]:
+        """The cascade a --params file records (rescore-tune --params-out after a sweep with
+        --cascade: ``"cascade": {"top": K or null, "margin": M or null}``), checked; None where
+        it records none."""
+        d = read_json(path)
+        c = d.get("cascade") if isinstance(d, dict) else None
+        if c is None:
+            return None
+        expected = "'cascade': {\"top\": an integer >= 1 or null, \"margin\": a number of nats >= 0 or null}"
+        if not isinstance(c, dict) or set(c) - {"top", "margin"}:
+            raise RescoreError(expected, path=path, got=repr(c))
+        top, margin = c.get("top"), c.get("margin")
+        try:
+            cascade = cls(0 if top is None else top, margin)
+        except RescoreError:
+            raise RescoreError(expected, path=path, got=repr(c)) from None
+        if (top is not None and top < 1) or not cascade.on:
+            raise RescoreError(expected, path=path, got=repr(c))
+        return cascade
 
 
 def rank_and_gap(totals: np.ndarray, starts: np.ndarray):

@@ -14,7 +14,7 @@ from tests.cli.test_cli_nbest import two_models  # noqa: F401  (the fixture: an 
 from tests.conftest import NBEST_SMALL
 from rescore.cli.nbest import main
 from rescore.cli.tune import main as tune_main
-from rescore.errors import OptionError
+from rescore.errors import OptionError, RescoreError
 from rescore.io.kaldi import read_nn_costs, read_table
 from rescore.nbest.cascade import OUT_OF_CASCADE, Cascade, CascadeRanks, rank_and_gap, survivors
 from rescore.nbest.combine import CostArrays
@@ -162,6 +162,53 @@ def test_tune_sweeps_k_from_one_scoring(two_models, tmp_path):  # noqa: F811
     rep = json.loads((tmp_path / "all.json").read_text())
     assert {(row["cascade"]["top"], row["cascade"]["margin"]) for row in rep["grid"]} == \
         {(k, m) for k in (1, 2, 3) for m in (0.0, 5.0)}
+
+
+def test_params_out_records_the_tuned_cascade_and_params_applies_it(two_models, tmp_path, caplog):  # noqa: F811
+    # rescore-tune --params-out records the best K; rescore-nbest --params with the two models
+    # runs that cascade (the same files as --cascade-top K); given options win; one model: not applied.
+    a, b = two_models
+    big = tmp_path / "k3"
+    _run(big, [a, b], "--state-carry", "none", "--cascade-top", "3")
+    params = tmp_path / "params.json"
+    r = CliRunner().invoke(tune_main, [str(NBEST_SMALL), "--data-dir", str(DATA), "--nn-costs",
+                                       str(big / "lmwt.nn.1"), "--nn-costs", str(big / "lmwt.nn.2"),
+                                       "--cascade", str(big / "lmwt.cascade"), "--cascade-tops", "2",
+                                       "--weights", "0.7", "--inv-acwts", "10", "--wips", "0.5", "--mixes", "0.5",
+                                       "--params-out", str(params)])
+    assert r.exit_code == 0, r.output
+    assert json.loads(params.read_text())["cascade"] == {"top": 2, "margin": None}
+    assert Cascade.from_params(params) == Cascade(top=2)
+    k2 = tmp_path / "k2"
+    _run(k2, [a, b], "--state-carry", "none", "--cascade-top", "2")
+    args = [str(NBEST_SMALL), None, "--data-dir", str(DATA), "--device", "cpu", "--oov-penalty", "0",
+            "--state-carry", "none", "--params", str(params), "--model", str(a), "--model", str(b)]
+    for name, extra, want in (("p", [], k2), ("given", ["--cascade-top", "3"], big)):
+        args[1] = str(tmp_path / name)
+        r = CliRunner().invoke(main, args + extra)
+        assert r.exit_code == 0, r.output
+        for f in ("lmwt.cascade", "lmwt.interp", "text"):
+            assert (tmp_path / name / f).read_text() == (want / f).read_text(), (name, f)
+    # a file's cascade with one model: a warning, the run goes on without it
+    one = json.loads(params.read_text())
+    del one["mix"]
+    (tmp_path / "one.json").write_text(json.dumps(one))
+    r = CliRunner().invoke(main, [str(NBEST_SMALL), str(tmp_path / "one"), "--data-dir", str(DATA), "--device",
+                                  "cpu", "--oov-penalty", "0", "--params", str(tmp_path / "one.json"), "--model",
+                                  str(a)])
+    assert r.exit_code == 0, r.output
+    assert any("records a cascade" in m and "not applied" in m for m in caplog.messages), caplog.messages
+    assert not (tmp_path / "one" / "lmwt.cascade").exists()
+
+
+@pytest.mark.parametrize("cascade", [{"top": 0}, {"top": -1}, {"top": 1.5}, {"top": None, "margin": None},
+                                     {"margin": -2}, {"top": 2, "k": 1}, [2], "2"])
+def test_a_bad_cascade_in_params_is_refused(tmp_path, cascade):
+    p = tmp_path / "params.json"
+    p.write_text(json.dumps({"weight": 0.5, "inv_acwt": 10, "wip": 0, "cascade": cascade}))
+    with pytest.raises(RescoreError, match="'cascade'") as e:
+        Cascade.from_params(p)
+    assert str(p) in str(e.value)
 
 
 @pytest.mark.parametrize("extra, option", [
