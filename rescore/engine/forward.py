@@ -289,9 +289,9 @@ class LevelSteps:
         any OOV penalty: the caller's; zeros with ``outputs=False``, when only the states are
         wanted), and with ``want_ends`` the states after ``forest.ends``; else None."""
         fw = self.forward
-        run = getattr(self.steps, "whole", None)
+        run = self.steps.whole
         normalize = (fw.normalize and outputs) or not fw.can_skip
-        output = linear_output(fw.model.head, normalize, fw.paths.int8) if run is not None else None
+        output = linear_output(fw.model.head, normalize, fw.paths.int8)
         if output is None:
             return None
         node, target, _, slot = forest.edges()

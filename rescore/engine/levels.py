@@ -39,8 +39,7 @@ def score_levels(ctx: RunContext, parts: List[Tuple[List[Hyp], int]], starts: LM
     rows = ctx.tensor([row for _, row in parts])
     with ctx.forward.modes():
         levels = ctx.forward.level_steps(starts) or _ForwardLevels(ctx, starts)
-        whole = getattr(levels, "whole", None)
-        done = whole(forest, rows, want_finals) if whole is not None else None
+        done = levels.whole(forest, rows, want_finals) if levels.whole is not None else None
         if done is None:
             lp = _level_by_level(ctx, forest, levels, rows, finals if want_finals else None)
     if done is not None:  # every level in one call
@@ -94,6 +93,8 @@ def _level_by_level(ctx: RunContext, forest: LevelForest, levels, rows: torch.Te
 
 class _ForwardLevels:
     """The levels through ``ctx.forward`` (a model without level steps): LevelSteps' calls."""
+
+    whole = None  # (no call that runs every level at once: LevelSteps.whole)
 
     def __init__(self, ctx: RunContext, starts: LMState):
         self.ctx, self.last = ctx, starts

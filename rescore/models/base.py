@@ -299,6 +299,12 @@ class LanguageModel(nn.Module):
         """The name of its output head, for messages."""
         return type(self).__name__
 
+    @property
+    def hidden_size(self) -> int:
+        """H of the ``HeadOutput.hidden`` (B, T, H) its forward returns: the query a neural cache
+        (rescore.models.cache) keys on. A model that returns none has no hidden size."""
+        raise ValueError(f"{type(self).__name__} returns no hidden states (no hidden size) for a neural cache")
+
     supports_tree = False  # ``forward_tree`` (all nodes of prefix trees in one call) works
     supports_unnormalized = False  # ``forward(..., normalize=False)`` works
     takes_inference = False  # ``forward(..., inference=...)`` (and forward_tree's) works: Inference

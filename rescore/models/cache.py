@@ -95,7 +95,7 @@ class NeuralCacheLM(LanguageModel):
         for k in state.tensors:
             if k.startswith(PREFIX):
                 raise ValueError(f"state key {k!r} of the wrapped model clashes with the cache")
-        H = self._hidden_size()
+        H = self.inner.hidden_size
         L, R = self.window, self.recent
         dtype = next(self.inner.parameters()).dtype
         row = torch.zeros(batch_size, dtype=torch.long, device=device)
@@ -114,11 +114,9 @@ class NeuralCacheLM(LanguageModel):
         })
         return state
 
-    def _hidden_size(self) -> int:
-        for name in ("hidden", "hidden_size", "d_model"):
-            if hasattr(self.config, name):
-                return int(getattr(self.config, name))
-        raise ValueError("cannot tell the hidden size of the wrapped model from its config")
+    @property
+    def hidden_size(self) -> int:
+        return self.inner.hidden_size
 
     @property
     def supports_unnormalized(self) -> bool:

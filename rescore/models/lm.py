@@ -102,6 +102,10 @@ class NeuralLM(LanguageModel):
     @property
     def head_name(self) -> str:
         return self.config.head
+
+    @property
+    def hidden_size(self) -> int:
+        return self.config.hidden
     takes_inference = True
 
     def lstm_levels(self) -> bool:
