@@ -41,7 +41,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 . "$repo/tools/kaldi/kaldi_check_common.sh"  # dev, train_text, kutils, nj, weight, s5; log, setup_recipe_dir ...
 N=${NBEST:-20}
 inv_acwt=10
-CHECKS=${CHECKS-"ours_carpa ours_fst ours_fst_reject ours_two_models ours_tune pytorchnn_carpa pytorchnn_fst_reject lattice"}
+CHECKS=${CHECKS-"ours_carpa ours_fst ours_fst_reject ours_two_models ours_cascade ours_tune pytorchnn_carpa pytorchnn_fst_reject lattice"}
 # words the rejecting G.fst leaves out: every hypothesis of the first utterance has 'lobster'
 reject_words=lobster,lobsters,claws
 
@@ -112,6 +112,14 @@ cfg = ModelConfig(arch="transformer", hidden=16, layers=1, n_heads=2, context=8)
 save_checkpoint(build_model(cfg, vocab).eval(), sys.argv[2])
 EOF
   fi
+  if [ ! -f models/gpt2/config.json ]; then  # a Hugging Face model for the cascade: a tiny random GPT-2
+    head -3000 "$train_text" | grep -v '^ *$' | "$rescore_py" -c "
+import sys
+sys.path.insert(0, '$repo')
+from tools.bench.bench_hf import save_random_gpt2
+save_random_gpt2('models/gpt2', sys.stdin.read().splitlines(), vocab=500, layers=2, dim=32, heads=2, positions=256,
+                 scale=4.0)"
+  fi
   if [ -n "${KALDI_MODEL:-}" ]; then
     ln -sfn "$KALDI_MODEL" models/kaldi.pt
     kaldi_opts=${KALDI_MODEL_OPTS:?KALDI_MODEL needs KALDI_MODEL_OPTS (--model-type ... --nhead ...)}
@@ -170,6 +178,8 @@ verify_output() {
   local models=() m
   while read -r m; do models+=(--model "$m"); done < "$out/check.model"  # one line per model
   if [ -f "$out/check.mix" ]; then models+=(--mix "$(cat "$out/check.mix")"); fi
+  # the step's --rescore-opts that change the 1-best (a cascade's limits), one per line
+  if [ -f "$out/check.opts" ]; then while read -r m; do models+=("$m"); done < "$out/check.opts"; fi
   # the OOV penalty as the step's own rescore-nbest had it (run.pl's first log line is the
   # command): auto for ours, 0 for Kaldi's name; auto reads the step's words.txt or train text
   local cmdline opt val step_opts=()
@@ -221,7 +231,9 @@ run_ours() {
       "$lang" "$model" data/dev exp/decode_dev "$out" > "exp/$name.log" 2>&1; then
     echo "FAIL $name: the step exited non-zero (exp/$name.log)"; tail -5 "exp/$name.log"; return 1
   fi
-  tr ':' '\n' <<< "$model" | sed "s|^|$s5/|" > "$out/check.model"
+  # one line per model of the colon list, each path made absolute (hf:DIR: the part after hf:)
+  sed 's/:hf:/:hf@/g; s/^hf:/hf@/' <<< "$model" | tr ':' '\n' |
+    sed "s|^hf@|hf:$s5/|; /^hf:/! s|^|$s5/|" > "$out/check.model"
   grep -h 'warning' "exp/$name.log" | sed "s/^/  $name: /" | head -5 || true
 }
 
@@ -263,6 +275,23 @@ check_ours_two_models() {
   MODELS=models/ours.pt:models/ours2.pt run_ours ours_two_models data/lang --mix 0.6,0.4 || return 1
   echo "0.6,0.4" > "$out/check.mix"
   verify_output ours_two_models "$out" data/lang rescored data
+}
+
+# A cascade (--rescore-opts "--cascade-top 3"): the cheap model on every hypothesis, a Hugging
+# Face model (hf:DIR in the colon list) on each utterance's top 3; the step writes lmwt.cascade,
+# and the lattices' 1-best is rescore-nbest's with the same cascade (the others, out of reach by
+# +10,000 nats in lmwt.interp, never win in Kaldi's search either).
+check_ours_cascade() {
+  local out=exp/decode_dev_ours_cascade
+  MODELS=models/ours.pt:hf:models/gpt2 run_ours ours_cascade data/lang --mix 0.5,0.5 \
+    --rescore-opts "--cascade-top 3" || return 1
+  echo "0.5,0.5" > "$out/check.mix"
+  printf '%s\n' --cascade-top 3 > "$out/check.opts"
+  local n
+  for n in $(seq "$nj"); do
+    [ -s "$out/archives.$n/lmwt.cascade" ] || { echo "FAIL ours_cascade: no $out/archives.$n/lmwt.cascade"; return 1; }
+  done
+  verify_output ours_cascade "$out" data/lang rescored data
 }
 
 # G.fst without the reject words: the hypotheses with them are dropped, utterances whose every
