@@ -68,8 +68,9 @@ stage=1               # first stage to run (1-6), for partial reruns
 N=100                 # hypotheses per utterance (lattice-to-nbest --n), a whole number >= 1
 params=               # a setting tuned on dev: the JSON rescore-tune --params-out writes (of the step's
                       # output dir on dev); its weight, inv_acwt, wip (and mix) replace --weight,
-                      # --inv-acwt, --wip (--mix) in rescoring; the N-best lists are still cut at
-                      # --inv-acwt, as those of the dev run were
+                      # --inv-acwt, --wip (--mix) in rescoring, and a tuned cascade's limits apply
+                      # with two models (unless --rescore-opts gives them); the N-best lists are
+                      # still cut at --inv-acwt, as those of the dev run were
 inv_acwt=10           # inverse acoustic scale (Kaldi's LMWT, > 0) for the N-best lists and for
                       # picking each utterance's best hypothesis when carrying state
 weight=0.8            # NN LM weight w in [0, 1] in the log-linear interpolation with the old LM

@@ -280,7 +280,8 @@ check_ours_two_models() {
 # A cascade (--rescore-opts "--cascade-top 3"): the cheap model on every hypothesis, a Hugging
 # Face model (hf:DIR in the colon list) on each utterance's top 3; the step writes lmwt.cascade,
 # and the lattices' 1-best is rescore-nbest's with the same cascade (the others, out of reach by
-# +10,000 nats in lmwt.interp, never win in Kaldi's search either).
+# +10,000 nats in lmwt.interp, never win in Kaldi's search either). Then K tuned on the step's
+# output, and the step again with that --params file.
 check_ours_cascade() {
   local out=exp/decode_dev_ours_cascade
   MODELS=models/ours.pt:hf:models/gpt2 run_ours ours_cascade data/lang --mix 0.5,0.5 \
@@ -291,7 +292,24 @@ check_ours_cascade() {
   for n in $(seq "$nj"); do
     [ -s "$out/archives.$n/lmwt.cascade" ] || { echo "FAIL ours_cascade: no $out/archives.$n/lmwt.cascade"; return 1; }
   done
-  verify_output ours_cascade "$out" data/lang rescored data
+  verify_output ours_cascade "$out" data/lang rescored data || return 1
+  # K tuned on the step's output dir (rescore-tune --cascade, here K = 2 alone) into --params-out,
+  # and the step again with --params alone: it applies the file's cascade (its lattices' 1-best is
+  # rescore-nbest --cascade-top 2's)
+  local tuned=exp/ours_cascade_params.json out2=exp/decode_dev_ours_cascade_params
+  if ! rescore-tune "$out" --data-dir data/dev --nn-costs lmwt.nn.1 --nn-costs lmwt.nn.2 --cascade lmwt.cascade \
+      --cascade-tops 2 --weights "$weight" --inv-acwts "$inv_acwt" --wips 0 --mixes 0.5 --params-out "$tuned" \
+      > exp/ours_cascade_tune.log 2>&1; then
+    echo "FAIL ours_cascade: rescore-tune --cascade on the step's output (exp/ours_cascade_tune.log)"; return 1
+  fi
+  tr -d ' \n' < "$tuned" | grep -q '"cascade":{"top":2,' ||
+    { echo "FAIL ours_cascade: $tuned records no cascade-top 2"; return 1; }
+  MODELS=models/ours.pt:hf:models/gpt2 run_ours ours_cascade_params data/lang --params "$tuned" || return 1
+  grep -rq "cascade from --params" "$out2/log" ||
+    { echo "FAIL ours_cascade: the step with --params did not apply its cascade ($out2/log)"; return 1; }
+  echo "0.5,0.5" > "$out2/check.mix"
+  printf '%s\n' --cascade-top 2 > "$out2/check.opts"
+  verify_output ours_cascade_params "$out2" data/lang rescored data
 }
 
 # G.fst without the reject words: the hypotheses with them are dropped, utterances whose every
