@@ -36,25 +36,27 @@ def resolve_params(params_file, weight, inv_acwt, wip, mix=None, *, has_nn_costs
 
 
 def resolve_cascade(params_file, top: int, margin, num_models: int):
-    """The cascade (rescore.nbest.cascade.Cascade): --cascade-top / --cascade-margin where either
-    is given on the command line, else the one a --params file records (rescore-tune
-    --params-out after a cascade sweep) where the run has the cascade's two --model; with other
-    models the file's cascade is not applied (a warning says why)."""
+    """(the cascade, rescore.nbest.cascade.Cascade; the option it comes from, for errors):
+    --cascade-top / --cascade-margin where either is given on the command line, else the one a
+    --params file records (rescore-tune --params-out after a cascade sweep) where the run has
+    the cascade's two --model; with other models the file's cascade is not applied (a warning
+    says why)."""
     from rescore.nbest.cascade import Cascade
 
+    given_option = "--cascade-top" if top else "--cascade-margin"
     ctx = click.get_current_context()
     if not params_file or any(given(ctx, p) for p in ctx.command.params if p.name in ("cascade_top", "cascade_margin")):
-        return Cascade(top, margin)
+        return Cascade(top, margin), given_option
     recorded = Cascade.from_params(params_file)
     if recorded is None:
-        return Cascade(top, margin)
+        return Cascade(top, margin), given_option
     limits = ", ".join(f"{k} {v:g}" for k, v in recorded.as_dict().items() if v is not None)
     if num_models != 2:
         log.warning("--params %s records a cascade (%s); not applied: a cascade needs two --model, the cheap one "
                     "first", params_file, limits)
-        return Cascade(top, margin)
+        return Cascade(top, margin), given_option
     log.info("cascade from --params %s: %s", params_file, limits)
-    return recorded
+    return recorded, "--params"
 
 
 def _has_refs(p) -> bool:
@@ -186,9 +188,9 @@ def main(nbest_dir, out_dir, data_dir, words_txt, nn_costs, params_file, weight,
     other = formats["fmt"] != "kaldi"
     check(numbers is None or not other, "Kaldi N-best dirs (one per job): other recognizers' inputs "
           "(--format) are rescored one per run", "--jobs", f"{jobs_spec} with {nbest_dir}")
-    cascade = resolve_cascade(params_file, cascade_top, cascade_margin, len(model))
+    cascade, cascade_option = resolve_cascade(params_file, cascade_top, cascade_margin, len(model))
     check(not other or not cascade.on, "a Kaldi N-best dir for a cascade (its ranking is written as "
-          "lmwt.cascade beside lmwt.nn)", "--cascade-top" if cascade_top else "--cascade-margin", nbest_dir)
+          "lmwt.cascade beside lmwt.nn)", cascade_option, nbest_dir)
     scoring = engine_settings(settings)
     k = len(model) or len(nn_costs)
     # (one share alone would read as "no mix" in the job)

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from tests.cli.test_cli_nbest import two_models  # noqa: F401  (the fixture: an LSTM and a Transformer)
 from tests.conftest import NBEST_SMALL
+from rescore.cli.convert import convert as convert_main
 from rescore.cli.nbest import main
 from rescore.cli.tune import main as tune_main
 from rescore.errors import OptionError, RescoreError
@@ -189,6 +190,13 @@ def test_params_out_records_the_tuned_cascade_and_params_applies_it(two_models, 
         assert r.exit_code == 0, r.output
         for f in ("lmwt.cascade", "lmwt.interp", "text"):
             assert (tmp_path / name / f).read_text() == (want / f).read_text(), (name, f)
+    # an input of another format: a cascade cannot run there, the error names --params
+    tsv = tmp_path / "nbest.tsv"
+    assert CliRunner().invoke(convert_main, [str(NBEST_SMALL), str(tsv)]).exit_code == 0
+    r = CliRunner().invoke(main, [str(tsv), str(tmp_path / "tsv"), "--data-dir", str(DATA), "--params", str(params),
+                                  "--model", str(a), "--model", str(b)])
+    assert r.exit_code == 2 and "--params" in r.output and "Kaldi N-best dir for a cascade" in r.output, r.output
+    assert not (tmp_path / "tsv").exists()
     # a file's cascade with one model: a warning, the run goes on without it
     one = json.loads(params.read_text())
     del one["mix"]
