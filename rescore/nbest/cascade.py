@@ -26,6 +26,7 @@ stays that of the run's setting when rescore-tune sweeps the weight).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,14 +80,14 @@ class Cascade:
             return None
         expected = "'cascade': {\"top\": an integer >= 1 or null, \"margin\": a number of nats >= 0 or null}"
         if not isinstance(c, dict) or set(c) - {"top", "margin"}:
-            raise RescoreError(expected, path=path, got=repr(c))
+            raise RescoreError(expected, path=path, got=json.dumps(c))
         top, margin = c.get("top"), c.get("margin")
         try:
             cascade = cls(0 if top is None else top, margin)
         except RescoreError:
-            raise RescoreError(expected, path=path, got=repr(c)) from None
+            raise RescoreError(expected, path=path, got=json.dumps(c)) from None
         if (top is not None and top < 1) or not cascade.on:
-            raise RescoreError(expected, path=path, got=repr(c))
+            raise RescoreError(expected, path=path, got=json.dumps(c))
         return cascade
 
 
