@@ -101,6 +101,11 @@ class TuneJob:
                 and any(w != 0 for w in self.weights):
             raise OptionError("--apply-nn-costs (the setting tuned with --nn-costs has an NN LM weight)",
                               option="--apply-to")
+        if self.apply is not None and self.cascade_ranks is not None:
+            raise OptionError("a setting without a cascade: --apply-to would apply the weights without the "
+                              "cascade's limits, which need the test set's own ranking (write them with "
+                              "--params-out, then rescore-nbest --params with the two --model on the test set)",
+                              option="--apply-to", got=f"{self.apply.nbest_dir} with --cascade {self.cascade_ranks}")
         k = len(self.nn_costs)
         check(self.apply is None or k < 2 or self.apply.num_models in (0, k),
               f"{k} NN LM cost files for --apply-to, one per model as for tuning", "--apply-nn-costs",
