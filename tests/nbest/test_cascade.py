@@ -238,7 +238,8 @@ def test_tune_cascade_options_are_checked(tmp_path):
                           (["--cascade", str(tmp_path / "x"), "--cascade-tops", "1.5"], "--cascade-tops"),
                           (["--cascade", str(tmp_path / "x")], "--nn-costs"),
                           (["--cascade", str(tmp_path / "x"), "--nn-costs", str(tmp_path / "n1"), "--nn-costs",
-                            str(tmp_path / "n2"), "--apply-to", str(NBEST_SMALL), str(tmp_path / "t"), "--apply-nn-costs",
-                            str(tmp_path / "n1"), "--apply-nn-costs", str(tmp_path / "n2")], "--apply-to")):
+                            str(tmp_path / "n2"), "--apply-to", str(NBEST_SMALL), str(tmp_path / "t"),
+                            "--apply-nn-costs", str(tmp_path / "n1"), "--apply-nn-costs", str(tmp_path / "n2")],
+                           "--apply-to")):
         r = CliRunner().invoke(tune_main, base + extra)
         assert r.exit_code == 2 and needle in r.output, (extra, r.output)
