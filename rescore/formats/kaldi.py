@@ -84,12 +84,18 @@ class KaldiDir:
         return files + ([self.words_txt] if self.words_txt is not None else [])
 
 
+def words_txt_of(nbest_dir: PathLike, words_txt: Optional[PathLike] = None) -> Optional[Path]:
+    """An N-best input's words.txt: ``words_txt`` where given, else the one beside it
+    (default_words_txt), else None."""
+    return Path(words_txt) if words_txt is not None else default_words_txt(nbest_dir)
+
+
 def kaldi_dir(nbest_dir: PathLike, words_txt: Optional[PathLike] = None) -> KaldiDir:
     """The files of the N-best dir ``nbest_dir`` (module doc), ``words_txt`` where given: found,
     not opened or checked (rescore.nbest.sets.load_nbest_dir checks them)."""
     archives = {n: find_archive(nbest_dir, n) for n in ARCHIVES}
-    wt = Path(words_txt) if words_txt is not None else default_words_txt(nbest_dir)
-    return KaldiDir(Path(nbest_dir), archives, wt, archives["words"] is not None and archives["words_text"] is None)
+    return KaldiDir(Path(nbest_dir), archives, words_txt_of(nbest_dir, words_txt),
+                    archives["words"] is not None and archives["words_text"] is None)
 
 KALDI_COLUMNS = {"ac": "acwt", "graph": "lmwt.withlm", "nolm": "lmwt.nolm"}  # column -> archive
 KALDI_ARCHIVES = ("words_text", "acwt", "lmwt.withlm", "lmwt.nolm", "words")  # what table_to_kaldi writes

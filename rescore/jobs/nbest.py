@@ -48,7 +48,7 @@ from rescore.formats.registry import (FORMATS, KNOWN_RESULT_FILES, RESULT_FORMAT
                                       result_names, side_files)
 from rescore.formats.tsv import write_nbest_table
 from rescore.formats.icefall import icefall_test_set
-from rescore.formats.kaldi import KaldiDir, default_words_txt, kaldi_dir
+from rescore.formats.kaldi import KaldiDir, kaldi_dir, words_txt_of
 from rescore.formats.table import with_columns
 from rescore.io.files import atomic_output, write_json
 from rescore.io.kaldi import write_nn_costs, write_table
@@ -138,17 +138,15 @@ def split_share(conversation_ids: Sequence[str], k: int, n: int, block: int) -> 
 # rescore-nbest
 
 
-def words_txt_of(nbest_dir: PathLike, words_txt: Optional[PathLike]) -> Optional[Path]:
-    """The N-best set's words.txt: ``words_txt`` where given, else the one found beside
-    NBEST_DIR (rescore.formats.kaldi.default_words_txt), else None."""
-    return Path(words_txt) if words_txt is not None else default_words_txt(Path(nbest_dir))
-
-
 def lexicon_of(nbest_dir: PathLike, words_txt: Optional[PathLike]) -> List[str]:
     """The recognizer's words: those of the N-best set's words.txt (words_txt_of), none where
     there is none."""
-    path = words_txt_of(nbest_dir, words_txt)
-    return read_vocabulary(path).words[2:] if path is not None else []
+    return lexicon_in(words_txt_of(nbest_dir, words_txt))
+
+
+def lexicon_in(words_txt: Optional[Path]) -> List[str]:
+    """The words of a words.txt (its first two, <eps> and the like, aside), none without one."""
+    return read_vocabulary(words_txt).words[2:] if words_txt is not None else []
 
 
 def model_oov_penalty(s: EngineSettings, nbest_dir: PathLike, words_txt: Optional[PathLike],
@@ -280,8 +278,7 @@ class NbestJob:
     def lexicon(self) -> List[str]:
         """The recognizer's words: those of the N-best set's words.txt (--words-txt, or the one
         beside NBEST_DIR), none where there is none."""
-        path = self.nbest_files.words_txt
-        return read_vocabulary(path).words[2:] if path is not None else []
+        return lexicon_in(self.nbest_files.words_txt)
 
     @cached_property
     def nbest_files(self) -> KaldiDir:

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Collection, Iterable, List, Mapping, Optional, Sequence, Union
 
 from rescore.errors import RescoreError
-from rescore.formats.kaldi import default_words_txt
+from rescore.formats.kaldi import words_txt_of
 from rescore.metrics.record import JsonRecord
 from rescore.metrics.refnorm import reference_style_hint
 from rescore.metrics.report import format_input_checks
@@ -275,10 +275,8 @@ def check_nbest_input(nbest, models: Sequence[PathLike] = (), words_txt: Optiona
     ``params_file`` tuned on this set. Logs the summary and the warnings; an LM with more than
     OOV_ERROR_RATE of the hypothesis tokens outside its vocabulary is a RescoreError unless
     allow_oov_rate."""
-    if words_txt is not None:
-        wt = Path(words_txt)
-    else:  # the words.txt beside the input (a Kaldi dir's: found when it was loaded)
-        wt = nbest.kaldi.words_txt if nbest.kaldi is not None else default_words_txt(nbest.path)
+    # the words.txt given, else the one beside the input (a Kaldi dir's: found when it was loaded)
+    wt = nbest.kaldi.words_txt if nbest.kaldi is not None and words_txt is None else words_txt_of(nbest.path, words_txt)
     lexicon = _lexicon(wt) if models else None  # (the style check needs the hypotheses' words alone)
     hyp_tokens = list(itertools.chain.from_iterable(h.words for u in nbest.utterances() for h in u.hyps))
     ref_tokens = None if nbest.refs is None else [w for r in nbest.refs.values() for w in r]

@@ -192,7 +192,7 @@ def prepare_inputs(args, work: Path) -> dict:
     asked) and what the cost check needs: infile utterance order, our conversations, lengths."""
     from rescore.io.kaldi import write_table
     from rescore.nbest.sets import load_nbest_dir
-    from rescore.jobs.nbest import words_txt_of
+    from rescore.formats.kaldi import words_txt_of
 
     nbest = load_nbest_dir(args.nbest_dir, args.data_dir)
     keys = file_order(args.nbest_dir)
